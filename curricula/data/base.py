@@ -1,0 +1,199 @@
+"""What every loader returns, and the checks and split handling they share.
+
+A loader turns one native format into a :class:`RankingData`: four polars tables with the ingest contracts
+of :mod:`curricula.tables` (queries, docs, qrels, candidates). Loaders raise
+:class:`~curricula.errors.InputFormatError` (``path:line: problem``) on malformed input and never write files;
+the ingest stage writes the tables atomically only after every check passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from curricula.errors import InputFormatError
+from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, SPLITS, TableSpec, check_table, conform
+
+
+@dataclass(frozen=True)
+class RankingData:
+    """A ranking dataset in the pipeline's contract.
+
+    ``queries``: qid, split (train/dev/test), text (the query, or a dialogue context joined by newlines), turns
+    (the context's utterances oldest first; ``[text]`` for single-turn datasets), domain (nullable).
+    ``docs``: docid, text. ``qrels``: qid, docid, rel (graded where the dataset is; 0 = not relevant).
+    ``candidates``: qid, docid (the fixed candidate list of each query, where the dataset has one).
+    """
+
+    queries: pl.DataFrame
+    docs: pl.DataFrame
+    qrels: pl.DataFrame
+    candidates: pl.DataFrame
+
+    TABLES = {"queries": QUERIES, "docs": DOCS, "qrels": QRELS, "candidates": CANDIDATES}
+
+    @classmethod
+    def build(
+        cls, queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame, candidates: pl.DataFrame
+    ) -> "RankingData":
+        """Conform four frames to their contracts (column order, dtypes), sorted for deterministic output."""
+        return cls(
+            queries=conform(queries, QUERIES).sort("qid"),
+            docs=conform(docs, DOCS).sort("docid"),
+            qrels=conform(qrels, QRELS).sort("qid", "docid"),
+            candidates=conform(candidates, CANDIDATES).sort("qid", "docid"),
+        )
+
+    def tables(self) -> dict[str, tuple[pl.DataFrame, TableSpec]]:
+        return {name: (getattr(self, name), spec) for name, spec in self.TABLES.items()}
+
+    def validate(self, source: str) -> "RankingData":
+        """Check each table's contract and the references between tables.
+
+        Every qrels and candidates qid must be a query, every docid a doc; ``source`` names the input in errors.
+        """
+        for name, (df, spec) in self.tables().items():
+            check_table(df, spec, f"{source} ({name})")
+        qids = self.queries["qid"]
+        docids = self.docs["docid"]
+        for name in ("qrels", "candidates"):
+            df: pl.DataFrame = getattr(self, name)
+            unknown_q = df.filter(~pl.col("qid").is_in(qids.implode()))
+            if unknown_q.height:
+                raise InputFormatError(source, None, f"{name} name unknown qid {unknown_q['qid'][0]!r}")
+            unknown_d = df.filter(~pl.col("docid").is_in(docids.implode()))
+            if unknown_d.height:
+                raise InputFormatError(source, None, f"{name} name unknown docid {unknown_d['docid'][0]!r}")
+        return self
+
+    def split_counts(self) -> dict[str, int]:
+        counts = dict(self.queries.group_by("split").len().iter_rows())
+        return {s: int(counts.get(s, 0)) for s in SPLITS}
+
+    def subset(self, qids: pl.Series) -> "RankingData":
+        """Keep only the given queries, their qrels and candidates, and the docs they still reference."""
+        keep = qids.implode()
+        queries = self.queries.filter(pl.col("qid").is_in(keep))
+        qrels = self.qrels.filter(pl.col("qid").is_in(keep))
+        candidates = self.candidates.filter(pl.col("qid").is_in(keep))
+        used = pl.concat([qrels["docid"], candidates["docid"]]).unique().implode()
+        return RankingData(queries, self.docs.filter(pl.col("docid").is_in(used)), qrels, candidates)
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` (1-based, line ending stripped: LF or CRLF) of a UTF-8 text file.
+
+    Raises :class:`InputFormatError` for a missing or empty file, and for bytes that are not UTF-8, naming
+    the line and byte offset within it.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputFormatError(path, None, "file not found")
+    if path.stat().st_size == 0:
+        raise InputFormatError(path, None, "file is empty, expected at least one record")
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputFormatError(
+                    path, number, f"invalid UTF-8 at byte {exc.start} of the line ({raw[exc.start:exc.start + 4]!r})"
+                ) from None
+            yield number, line.rstrip("\n").rstrip("\r")
+
+
+def parse_label(value: str, path: str | Path, line: int, what: str = "label") -> int:
+    """An integer label, or an :class:`InputFormatError` quoting the bad value."""
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise InputFormatError(path, line, f"{what} must be an integer, got {value!r}") from None
+
+
+def seeded_split(ids: list[str], fractions: Mapping[str, float], seed: int) -> dict[str, str]:
+    """Assign each id to a split with the given fractions, by a seeded permutation of the sorted ids.
+
+    Fractions are normalised to sum to 1; split sizes are the rounded cumulative boundaries, so every id gets
+    exactly one split and the result depends only on the set of ids, the fractions and the seed.
+    """
+    names = [s for s in fractions if fractions[s] > 0]
+    if not names:
+        raise ValueError("split fractions must contain at least one positive fraction")
+    total = sum(fractions[s] for s in names)
+    order = sorted(set(ids))
+    perm = np.random.default_rng(seed).permutation(len(order))
+    bounds = np.rint(np.cumsum([fractions[s] / total for s in names]) * len(order)).astype(int)
+    out: dict[str, str] = {}
+    start = 0
+    for name, stop in zip(names, bounds):
+        for i in perm[start:stop]:
+            out[order[i]] = name
+        start = stop
+    return out
+
+
+def fill_missing_splits(
+    data: RankingData, fractions: Mapping[str, float], seed: int, resplit: bool = False
+) -> tuple[RankingData, list[str]]:
+    """Give a dataset all of train, dev and test.
+
+    Datasets with their own splits keep them. With ``resplit`` (or when the loader gave no split information,
+    i.e. every query is in one split) all queries are re-split by query with ``fractions``. Otherwise each
+    missing split is carved out of train by query, with its fraction of the whole, seeded. Returns the new
+    data and human-readable notes on what was done (for the log).
+    """
+    present = {s for s, n in data.split_counts().items() if n}
+    qids = data.queries["qid"].to_list()
+    notes: list[str] = []
+    if resplit or len(present) <= 1:
+        mapping = seeded_split(qids, fractions, seed)
+        notes.append(f"re-split {len(qids)} queries by query with fractions {dict(fractions)} (seed {seed})")
+    else:
+        missing = [s for s in SPLITS if s not in present and fractions.get(s, 0) > 0]
+        if not missing:
+            return data, notes
+        if "train" not in present:
+            raise ValueError(f"splits {missing} are missing and there is no train split to carve them from")
+        train = data.queries.filter(pl.col("split") == "train")["qid"].to_list()
+        share = {s: fractions[s] for s in missing}
+        share["train"] = max(1e-9, 1.0 - sum(share.values()))
+        carved = seeded_split(train, share, seed)
+        mapping = dict(zip(qids, data.queries["split"].to_list()))
+        mapping.update(carved)
+        for s in missing:
+            n = sum(1 for v in carved.values() if v == s)
+            notes.append(f"carved split '{s}' ({n} queries) out of train by query (seed {seed})")
+    queries = data.queries.with_columns(
+        pl.col("qid").replace_strict(mapping, return_dtype=pl.String).alias("split")
+    )
+    return RankingData(queries, data.docs, data.qrels, data.candidates), notes
+
+
+KEEP_QUERIES = ("all", "with_positive", "with_positive_and_negative")
+
+
+def filter_queries(data: RankingData, keep: str) -> tuple[RankingData, str | None]:
+    """Drop queries that cannot be evaluated.
+
+    ``all`` keeps everything; ``with_positive`` keeps queries with at least one qrel ``rel > 0``;
+    ``with_positive_and_negative`` also needs one judged or candidate document that is not relevant (the
+    standard WikiQA answer-selection filter). Returns the data and a note for the log (None if nothing changed).
+    """
+    if keep not in KEEP_QUERIES:
+        raise ValueError(f"keep_queries must be one of {KEEP_QUERIES}, got {keep!r}")
+    if keep == "all":
+        return data, None
+    pos = data.qrels.filter(pl.col("rel") > 0).select("qid").unique()
+    keep_ids = pos["qid"]
+    if keep == "with_positive_and_negative":
+        relevant = data.qrels.filter(pl.col("rel") > 0).select("qid", "docid")
+        judged = pl.concat([data.qrels.select("qid", "docid"), data.candidates.select("qid", "docid")]).unique()
+        negatives = judged.join(relevant, on=["qid", "docid"], how="anti").select("qid").unique()
+        keep_ids = pos.join(negatives, on="qid", how="semi")["qid"]
+    before = data.queries.height
+    kept = data.subset(keep_ids)
+    return kept, f"kept {kept.queries.height} of {before} queries ({keep})"

@@ -1,0 +1,140 @@
+"""The pipeline's data contracts: one :class:`TableSpec` per Parquet table, checked on write and on read.
+
+Every stage's output is listed in ``DESIGN.md`` ("Stages and their Parquet contracts"); this module is the
+executable form of that table. Writes are atomic: a table is written to a hidden temporary name in the
+destination folder and renamed into place, so a killed job never leaves a half-written Parquet behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from curricula.errors import SchemaError
+
+#: Marker dtype for a fixed-size float32 vector column whose width is fixed per table, not per contract.
+VECTOR = pl.Array(pl.Float32, 1)
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """Column names (in order) and dtypes of one table, with its key and value constraints."""
+
+    name: str
+    columns: dict[str, pl.DataType]
+    key: tuple[str, ...] = ()
+    nullable: frozenset[str] = field(default_factory=frozenset)
+    allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+QUERIES = TableSpec(
+    "queries",
+    {"qid": pl.String, "split": pl.String, "text": pl.String, "turns": pl.List(pl.String), "domain": pl.String},
+    key=("qid",),
+    nullable=frozenset({"domain"}),
+    allowed={"split": SPLITS},
+)
+DOCS = TableSpec("docs", {"docid": pl.String, "text": pl.String}, key=("docid",))
+QRELS = TableSpec("qrels", {"qid": pl.String, "docid": pl.String, "rel": pl.Int32}, key=("qid", "docid"))
+CANDIDATES = TableSpec("candidates", {"qid": pl.String, "docid": pl.String}, key=("qid", "docid"))
+RUN = TableSpec(
+    "run", {"qid": pl.String, "docid": pl.String, "rank": pl.Int32, "score": pl.Float64}, key=("qid", "docid")
+)
+CANDIDATE_SCORES = TableSpec(
+    "candidate_scores", {"qid": pl.String, "docid": pl.String, "score": pl.Float64}, key=("qid", "docid")
+)
+VECTORS = TableSpec("vectors", {"id": pl.String, "vector": VECTOR}, key=("id",))
+NEIGHBORS = TableSpec(
+    "neighbors", {"qid": pl.String, "docid": pl.String, "rank": pl.Int32, "score": pl.Float32}, key=("qid", "docid")
+)
+
+
+def _dtype_matches(actual: pl.DataType, expected: pl.DataType) -> bool:
+    if expected is VECTOR:
+        return isinstance(actual, pl.Array) and actual.inner == pl.Float32
+    return actual == expected
+
+
+def check_table(df: pl.DataFrame, spec: TableSpec, source: str | Path) -> pl.DataFrame:
+    """Verify ``df`` against ``spec`` exactly: column names and order, dtypes, nulls, allowed values, unique key.
+
+    Raises :class:`SchemaError` naming ``source`` and the first violated rule; returns ``df`` unchanged.
+    """
+    names = list(spec.columns)
+    if df.columns != names:
+        raise SchemaError(f"{source}: table '{spec.name}' has columns {df.columns}, expected {names}")
+    for col, expected in spec.columns.items():
+        actual = df.schema[col]
+        if not _dtype_matches(actual, expected):
+            want = "Array(Float32, d)" if expected is VECTOR else str(expected)
+            raise SchemaError(f"{source}: column '{col}' of '{spec.name}' has type {actual}, expected {want}")
+        if col not in spec.nullable:
+            nulls = df[col].null_count()
+            if nulls:
+                raise SchemaError(f"{source}: column '{col}' of '{spec.name}' has {nulls} null value(s)")
+    for col, values in spec.allowed.items():
+        bad = df.filter(~pl.col(col).is_in(list(values)) & pl.col(col).is_not_null())
+        if bad.height:
+            raise SchemaError(
+                f"{source}: column '{col}' of '{spec.name}' has value {bad[col][0]!r}, expected one of {list(values)}"
+            )
+    if spec.key and df.height:
+        dup = df.select(spec.key).filter(pl.struct(spec.key).is_duplicated())
+        if dup.height:
+            first = dict(zip(spec.key, dup.row(0)))
+            raise SchemaError(f"{source}: '{spec.name}' has duplicate key {first} ({dup.height} duplicated rows)")
+    return df
+
+
+def conform(df: pl.DataFrame, spec: TableSpec) -> pl.DataFrame:
+    """Select the contract's columns in order and cast them to the contract's dtypes (vectors keep their width)."""
+    missing = [c for c in spec.columns if c not in df.columns]
+    if missing:
+        raise SchemaError(f"table '{spec.name}' lacks column(s) {missing}")
+    exprs = []
+    for col, dtype in spec.columns.items():
+        exprs.append(pl.col(col) if dtype is VECTOR else pl.col(col).cast(dtype, strict=True))
+    return df.select(exprs)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
+    """Conform, check and write ``df`` to ``path`` atomically (temporary file in the same folder, then rename).
+
+    Parquet is written with zstd compression and without per-write timestamps, so the same rows give the
+    same bytes.
+    """
+    path = Path(path)
+    df = check_table(conform(df, spec), spec, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
+        df.write_parquet(tmp, compression="zstd", statistics=True)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_table(path: str | Path, spec: TableSpec) -> pl.DataFrame:
+    """Read a Parquet table and check it against ``spec``; a missing file or a broken contract is a clear error."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: table '{spec.name}' not found (has its stage run?)")
+    return check_table(pl.read_parquet(path), spec, path)

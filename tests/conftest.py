@@ -1,0 +1,25 @@
+"""Shared fixtures. Real data samples live in ../shared/data relative to the repo root (not shipped with the repo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The folder of real public samples; tests that need it skip when a clone has no ../shared/data."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data samples not found at {SHARED_DATA} (only present next to the project's own clone)")
+    return SHARED_DATA
+
+
+def shared_file(shared_data: Path, *parts: str) -> Path:
+    path = shared_data.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"sample file {path} is absent")
+    return path
