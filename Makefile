@@ -1,10 +1,14 @@
 # Two entry points (README): `make run` runs the pipeline on the embedded default dataset,
 # `make test` runs the test suite. Both create .venv on first use and reuse it afterwards;
 # it is rebuilt only when requirements.lock or pyproject.toml change.
+SHELL := bash
+.SHELLFLAGS := -o pipefail -c
 PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 CORES ?= 2
+# pip on some machines prints one harmless warning per package for an empty extra index; hide only those.
+QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
 .PHONY: run test venv
 
@@ -12,15 +16,16 @@ venv: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "error: $(PY) not found; this pipeline needs Python 3.11" >&2; exit 1; }
+	@echo "Setting up $(VENV) (first use or changed requirements; about 2-3 minutes)..."
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -r requirements.lock
-	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip 2>&1 | $(QUIET_PIP)
+	$(VENV)/bin/python -m pip install --quiet -r requirements.lock 2>&1 | $(QUIET_PIP)
+	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . 2>&1 | $(QUIET_PIP)
 	$(VENV)/bin/python -m pip check
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile config.yaml $(ARGS)
+	$(VENV)/bin/snakemake --cores $(CORES) $(ARGS)
 	@$(VENV)/bin/python -m curricula.cli outputs config.yaml
 
 test: $(STAMP)

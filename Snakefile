@@ -1,14 +1,17 @@
 # Curriculum learning for neural rankers: the whole pipeline.
 # `snakemake --cores 2` runs it on config.yaml; `--configfile other.yaml` overlays another config.
+import os
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The repo default is always loaded first (even with --directory); --configfile overlays it.
+configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
-validate(config, "schemas/config.schema.yaml")
+validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
 
 include: "rules/common.smk"

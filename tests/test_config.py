@@ -1,0 +1,46 @@
+"""Config validation against schemas/config.schema.yaml: unknown keys and wrong types stop the run."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+
+from curricula.config import REPO, load_config, merge, results_dir, validate_config
+
+
+def default():
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def test_default_config_is_valid_and_gets_defaults():
+    cfg = load_config(REPO / "config.yaml")
+    assert cfg["dataset"]["format"] == "chitchat"
+    assert cfg["dataset"]["split"]["resplit"] is False
+    assert str(results_dir(cfg)) == "results/chitchat"
+
+
+@pytest.mark.parametrize(
+    "patch, needle",
+    [
+        ({"bogus": 1}, "'bogus' was unexpected"),
+        ({"dataset": {"nmae": "x"}}, "'nmae' was unexpected"),
+        ({"seed": "one"}, "'one' is not of type 'integer'"),
+        ({"dataset": {"format": "csv"}}, "'csv' is not one of"),
+        ({"dataset": {"options": {"negatives": "9"}}}, "'9' is not of type 'integer'"),
+        ({"dataset": {"options": {"negative": 9}}}, "'negative' was unexpected"),
+        ({"dataset": {"split": {"fractions": {"valid": 0.1}}}}, "'valid' was unexpected"),
+    ],
+)
+def test_bad_config_names_the_key(patch, needle):
+    with pytest.raises(WorkflowError, match=needle.replace("(", r"\(")):
+        validate_config(merge(default(), patch))
+
+
+def test_format_specific_options_are_checked():
+    cfg = merge(default(), {"dataset": {"format": "semeval_cqa", "options": {"task": "B"}}})
+    cfg["dataset"]["options"] = {"task": "B"}
+    with pytest.raises(WorkflowError, match="'B' is not one of"):
+        validate_config(cfg)
+    cfg["dataset"]["options"] = {"task": "C"}
+    validate_config(cfg)
