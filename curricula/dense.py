@@ -1,0 +1,475 @@
+"""Dense representations and exact nearest neighbours: the "fast ranking model" of Su et al. (2021), §3.4.
+
+* :func:`encode` turns texts into L2-normalised mean-pooled vectors (all-MiniLM-L6-v2's own recipe), as a
+  ``VECTORS`` table. Texts are tokenised once and batched by length (about 3x faster than batching in input
+  order on CPU); rows come back in input order. The same input gives the same vectors on the same machine.
+* :func:`neighbors` is the all-pairs similarity G(c, r) = E_c(c)^T E_r(r) (eq. 4) reduced to what the curricula
+  need: for every query the top-k documents by inner product (exact, FAISS ``IndexFlatIP``, a GPU index when
+  faiss-gpu and a GPU are present), searched in chunks of queries so memory stays O(queries x k); an N x N
+  matrix is never built. Ranks are the paper's h_d(c, r): 1 = most similar among *all* documents. Ties are
+  broken by document order (the earlier row of ``doc_vecs`` wins), also at the k-th place.
+  Nothing is excluded: a context's own positive response normally appears in its list; instance-level
+  negatives are drawn after an anti-join with the qrels (ask for a few more than 10^k_T to keep 10^k_T).
+* :func:`finetune_biencoder` trains the dual encoder of eq. 4 with in-batch negatives (Karpukhin et al., 2020):
+  a context encoder and a response encoder, both initialised from the same checkpoint but with separate
+  weights, and a softmax over each batch's context-response scores whose diagonal holds the positives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from curricula.hf import (
+    autocast,
+    load_encoder,
+    load_tokenizer,
+    quiet_transformers,
+    resolve_model_dir,
+    select_device,
+    write_dir_atomically,
+)
+from curricula.tables import NEIGHBORS, VECTORS, check_table
+
+log = logging.getLogger(__name__)
+
+#: Sub-folders of a fine-tuned bi-encoder (each a full checkpoint with its tokenizer, loadable by :func:`encode`).
+CONTEXT_DIR = "context"
+RESPONSE_DIR = "response"
+#: faiss GPU flat indexes return at most this many neighbours per query; larger k searches on the CPU index.
+GPU_MAX_K = 2048
+
+
+# --------------------------------------------------------------------------------------------------- encoding
+def _tokenize(tokenizer, texts: Sequence[str], max_length: int) -> dict[str, list[list[int]]]:
+    """Token ids (and token type ids when the model uses them), truncated, unpadded."""
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"text #{bad} is {type(texts[bad]).__name__}, expected str")
+    enc = tokenizer(
+        list(texts), truncation=True, max_length=max_length, padding=False, return_attention_mask=False
+    )
+    return {k: v for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
+
+
+def _pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int], pad_id: int, device) -> dict[str, torch.Tensor]:
+    """Right-pad the given rows to their longest member; returns model inputs with the attention mask."""
+    ids = [tokens["input_ids"][i] for i in rows]
+    width = max(len(x) for x in ids)
+    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(ids), width), dtype=np.int64)
+    for j, x in enumerate(ids):
+        input_ids[j, : len(x)] = x
+        mask[j, : len(x)] = 1
+    batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
+    if "token_type_ids" in tokens:
+        types = np.zeros((len(ids), width), dtype=np.int64)
+        for j, i in enumerate(rows):
+            t = tokens["token_type_ids"][i]
+            types[j, : len(t)] = t
+        batch["token_type_ids"] = torch.from_numpy(types)
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """Mean of the token states under the attention mask, in fp32, then L2-normalised (sentence-transformers)."""
+    hidden = hidden.float()
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+    return F.normalize(pooled, p=2, dim=1) if normalize else pooled
+
+
+def _embed(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return mean_pool(model(**batch).last_hidden_state, batch["attention_mask"])
+
+
+def encode_matrix(
+    texts: Sequence[str],
+    model,
+    tokenizer,
+    *,
+    max_length: int = 128,
+    batch_size: int = 64,
+    precision: str = "auto",
+    progress: bool = True,
+    desc: str = "encode",
+) -> np.ndarray:
+    """Vectors of ``texts`` as a C-contiguous float32 matrix (rows in input order) with an already-loaded model."""
+    if batch_size < 1 or max_length < 2:
+        raise ValueError(f"batch_size={batch_size}, max_length={max_length}: expected >= 1 and >= 2")
+    device = next(model.parameters()).device
+    dim = model.config.hidden_size
+    out = np.empty((len(texts), dim), dtype=np.float32)
+    if not len(texts):
+        return out
+    tokens = _tokenize(tokenizer, texts, max_length)
+    lengths = np.fromiter((len(x) for x in tokens["input_ids"]), dtype=np.int64, count=len(texts))
+    order = np.argsort(-lengths, kind="stable")  # longest first: a memory problem shows at once
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), autocast(device, precision):
+            for start in tqdm(
+                range(0, len(texts), batch_size),
+                desc=desc,
+                unit="batch",
+                disable=not progress,
+                mininterval=2.0,
+            ):
+                rows = order[start : start + batch_size]
+                vecs = _embed(model, _pad_batch(tokens, rows, pad_id, device))
+                out[rows] = vecs.float().cpu().numpy()
+    finally:
+        model.train(was_training)
+    return out
+
+
+def vectors_frame(ids: Sequence[str], matrix: np.ndarray) -> pl.DataFrame:
+    """A ``VECTORS`` table from ids and a float32 matrix (one row per id)."""
+    matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != len(ids):
+        raise ValueError(f"matrix of shape {matrix.shape} does not match {len(ids)} ids")
+    df = pl.DataFrame({"id": pl.Series("id", list(ids), dtype=pl.String), "vector": pl.Series("vector", matrix)})
+    return check_table(df, VECTORS, "encode")
+
+
+def _check_ids(texts: Sequence[str], ids: Sequence[str]) -> None:
+    if len(texts) != len(ids):
+        raise ValueError(f"{len(texts)} texts but {len(ids)} ids")
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise ValueError(f"duplicate id {i!r}: vector ids must be unique")
+        seen.add(i)
+
+
+def encode(
+    texts: Sequence[str],
+    ids: Sequence[str],
+    model_dir: str | Path = "minilm",
+    *,
+    max_length: int = 128,
+    batch_size: int = 64,
+    layers: int | None = None,
+    device: str = "auto",
+    precision: str = "auto",
+    progress: bool = True,
+) -> pl.DataFrame:
+    """Encode ``texts`` into a ``VECTORS`` table (``id``, ``vector`` Array(Float32, hidden size)), in input order.
+
+    Mean pooling over the attention mask and L2 normalisation, so inner product = cosine similarity.
+    ``model_dir`` is ``"minilm"`` (the packaged all-MiniLM-L6-v2), any local BERT-family checkpoint, or one half
+    of a bi-encoder saved by :func:`finetune_biencoder` (``out_dir/context``, ``out_dir/response``).
+    """
+    _check_ids(texts, ids)
+    dev = select_device(device)
+    path = resolve_model_dir(model_dir)
+    tokenizer = load_tokenizer(path)
+    model = load_encoder(path, layers=layers, device=dev)
+    t0 = time.perf_counter()
+    matrix = encode_matrix(
+        texts, model, tokenizer, max_length=max_length, batch_size=batch_size, precision=precision, progress=progress
+    )
+    secs = time.perf_counter() - t0
+    log.info("encoded %d texts with %s on %s in %.1f s (%.0f texts/s)", len(texts), path.name, dev, secs,
+             len(texts) / secs if secs > 0 else float("nan"))
+    return vectors_frame(ids, matrix)
+
+
+# ------------------------------------------------------------------------------------------------- neighbours
+def vectors_to_numpy(vectors: pl.DataFrame | pl.Series) -> np.ndarray:
+    """The ``vector`` column (Array or List of floats) as a C-contiguous float32 matrix, without a Python loop.
+
+    Zero-copy where polars allows it, so the result may be a read-only view: copy it before writing to it.
+    """
+    s = vectors["vector"] if isinstance(vectors, pl.DataFrame) else vectors
+    if s.null_count():
+        raise ValueError(f"vector column has {s.null_count()} null row(s)")
+    if isinstance(s.dtype, pl.List):
+        if not len(s):
+            return np.empty((0, 0), dtype=np.float32)
+        widths = s.list.len()
+        if widths.min() != widths.max():
+            raise ValueError(f"vectors of unequal length ({widths.min()}..{widths.max()})")
+        s = s.list.to_array(int(widths[0]))
+    if not isinstance(s.dtype, pl.Array):
+        raise TypeError(f"vector column has type {s.dtype}, expected Array or List of floats")
+    m = s.to_numpy()
+    if m.ndim != 2:
+        m = m.reshape(len(s), -1)
+    return np.ascontiguousarray(m, dtype=np.float32)
+
+
+def faiss_gpu_available() -> bool:
+    """True when faiss was built with GPU support and sees a GPU (faiss-cpu has no ``StandardGpuResources``)."""
+    import faiss
+
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def _make_search(docs: np.ndarray, use_gpu: bool | str) -> tuple[Callable[[np.ndarray, int], tuple], str]:
+    """An exact inner-product search function over ``docs`` (GPU when asked/available, CPU otherwise)."""
+    import faiss
+
+    index = faiss.IndexFlatIP(docs.shape[1])
+    index.add(docs)
+    want_gpu = faiss_gpu_available() if use_gpu == "auto" else bool(use_gpu)
+    if want_gpu and not faiss_gpu_available():
+        raise RuntimeError("use_gpu=True but faiss has no GPU support here (faiss-cpu, or no GPU visible)")
+    if not want_gpu:
+        return index.search, "faiss IndexFlatIP (CPU)"
+    resources = faiss.StandardGpuResources()
+    gpu_index = faiss.index_cpu_to_gpu(resources, 0, index)
+
+    def search(q: np.ndarray, k: int):
+        if k <= GPU_MAX_K:
+            _ = resources  # keep the GPU resources alive as long as the index
+            return gpu_index.search(q, k)
+        return index.search(q, k)  # beyond the GPU's selection limit
+
+    return search, "faiss GpuIndexFlatIP"
+
+
+def _sort_rows(D: np.ndarray, I: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of (scores, ids) ordered by score descending, then doc index ascending; first k columns."""
+    order = np.lexsort((I[rows], -D[rows]), axis=-1)[:, :k]
+    return np.take_along_axis(D[rows], order, axis=1), np.take_along_axis(I[rows], order, axis=1)
+
+
+def _topk(search, q: np.ndarray, k: int, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k with ties broken by doc index, also across the k-th place (widening the search there)."""
+    kk = min(k + 1, n_docs)
+    D, I = search(q, kk)
+    if kk > k:
+        boundary = np.flatnonzero(D[:, k - 1] == D[:, k])
+        D, I = np.ascontiguousarray(D[:, :k]), np.ascontiguousarray(I[:, :k])
+        width = kk
+        while boundary.size:
+            width = min(n_docs, width * 2)
+            D2, I2 = search(np.ascontiguousarray(q[boundary]), width)
+            closed = (D2[:, k - 1] != D2[:, width - 1]) | (width == n_docs)
+            done = np.flatnonzero(closed)
+            D[boundary[done]], I[boundary[done]] = _sort_rows(D2, I2, done, k)
+            boundary = boundary[~closed]
+    # equal scores inside the list: order them by doc index (faiss's heap order is not specified)
+    tied = np.flatnonzero((D[:, 1:] == D[:, :-1]).any(axis=1)) if k > 1 else np.empty(0, dtype=np.int64)
+    if tied.size:
+        D[tied], I[tied] = _sort_rows(D, I, tied, k)
+    return D, I
+
+
+def neighbors(
+    query_vecs: pl.DataFrame,
+    doc_vecs: pl.DataFrame,
+    k: int,
+    *,
+    chunk_size: int = 4096,
+    use_gpu: bool | str = "auto",
+    progress: bool = True,
+) -> pl.DataFrame:
+    """Exact top-``k`` documents by inner product for every query, as a ``NEIGHBORS`` table.
+
+    ``query_vecs`` and ``doc_vecs`` are ``VECTORS`` tables of the same width (rows of :func:`encode` are
+    unit-norm, so the score is the cosine). ``k`` is capped at the number of documents. Rows come out by query
+    (in ``query_vecs`` order) and rank 1..k (score descending; equal scores in ``doc_vecs`` order).
+    Queries are searched ``chunk_size`` at a time, so beyond the output only chunk_size x k scores are held.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k={k!r}: expected a positive integer")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size}: expected >= 1")
+    qids = query_vecs["id"].cast(pl.String)
+    dids = doc_vecs["id"].cast(pl.String)
+    Q = vectors_to_numpy(query_vecs)
+    X = vectors_to_numpy(doc_vecs)
+    empty = pl.DataFrame(schema=NEIGHBORS.columns)
+    if not len(Q) or not len(X):
+        return empty
+    if Q.shape[1] != X.shape[1]:
+        raise ValueError(f"query vectors have {Q.shape[1]} dimensions, document vectors {X.shape[1]}")
+    n_docs = X.shape[0]
+    k = int(min(k, n_docs))
+    search, kind = _make_search(X, use_gpu)
+    t0 = time.perf_counter()
+    ranks = np.tile(np.arange(1, k + 1, dtype=np.int32), chunk_size)
+    frames = []
+    for start in tqdm(
+        range(0, len(Q), chunk_size), desc="neighbours", unit="chunk", disable=not progress, mininterval=2.0
+    ):
+        q = Q[start : start + chunk_size]
+        D, I = _topk(search, q, k, n_docs)
+        if (I < 0).any():  # only with non-finite vectors
+            raise ValueError("faiss returned fewer than k results; are there NaN or infinite vectors?")
+        n = len(q)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "qid": qids.gather(np.repeat(np.arange(start, start + n, dtype=np.int64), k)),
+                    "docid": dids.gather(I.ravel()),
+                    "rank": pl.Series("rank", ranks[: n * k], dtype=pl.Int32),
+                    "score": pl.Series("score", D.ravel(), dtype=pl.Float32),
+                }
+            )
+        )
+    out = pl.concat(frames, rechunk=False)
+    secs = time.perf_counter() - t0
+    log.info("%s: top-%d of %d docs for %d queries in %.1f s", kind, k, n_docs, len(Q), secs)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ fine-tuning
+def in_batch_loss(
+    ctx: torch.Tensor, resp: torch.Tensor, scale: float = 20.0, false_negatives: torch.Tensor | None = None
+) -> torch.Tensor:
+    """In-batch negatives loss: cross-entropy of softmax(scale * ctx @ resp^T) rows against the diagonal.
+
+    ``false_negatives`` (bool, B x B, diagonal False) masks off-diagonal pairs that are positives too (the same
+    response or the same context appears twice in the batch).
+    """
+    logits = scale * ctx.float() @ resp.float().T
+    if false_negatives is not None:
+        logits = logits.masked_fill(false_negatives, float("-inf"))
+    return F.cross_entropy(logits, torch.arange(len(ctx), device=logits.device))
+
+
+def _codes(texts: Sequence[str]) -> np.ndarray:
+    return np.unique(np.asarray(texts, dtype=object).astype(str), return_inverse=True)[1].ravel()
+
+
+def finetune_biencoder(
+    contexts: Sequence[str],
+    responses: Sequence[str],
+    model_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    steps: int = 1000,
+    batch_size: int = 32,
+    lr: float = 2e-5,
+    max_length: int = 128,
+    layers: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    precision: str = "auto",
+    scale: float = 20.0,
+    warmup: float = 0.1,
+    weight_decay: float = 0.01,
+    progress: bool = True,
+) -> dict:
+    """Train the fast ranker G(c, r) = E_c(c)^T E_r(r) of Su et al. (2021) eq. 4 on (context, positive) pairs.
+
+    E_c and E_r start from the same checkpoint (``model_dir``, optionally its first ``layers`` layers) with
+    separate weights; both mean-pool and L2-normalise like :func:`encode`. Each step draws ``batch_size`` pairs
+    (seeded, epoch by epoch without replacement) and minimises the in-batch negatives loss (Karpukhin et al.,
+    2020): the other responses of the batch are the context's negatives. As the vectors are unit-norm, the
+    scores are multiplied by ``scale`` (20, as all-MiniLM-L6-v2 was trained) before the softmax; rankings are
+    unaffected. AdamW with ``warmup`` (fraction of steps) linear warm-up then linear decay, gradient norm 1.
+
+    Saves ``out_dir/context`` and ``out_dir/response`` (model + tokenizer, loadable by :func:`encode`) and
+    ``out_dir/biencoder.json`` atomically. Deterministic for a seed on CPU. Returns training statistics.
+    """
+    if len(contexts) != len(responses):
+        raise ValueError(f"{len(contexts)} contexts but {len(responses)} responses")
+    if len(contexts) < 2:
+        raise ValueError("in-batch negatives need at least 2 pairs")
+    if steps < 1 or batch_size < 2 or lr <= 0:
+        raise ValueError(f"steps={steps}, batch_size={batch_size}, lr={lr}: expected >= 1, >= 2, > 0")
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    dev = select_device(device)
+    path = resolve_model_dir(model_dir)
+    tokenizer = load_tokenizer(path)
+    enc_c = load_encoder(path, layers=layers, device=dev)
+    enc_r = load_encoder(path, layers=layers, device=dev)  # same start, separate weights (paper eq. 4)
+    ctx_tok = _tokenize(tokenizer, contexts, max_length)
+    resp_tok = _tokenize(tokenizer, responses, max_length)
+    ctx_code, resp_code = _codes(contexts), _codes(responses)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    n = len(contexts)
+    bs = min(batch_size, n)
+    if bs < batch_size:
+        log.warning("batch_size %d > %d pairs: using %d", batch_size, n, bs)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    params = [p for m in (enc_c, enc_r) for p in m.parameters()]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    warm = int(warmup * steps)
+
+    def lr_factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / (warm + 1)
+        return max(0.0, (steps - step) / max(1, steps - warm))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    enc_c.train()
+    enc_r.train()
+    perm, pos = rng.permutation(n), 0
+    losses: list[float] = []
+    bar = tqdm(range(steps), desc="bi-encoder", unit="step", disable=not progress, mininterval=2.0)
+    for _ in bar:
+        if pos + bs > n:
+            perm, pos = rng.permutation(n), 0
+        rows = perm[pos : pos + bs]
+        pos += bs
+        same = (ctx_code[rows][:, None] == ctx_code[rows][None, :]) | (
+            resp_code[rows][:, None] == resp_code[rows][None, :]
+        )
+        np.fill_diagonal(same, False)
+        with autocast(dev, precision):
+            c = _embed(enc_c, _pad_batch(ctx_tok, rows, pad_id, dev))
+            r = _embed(enc_r, _pad_batch(resp_tok, rows, pad_id, dev))
+        loss = in_batch_loss(c, r, scale, torch.from_numpy(same).to(dev) if same.any() else None)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(float(loss.detach()))
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
+    bar.close()
+    enc_c.eval()
+    enc_r.eval()
+
+    stats = {
+        "model": str(path),
+        "layers": layers if layers is not None else enc_c.config.num_hidden_layers,
+        "pairs": n,
+        "steps": steps,
+        "batch_size": bs,
+        "lr": lr,
+        "max_length": max_length,
+        "scale": scale,
+        "seed": seed,
+        "device": str(dev),
+        "precision": precision,
+        "first_loss": losses[0],
+        "final_loss": losses[-1],
+        "losses": losses,
+    }
+
+    def fill(tmp: Path) -> None:
+        with quiet_transformers():
+            for name, model in ((CONTEXT_DIR, enc_c), (RESPONSE_DIR, enc_r)):
+                model.save_pretrained(tmp / name)
+                tokenizer.save_pretrained(tmp / name)
+        (tmp / "biencoder.json").write_text(json.dumps(stats, indent=2) + "\n")
+
+    write_dir_atomically(out_dir, fill)
+    stats["seconds"] = time.perf_counter() - t0
+    stats["context_dir"] = str(out_dir / CONTEXT_DIR)
+    stats["response_dir"] = str(out_dir / RESPONSE_DIR)
+    log.info(
+        "bi-encoder: %d steps of %d pairs, loss %.4f -> %.4f, %.1f s, saved to %s",
+        steps, bs, losses[0], losses[-1], stats["seconds"], out_dir,
+    )
+    return stats

