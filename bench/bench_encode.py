@@ -1,0 +1,128 @@
+"""Benchmark: the pipeline's ``curricula.dense.encode`` against a bare transformers forward loop.
+
+Same texts (real WikiQA sentences), same model, batch size and max_length. The bare loops are what a user
+would write by hand: batches in input order (naive), and batches of texts sorted by token length. Prints
+texts/s for each and the ratios; never asserts. The pipeline time is end to end (model load, tokenisation,
+Parquet-ready polars frame); the bare loops are timed after their model is loaded.
+
+    .venv/bin/python bench/bench_encode.py [--n 2000] [--batch-size 64] [--max-length 128] [--threads 2] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from curricula.dense import encode, vectors_to_numpy  # noqa: E402
+from curricula.hf import load_encoder, load_tokenizer, set_threads  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "wikiqa" / "WikiQA-train.tsv"
+
+
+def wikiqa_sentences(path: Path, n: int) -> list[str]:
+    """The first ``n`` distinct candidate sentences of a WikiQA .tsv, in file order."""
+    seen: dict[str, None] = {}
+    with open(path, encoding="utf-8", newline="") as fh:
+        rows = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        next(rows)
+        for row in rows:
+            seen.setdefault(row[5], None)
+            if len(seen) == n:
+                break
+    if len(seen) < n:
+        print(f"note: {path} has only {len(seen)} distinct sentences", file=sys.stderr)
+    return list(seen)
+
+
+def bare_loop(model, tok, texts: list[str], batch_size: int, max_length: int, sort: bool) -> np.ndarray:
+    """A hand-written loop: tokenise each batch with padding, forward, mean-pool, normalise."""
+    order = list(range(len(texts)))
+    if sort:
+        lengths = [len(x) for x in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
+        order.sort(key=lambda i: lengths[i])
+    out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            rows = order[start : start + batch_size]
+            batch = tok([texts[i] for i in rows], padding=True, truncation=True, max_length=max_length,
+                        return_tensors="pt")
+            h = model(**batch).last_hidden_state
+            m = batch["attention_mask"].unsqueeze(-1).float()
+            v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            out[rows] = torch.nn.functional.normalize(v, dim=1).numpy()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=2000, help="number of texts (default 2000)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=None, help="keep the first N layers (default all 6)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds; the best of each is kept")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a WikiQA .tsv (sentences are column 6)")
+    args = ap.parse_args()
+
+    threads = set_threads(args.threads)
+    texts = wikiqa_sentences(args.data, args.n)
+    ids = [f"s{i}" for i in range(len(texts))]
+    tok = load_tokenizer("minilm")
+    lengths = np.array([len(x) for x in tok(texts, truncation=True, max_length=args.max_length)["input_ids"]])
+    print(f"texts: {len(texts)} WikiQA sentences from {args.data.name}; tokens/text mean {lengths.mean():.1f}, "
+          f"max {lengths.max()} (truncated at {args.max_length}); batch {args.batch_size}; "
+          f"layers {args.layers or 6}; torch threads {threads}; torch {torch.__version__}")
+
+    model = load_encoder("minilm", layers=args.layers)
+
+    def pipeline():
+        df = encode(texts, ids, "minilm", max_length=args.max_length, batch_size=args.batch_size,
+                    layers=args.layers, device="cpu", progress=False)
+        return vectors_to_numpy(df)
+
+    variants = {
+        "pipeline encode (end to end, incl. model load)": pipeline,
+        "bare transformers loop, input order (naive)":
+            lambda: bare_loop(model, tok, texts, args.batch_size, args.max_length, sort=False),
+        "bare transformers loop, sorted by length":
+            lambda: bare_loop(model, tok, texts, args.batch_size, args.max_length, sort=True),
+    }
+    wall = {name: float("inf") for name in variants}
+    cpu = {name: float("inf") for name in variants}
+    vecs = {}
+    load_before = os.getloadavg()[0]
+    for _ in range(args.repeat):  # interleaved rounds; the best round of each counts
+        for name, fn in variants.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            vecs[name] = fn()
+            wall[name] = min(wall[name], time.perf_counter() - t0)
+            cpu[name] = min(cpu[name], time.process_time() - c0)
+    load_after = os.getloadavg()[0]
+
+    n = len(texts)
+    print(f"1-min load average before/after: {load_before:.2f}/{load_after:.2f} on {os.cpu_count()} cores "
+          f"(other processes make wall times noisy); best of {args.repeat} interleaved round(s)")
+    print(f"{'variant':<48}{'wall s':>8}{'texts/s':>9}{'CPU s':>8}{'texts/CPU-s':>13}")
+    for name in variants:
+        print(f"{name:<48}{wall[name]:>8.2f}{n / wall[name]:>9.1f}{cpu[name]:>8.2f}{n / cpu[name]:>13.1f}")
+    names = list(variants)
+    for other in names[1:]:
+        print(f"ratio pipeline / {other.split(', ')[1]} bare loop: {wall[other] / wall[names[0]]:.2f}x the throughput "
+              f"(CPU time: {cpu[other] / cpu[names[0]]:.2f}x)")
+    pipe, naive, sorted_ = (vecs[k] for k in names)
+    print(f"max |pipeline - naive| = {np.abs(pipe - naive).max():.2e}; "
+          f"max |pipeline - sorted| = {np.abs(pipe - sorted_).max():.2e}")
+
+
+if __name__ == "__main__":
+    main()
