@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -47,6 +49,30 @@ class RankingData:
             qrels=conform(qrels, QRELS).sort("qid", "docid"),
             candidates=conform(candidates, CANDIDATES).sort("qid", "docid"),
         )
+
+    @classmethod
+    def from_columns(
+        cls,
+        queries: Mapping[str, list],
+        docs: Mapping[str, list],
+        qrels: Mapping[str, list],
+        candidates: Mapping[str, list] | None = None,
+    ) -> "RankingData":
+        """Build from plain column lists (what a streaming loader collects), typed by the contracts.
+
+        ``queries`` needs qid, split, text, turns and may omit domain (null); ``docs`` docid, text; ``qrels`` qid,
+        docid, rel. ``candidates`` defaults to the judged pairs of ``qrels`` (datasets whose candidate lists are
+        exactly their judged documents).
+        """
+        q = dict(queries)
+        q.setdefault("domain", [None] * len(q["qid"]))
+
+        def frame(columns: Mapping[str, list], spec: TableSpec) -> pl.DataFrame:
+            return pl.DataFrame({c: columns[c] for c in spec.columns}, schema=spec.columns)
+
+        judged = frame(qrels, QRELS)
+        cands = judged.select("qid", "docid") if candidates is None else frame(candidates, CANDIDATES)
+        return cls.build(frame(q, QUERIES), frame(docs, DOCS), judged, cands)
 
     def tables(self) -> dict[str, tuple[pl.DataFrame, TableSpec]]:
         return {name: (getattr(self, name), spec) for name, spec in self.TABLES.items()}
@@ -104,6 +130,23 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                     path, number, f"invalid UTF-8 at byte {exc.start} of the line ({raw[exc.start:exc.start + 4]!r})"
                 ) from None
             yield number, line.rstrip("\n").rstrip("\r")
+
+
+def split_roles(files: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """``(split, path)`` pairs in train/dev/test order; a role that is not a split is a ValueError."""
+    if not files:
+        raise ValueError(f"no input files given; map at least one of {list(SPLITS)} to a path")
+    unknown = [role for role in files if role not in SPLITS]
+    if unknown:
+        raise ValueError(f"unknown file role {unknown[0]!r}; expected split names {list(SPLITS)}")
+    out = []
+    for role in SPLITS:
+        if role in files:
+            value = files[role]
+            if not isinstance(value, (str, PathLike)):
+                raise ValueError(f"file role {role!r} must map to a path, got {type(value).__name__}")
+            out.append((role, Path(value)))
+    return out
 
 
 def parse_label(value: str, path: str | Path, line: int, what: str = "label") -> int:
