@@ -16,6 +16,8 @@ validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/bm25.smk"
+include: "rules/dense.smk"
 
 
 rule all:

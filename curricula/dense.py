@@ -50,8 +50,17 @@ GPU_MAX_K = 2048
 
 
 # --------------------------------------------------------------------------------------------------- encoding
-def _tokenize(tokenizer, texts: Sequence[str], max_length: int) -> dict[str, list[list[int]]]:
-    """Token ids (and token type ids when the model uses them), truncated, unpadded."""
+def _tokenize(
+    tokenizer, texts: Sequence[str], max_length: int, truncation_side: str = "right"
+) -> dict[str, list[list[int]]]:
+    """Token ids (and token type ids when the model uses them), truncated, unpadded.
+
+    ``truncation_side="left"`` drops the *first* tokens of a long text (special tokens are kept), which is what a
+    dialogue context wants: its latest turns decide what a good reply is.
+    """
+    if truncation_side not in ("left", "right"):
+        raise ValueError(f"truncation_side={truncation_side!r}: expected 'left' or 'right'")
+    tokenizer.truncation_side = truncation_side
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
         raise TypeError(f"text #{bad} is {type(texts[bad]).__name__}, expected str")
@@ -102,6 +111,7 @@ def encode_matrix(
     precision: str = "auto",
     progress: bool = True,
     desc: str = "encode",
+    truncation_side: str = "right",
 ) -> np.ndarray:
     """Vectors of ``texts`` as a C-contiguous float32 matrix (rows in input order) with an already-loaded model."""
     if batch_size < 1 or max_length < 2:
@@ -111,7 +121,7 @@ def encode_matrix(
     out = np.empty((len(texts), dim), dtype=np.float32)
     if not len(texts):
         return out
-    tokens = _tokenize(tokenizer, texts, max_length)
+    tokens = _tokenize(tokenizer, texts, max_length, truncation_side)
     lengths = np.fromiter((len(x) for x in tokens["input_ids"]), dtype=np.int64, count=len(texts))
     order = np.argsort(-lengths, kind="stable")  # longest first: a memory problem shows at once
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -164,12 +174,14 @@ def encode(
     device: str = "auto",
     precision: str = "auto",
     progress: bool = True,
+    truncation_side: str = "right",
 ) -> pl.DataFrame:
     """Encode ``texts`` into a ``VECTORS`` table (``id``, ``vector`` Array(Float32, hidden size)), in input order.
 
     Mean pooling over the attention mask and L2 normalisation, so inner product = cosine similarity.
     ``model_dir`` is ``"minilm"`` (the packaged all-MiniLM-L6-v2), any local BERT-family checkpoint, or one half
     of a bi-encoder saved by :func:`finetune_biencoder` (``out_dir/context``, ``out_dir/response``).
+    ``truncation_side="left"`` keeps the end of texts longer than ``max_length`` (dialogue contexts).
     """
     _check_ids(texts, ids)
     dev = select_device(device)
@@ -178,7 +190,8 @@ def encode(
     model = load_encoder(path, layers=layers, device=dev)
     t0 = time.perf_counter()
     matrix = encode_matrix(
-        texts, model, tokenizer, max_length=max_length, batch_size=batch_size, precision=precision, progress=progress
+        texts, model, tokenizer, max_length=max_length, batch_size=batch_size, precision=precision,
+        progress=progress, truncation_side=truncation_side,
     )
     secs = time.perf_counter() - t0
     log.info("encoded %d texts with %s on %s in %.1f s (%.0f texts/s)", len(texts), path.name, dev, secs,
@@ -364,6 +377,7 @@ def finetune_biencoder(
     warmup: float = 0.1,
     weight_decay: float = 0.01,
     progress: bool = True,
+    context_truncation_side: str = "right",
 ) -> dict:
     """Train the fast ranker G(c, r) = E_c(c)^T E_r(r) of Su et al. (2021) eq. 4 on (context, positive) pairs.
 
@@ -376,6 +390,7 @@ def finetune_biencoder(
 
     Saves ``out_dir/context`` and ``out_dir/response`` (model + tokenizer, loadable by :func:`encode`) and
     ``out_dir/biencoder.json`` atomically. Deterministic for a seed on CPU. Returns training statistics.
+    ``context_truncation_side="left"`` keeps the latest turns of contexts longer than ``max_length``.
     """
     if len(contexts) != len(responses):
         raise ValueError(f"{len(contexts)} contexts but {len(responses)} responses")
@@ -390,8 +405,8 @@ def finetune_biencoder(
     tokenizer = load_tokenizer(path)
     enc_c = load_encoder(path, layers=layers, device=dev)
     enc_r = load_encoder(path, layers=layers, device=dev)  # same start, separate weights (paper eq. 4)
-    ctx_tok = _tokenize(tokenizer, contexts, max_length)
-    resp_tok = _tokenize(tokenizer, responses, max_length)
+    ctx_tok = _tokenize(tokenizer, contexts, max_length, context_truncation_side)
+    resp_tok = _tokenize(tokenizer, responses, max_length, "right")
     ctx_code, resp_code = _codes(contexts), _codes(responses)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import polars as pl
-import pytest
 import yaml
 
 from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
@@ -16,6 +14,13 @@ from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
 REPO = Path(__file__).resolve().parents[1]
 TINY = {"dataset": {"name": "tiny", "format": "chitchat",
                     "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}, "max_context_turns": 4}}}
+
+
+TINY_PRECOMPUTE = {
+    **TINY,
+    "bm25": {"k": 20, "heap": "1g"},
+    "dense": {"layers": 1, "max_length": 32, "batch_size": 32, "neighbors_k": 30},
+}
 
 
 def snakemake(workdir: Path, *args: str, config: dict | None = None) -> subprocess.CompletedProcess:
@@ -44,18 +49,21 @@ def test_ingest_runs_and_second_run_does_nothing(tmp_path):
     assert tables["queries"].group_by("split").len().sort("split")["len"].to_list() == [10, 10, 40]
     assert (tmp_path / "logs" / "tiny" / "ingest.log").read_text().count("wrote") == 4
     assert (tmp_path / "benchmarks" / "tiny" / "ingest.tsv").exists()
-    again = snakemake(tmp_path, config=TINY)
-    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    again = snakemake(tmp_path, "--until", "ingest", config=TINY)
+    assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr
 
 
 def test_same_config_gives_identical_bytes(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for wd in (a, b):
         wd.mkdir()
-        assert snakemake(wd, config=TINY).returncode == 0
-    for name in ("queries", "docs", "qrels", "candidates"):
-        rel = Path("results/tiny/data") / f"{name}.parquet"
-        assert (a / rel).read_bytes() == (b / rel).read_bytes(), name
+        out = snakemake(wd, config=TINY_PRECOMPUTE)
+        assert out.returncode == 0, out.stderr[-3000:]
+    tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
+    assert len(tables) == 4 + 2 + 3  # ingest, bm25 (run, candidate scores), dense (queries, docs, neighbours)
+    tables.append(Path("results/tiny/bm25/run.trec"))
+    for rel in tables:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 
 
 def test_bad_config_stops_before_any_job(tmp_path):
@@ -76,3 +84,38 @@ def test_broken_input_fails_with_position_and_leaves_no_parquet(tmp_path):
     assert f"{broken}:3: invalid JSON" in log
     data = tmp_path / "results" / "tiny" / "data"
     assert not data.exists() or not any(data.iterdir())
+
+
+def jobs_of(dry_run_output: str) -> set[str]:
+    """Rule names of the jobs a (dry) run would run, from its 'Job stats' table (none when it has no table)."""
+    if "Job stats:" not in dry_run_output:
+        return set()
+    lines = dry_run_output.split("Job stats:")[-1].splitlines()
+    return {ln.split()[0] for ln in lines[3:] if ln.strip() and ln.split()[0] not in ("total",)
+            and len(ln.split()) == 2 and ln.split()[1].isdigit()}
+
+
+def dry_jobs(workdir: Path, config: dict) -> set[str]:
+    out = snakemake(workdir, "-n", config=config)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return jobs_of(out.stdout)
+
+
+def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tmp_path):
+    out = snakemake(tmp_path, config=TINY_PRECOMPUTE)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = tmp_path / "results" / "tiny"
+    for rel in ("bm25/index", "bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet",
+                "dense/queries.parquet", "dense/docs.parquet", "dense/neighbors.parquet"):
+        assert (res / rel).exists(), rel
+    for rule in ("bm25_index", "bm25_run", "bm25_candidate_scores", "dense_encode_queries", "dense_encode_docs",
+                 "dense_neighbors"):
+        assert (tmp_path / "logs" / "tiny" / f"{rule}.log").exists(), rule
+    assert dry_jobs(tmp_path, TINY_PRECOMPUTE) == set()
+    # BM25 depth: only the run; a BM25 thread count: nothing; a dense knob: only dense rules
+    deeper = {**TINY_PRECOMPUTE, "bm25": {**TINY_PRECOMPUTE["bm25"], "k": 25, "threads": 1}}
+    assert dry_jobs(tmp_path, deeper) == {"bm25_run", "all"}
+    nk = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "neighbors_k": 40}}
+    assert dry_jobs(tmp_path, nk) == {"dense_neighbors", "all"}
+    ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
+    assert dry_jobs(tmp_path, ml) == {"dense_encode", "dense_neighbors", "all"}

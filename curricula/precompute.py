@@ -1,0 +1,247 @@
+"""The first-stage precomputation stages: BM25 (Lucene) and the bi-encoder (MiniLM + FAISS), file to file.
+
+Each function here is one Snakemake rule's whole job: read the ingest tables (checked against their contracts),
+call :mod:`curricula.bm25` or :mod:`curricula.dense`, write the stage's outputs atomically. The rules in
+``rules/bm25.smk`` and ``rules/dense.smk`` pass only their own config section as params, so changing a training
+knob never re-runs these stages.
+
+Outputs (paths relative to ``results/<dataset>/``):
+
+* ``bm25/index/``: the Lucene index of ``data/docs.parquet``;
+* ``bm25/run.parquet`` (``RUN``: qid, docid, rank, score) and ``bm25/run.trec``: the top ``k`` of every query of every
+  split (MacAvaney et al. 2020 §3.3 derive D_recip/D_norm/D_kde from it);
+* ``bm25/candidate_scores.parquet`` (``CANDIDATE_SCORES``): the Lucene BM25 score of every (query, candidate) pair,
+  also those outside the top k (Penha & Hauff 2020 Table 2's sigma_BM25 needs all of them);
+* ``dense/biencoder/`` (only with ``dense.finetune.enabled``): context and response encoders fine-tuned with
+  in-batch negatives on the train split (Su et al. 2021 §3.4 eq. 4);
+* ``dense/queries.parquet``, ``dense/docs.parquet`` (``VECTORS``): unit-norm embeddings;
+* ``dense/neighbors.parquet`` (``NEIGHBORS``): for every query the top-K docs by inner product, rank 1 = most
+  similar; with ``within_split`` a query's pool is the docs its own split references (so a train context's
+  neighbours never include a test response).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from curricula.tables import (
+    CANDIDATE_SCORES,
+    CANDIDATES,
+    DOCS,
+    NEIGHBORS,
+    QRELS,
+    QUERIES,
+    RUN,
+    SPLITS,
+    VECTORS,
+    read_table,
+    write_table,
+)
+
+log = logging.getLogger(__name__)
+
+#: Run tag of the BM25 TREC run file.
+BM25_TAG = "bm25"
+
+
+# ------------------------------------------------------------------------------------------------------ BM25
+def bm25_index_stage(docs_path: str | Path, index_dir: str | Path, *, threads: int = 1, heap: str = "4g") -> dict:
+    """Index ``data/docs.parquet`` with Lucene (Anserini) into ``index_dir``; returns index stats."""
+    from curricula import bm25
+
+    bm25.start_jvm(heap)
+    return bm25.build_index(read_table(docs_path, DOCS), index_dir, threads=threads)
+
+
+def bm25_query_frame(queries_path: str | Path, query_turns: int | None) -> pl.DataFrame:
+    """(qid, text) BM25 searches with: the whole query/context, or its last ``query_turns`` turns."""
+    from curricula import bm25
+
+    return bm25.query_text(read_table(queries_path, QUERIES), query_turns)
+
+
+def bm25_run_stage(
+    index_dir: str | Path,
+    queries_path: str | Path,
+    run_path: str | Path,
+    trec_path: str | Path,
+    *,
+    k: int = 100,
+    k1: float = 0.9,
+    b: float = 0.4,
+    query_turns: int | None = None,
+    threads: int = 1,
+    heap: str = "4g",
+) -> dict:
+    """BM25 top-``k`` of every query of every split, as ``bm25/run.parquet`` and a TREC run file.
+
+    A query with no terms after analysis (stopwords only) or matching no document has no rows; their count and
+    example qids are logged (documented behaviour, not an error).
+    """
+    from curricula import bm25
+
+    bm25.start_jvm(heap)
+    run, stats = bm25.search(index_dir, bm25_query_frame(queries_path, query_turns), k=k, k1=k1, b=b,
+                             threads=threads)
+    if stats["n_no_terms"] or stats["n_no_match"]:
+        log.warning("BM25: %d queries without terms after analysis (e.g. %s) and %d matching no document "
+                    "(e.g. %s) have no run rows", stats["n_no_terms"], stats["no_terms_qids"][:3],
+                    stats["n_no_match"], stats["no_match_qids"][:3])
+    write_table(run, run_path, RUN)
+    bm25.write_trec_run(run, trec_path, BM25_TAG)
+    return stats
+
+
+def bm25_candidates_stage(
+    index_dir: str | Path,
+    queries_path: str | Path,
+    candidates_path: str | Path,
+    out_path: str | Path,
+    *,
+    k1: float = 0.9,
+    b: float = 0.4,
+    query_turns: int | None = None,
+    heap: str = "4g",
+) -> int:
+    """Lucene's BM25 score of every (query, candidate) pair into ``bm25/candidate_scores.parquet``; returns rows."""
+    from curricula import bm25
+
+    bm25.start_jvm(heap)
+    scores = bm25.score_candidates(index_dir, bm25_query_frame(queries_path, query_turns),
+                                   read_table(candidates_path, CANDIDATES), k1=k1, b=b, progress=True)
+    write_table(scores, out_path, CANDIDATE_SCORES)
+    return scores.height
+
+
+# ------------------------------------------------------------------------------------------------ bi-encoder
+def positive_pairs(queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame, split: str = "train") -> pl.DataFrame:
+    """(qid, docid, context, response) of every relevant (rel > 0) pair of ``split``, sorted by qid, docid."""
+    return (
+        qrels.filter(pl.col("rel") > 0)
+        .join(queries.filter(pl.col("split") == split).select("qid", pl.col("text").alias("context")), on="qid")
+        .join(docs.select("docid", pl.col("text").alias("response")), on="docid")
+        .select("qid", "docid", "context", "response")
+        .sort("qid", "docid")
+    )
+
+
+def biencoder_stage(data: Mapping[str, str | Path], out_dir: str | Path, cfg: Mapping[str, Any], seed: int) -> dict:
+    """Fine-tune context and response encoders on the train split's positive pairs (Su et al. 2021 eq. 4).
+
+    ``data`` names the ingest tables (queries, docs, qrels); ``cfg`` is the config's ``dense`` section.
+    """
+    from curricula import dense
+    from curricula.hf import set_threads
+
+    set_threads(cfg.get("threads"))
+    ft = cfg.get("finetune") or {}
+    pairs = positive_pairs(read_table(data["queries"], QUERIES), read_table(data["docs"], DOCS),
+                           read_table(data["qrels"], QRELS))
+    log.info("bi-encoder fine-tuning on %d positive train pairs", pairs.height)
+    return dense.finetune_biencoder(
+        pairs["context"].to_list(), pairs["response"].to_list(), cfg.get("model", "minilm"), out_dir,
+        steps=ft.get("steps", 500), batch_size=ft.get("batch_size", 32), lr=ft.get("lr", 2e-5),
+        max_length=ft.get("max_length", 64), layers=ft.get("layers"), seed=seed,
+        device=cfg.get("device", "auto"), precision=cfg.get("precision", "auto"),
+        context_truncation_side=cfg.get("query_truncation", "left"),
+    )
+
+
+def encoder_dir(cfg: Mapping[str, Any], kind: str, biencoder_dir: str | Path | None) -> str | Path:
+    """The model that encodes ``kind`` ('queries' or 'docs'): a fine-tuned half, or the configured model."""
+    from curricula import dense
+
+    if biencoder_dir:
+        return Path(biencoder_dir) / (dense.CONTEXT_DIR if kind == "queries" else dense.RESPONSE_DIR)
+    return cfg.get("model", "minilm")
+
+
+def encode_stage(
+    kind: str,
+    table_path: str | Path,
+    out_path: str | Path,
+    cfg: Mapping[str, Any],
+    biencoder_dir: str | Path | None = None,
+) -> int:
+    """Encode every query (``kind='queries'``) or doc (``'docs'``) into a ``VECTORS`` table; returns rows.
+
+    Queries are dialogue contexts or questions; ``dense.query_truncation`` (default left) decides which end of a
+    context longer than ``max_length`` word pieces is kept. Layers are cut only for a model that was not
+    fine-tuned here (a fine-tuned bi-encoder already has the layers it was trained with).
+    """
+    from curricula import dense
+    from curricula.hf import set_threads
+
+    if kind not in ("queries", "docs"):
+        raise ValueError(f"kind must be 'queries' or 'docs', got {kind!r}")
+    set_threads(cfg.get("threads"))
+    if kind == "queries":
+        table = read_table(table_path, QUERIES).select(pl.col("qid").alias("id"), "text")
+        side = cfg.get("query_truncation", "left")
+    else:
+        table = read_table(table_path, DOCS).select(pl.col("docid").alias("id"), "text")
+        side = "right"
+    vectors = dense.encode(
+        table["text"].to_list(), table["id"].to_list(), encoder_dir(cfg, kind, biencoder_dir),
+        max_length=cfg.get("max_length", 128), batch_size=cfg.get("batch_size", 64),
+        layers=None if biencoder_dir else cfg.get("layers"), device=cfg.get("device", "auto"),
+        precision=cfg.get("precision", "auto"), truncation_side=side, progress=True,
+    )
+    write_table(vectors, out_path, VECTORS)
+    return vectors.height
+
+
+def split_doc_pools(queries: pl.DataFrame, qrels: pl.DataFrame, candidates: pl.DataFrame) -> dict[str, pl.Series]:
+    """The docids each split references (through its queries' candidates and qrels), sorted, per split."""
+    refs = pl.concat([qrels.select("qid", "docid"), candidates.select("qid", "docid")])
+    refs = refs.join(queries.select("qid", "split"), on="qid")
+    return {s: refs.filter(pl.col("split") == s)["docid"].unique().sort() for s in SPLITS}
+
+
+def neighbors_stage(
+    query_vectors: str | Path,
+    doc_vectors: str | Path,
+    data: Mapping[str, str | Path],
+    out_path: str | Path,
+    *,
+    k: int = 1000,
+    within_split: bool = True,
+    chunk_size: int = 4096,
+    threads: int | None = None,
+) -> int:
+    """Exact top-``k`` docs by inner product for every query into ``dense/neighbors.parquet``; returns rows.
+
+    With ``within_split`` each split's queries search only the docs that split references (``data`` names the
+    ingest queries, qrels and candidates tables); otherwise every query searches every doc. ``k`` is capped at the
+    pool size. FAISS ``IndexFlatIP`` (a GPU index when faiss-gpu sees a GPU), chunked: never an N x N matrix.
+    """
+    import faiss
+
+    from curricula import dense
+
+    if threads:
+        faiss.omp_set_num_threads(int(threads))
+    qv = read_table(query_vectors, VECTORS)
+    dv = read_table(doc_vectors, VECTORS)
+    if not within_split:
+        out = dense.neighbors(qv, dv, k, chunk_size=chunk_size)
+    else:
+        queries = read_table(data["queries"], QUERIES)
+        pools = split_doc_pools(queries, read_table(data["qrels"], QRELS), read_table(data["candidates"], CANDIDATES))
+        frames = []
+        for split in SPLITS:
+            qids = queries.filter(pl.col("split") == split)["qid"].implode()
+            q = qv.filter(pl.col("id").is_in(qids))
+            d = dv.filter(pl.col("id").is_in(pools[split].implode()))
+            if q.height and d.height:
+                log.info("neighbours of split %s: %d queries among %d docs (k=%d)", split, q.height, d.height,
+                         min(k, d.height))
+                frames.append(dense.neighbors(q, d, k, chunk_size=chunk_size))
+        out = pl.concat(frames) if frames else pl.DataFrame(schema=NEIGHBORS.columns)
+    write_table(out, out_path, NEIGHBORS)
+    return out.height

@@ -1,0 +1,7 @@
+from curricula.logs import logged
+from curricula.precompute import biencoder_stage
+
+with logged(snakemake.log[0]):
+    data = {name: snakemake.input[name] for name in ("queries", "docs", "qrels")}
+    biencoder_stage(data, snakemake.output.biencoder, dict(snakemake.params.dense, threads=snakemake.threads),
+                    snakemake.params.seed)
