@@ -138,3 +138,21 @@ def test_positive_pairs_are_train_only(stage):
                                       pl.read_parquet(stage["qrels"]))
     assert pairs.height == CAPS["train"]
     assert pairs.columns == ["qid", "docid", "context", "response"]
+
+
+def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage, tmp_path):
+    cfg = {**DENSE, "finetune": {"enabled": True, "steps": 4, "batch_size": 8, "lr": 1e-4, "max_length": 32,
+                                 "layers": 1}}
+    stats = precompute.biencoder_stage(stage, tmp_path / "biencoder", cfg, seed=5)
+    assert stats["pairs"] == CAPS["train"] and stats["steps"] == 4 and stats["layers"] == 1
+    for kind in ("queries", "docs"):
+        precompute.encode_stage(kind, stage[kind], tmp_path / f"{kind}.parquet", cfg, biencoder_dir=tmp_path / "biencoder")
+    q = pl.read_parquet(tmp_path / "queries.parquet")["vector"].to_numpy()
+    assert q.shape == (sum(CAPS.values()), 384)
+    # the two halves were trained apart: the same text gets different vectors from the context and response encoders
+    from curricula import dense
+
+    text = ["is anyone there?"]
+    a = dense.encode(text, ["x"], tmp_path / "biencoder" / dense.CONTEXT_DIR, progress=False)["vector"].to_numpy()
+    b = dense.encode(text, ["x"], tmp_path / "biencoder" / dense.RESPONSE_DIR, progress=False)["vector"].to_numpy()
+    assert not np.allclose(a, b, atol=1e-4)

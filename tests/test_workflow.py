@@ -119,3 +119,9 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tmp_path):
     assert dry_jobs(tmp_path, nk) == {"dense_neighbors", "all"}
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
     assert dry_jobs(tmp_path, ml) == {"dense_encode", "dense_neighbors", "all"}
+
+
+def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tmp_path):
+    assert "dense_biencoder" not in dry_jobs(tmp_path, TINY_PRECOMPUTE)
+    on = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
+    assert {"dense_biencoder", "dense_encode"} <= dry_jobs(tmp_path, on)
