@@ -21,6 +21,7 @@ FORMATS: dict[str, str] = {
     "wikiqa": "wikiqa",
     "semeval_cqa": "semeval_cqa",
     "trec": "trec",
+    "ir_datasets": "ir_datasets",
 }
 
 
