@@ -4,12 +4,18 @@ import os
 
 from snakemake.utils import min_version, validate
 
+from curricula.config import apply_overlays
+
 min_version("9.0")
 
 
 # The repo default is always loaded first (even with --directory); --configfile overlays it.
 configfile: os.path.join(workflow.basedir, "config.yaml")
 
+
+# An overlay naming another dataset replaces the dataset section instead of merging into it (curricula.config.merge).
+if not workflow.config_settings.replace_workflow_config:
+    apply_overlays(config, os.path.join(workflow.basedir, "config.yaml"), workflow.config_settings.overwrite_config)
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 

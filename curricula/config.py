@@ -24,15 +24,42 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """Recursive dict merge as Snakemake does for ``--configfile`` overlays (overlay wins, dicts merge)."""
+def _merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(base))
     for key, value in overlay.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
+            out[key] = _merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Overlay a config on another: Snakemake's recursive merge (overlay wins, dicts merge), with one exception.
+
+    An overlay whose ``dataset`` names *another* dataset (a different ``dataset.name``) replaces the whole
+    ``dataset`` section instead of merging into it: the default's chitchat ``options`` (or ``files``) mean nothing
+    to a WikiQA loader, and a merged section would fail validation with keys the user never wrote.
+    """
+    out = _merge(base, overlay)
+    new = overlay.get("dataset")
+    old = base.get("dataset")
+    if isinstance(new, Mapping) and isinstance(old, Mapping) and new.get("name", old.get("name")) != old.get("name"):
+        out["dataset"] = copy.deepcopy(dict(new))
+    return out
+
+
+def apply_overlays(config: dict[str, Any], default_file: str | Path, overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Recompute the Snakefile's ``config`` in place as ``merge(default file, overlays)``; return it.
+
+    ``overlay`` is what ``--configfile``/``--config`` gave (``workflow.config_settings.overwrite_config``).
+    """
+    with open(default_file, encoding="utf-8") as fh:
+        default = yaml.safe_load(fh) or {}
+    merged = merge(default, overlay or {})
+    config.clear()
+    config.update(merged)
+    return config
 
 
 def load_config(*paths: str | Path) -> dict[str, Any]:

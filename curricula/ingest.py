@@ -43,7 +43,7 @@ def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
     data, notes = fill_missing_splits(data, fractions, seed, resplit=bool(split_cfg.get("resplit", False)))
     for note in notes:
         log.info(note)
-    data, note = filter_queries(data, dataset.get("keep_queries", "with_positive"))
+    data, note = filter_queries(data, dataset.get("keep_queries", "with_positive"), dataset.get("relevant_min", 1))
     if note:
         log.info(note)
     empty = [s for s, n in data.split_counts().items() if n == 0]

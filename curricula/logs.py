@@ -25,6 +25,8 @@ def setup_logging(log_file: str | Path | None, level: int = logging.INFO) -> log
         handler.setFormatter(fmt)
         root.addHandler(handler)
     logging.captureWarnings(True)
+    # faiss logs every instruction-set build it tries (and fails) to load at INFO; keep only its warnings
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     return root
 
 

@@ -107,3 +107,16 @@ def test_validate_rejects_unknown_references():
         {"qid": ["q0"], "docid": ["dX"]})]))
     with pytest.raises(InputFormatError, match="candidates name unknown docid 'dX'"):
         bad.validate("src")
+
+
+def test_filter_queries_honours_relevant_min():
+    queries = pl.DataFrame({"qid": ["a", "b"], "split": ["train", "train"], "text": ["x", "y"],
+                            "turns": [["x"], ["y"]], "domain": [None, None]}, schema_overrides={"domain": pl.String})
+    docs = pl.DataFrame({"docid": ["d1", "d2"], "text": ["t", "u"]})
+    qrels = pl.DataFrame({"qid": ["a", "a", "b"], "docid": ["d1", "d2", "d1"], "rel": [2, 0, 1]},
+                         schema_overrides={"rel": pl.Int32})
+    data = RankingData.build(queries, docs, qrels, qrels.select("qid", "docid"))
+    assert filter_queries(data, "with_positive")[0].queries["qid"].to_list() == ["a", "b"]
+    assert filter_queries(data, "with_positive", relevant_min=2)[0].queries["qid"].to_list() == ["a"]
+    # with_positive_and_negative: a grade below relevant_min is a negative
+    assert filter_queries(data, "with_positive_and_negative", relevant_min=2)[0].queries["qid"].to_list() == ["a"]

@@ -44,3 +44,13 @@ def test_format_specific_options_are_checked():
         validate_config(cfg)
     cfg["dataset"]["options"] = {"task": "C"}
     validate_config(cfg)
+
+
+def test_an_overlay_naming_another_dataset_replaces_the_dataset_section():
+    base = default()
+    wiki = {"dataset": {"name": "wikiqa", "format": "wikiqa", "files": {"train": "t.tsv"}}}
+    merged = merge(base, wiki)
+    assert merged["dataset"] == wiki["dataset"]  # no chitchat options leak in
+    same = merge(base, {"dataset": {"options": {"negatives": 4}}})
+    assert same["dataset"]["options"]["negatives"] == 4 and same["dataset"]["options"]["max_context_turns"] == 10
+    validate_config(merged)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import yaml
 
 from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
@@ -125,3 +126,15 @@ def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tmp_path):
     assert "dense_biencoder" not in dry_jobs(tmp_path, TINY_PRECOMPUTE)
     on = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
     assert {"dense_biencoder", "dense_encode"} <= dry_jobs(tmp_path, on)
+
+
+def test_readme_wikiqa_overlay_runs_ingest(tmp_path, shared_data):
+    """The README's example: a --configfile naming another dataset replaces the default's dataset section."""
+    wiki = {"dataset": {"name": "wikiqa", "format": "wikiqa",
+                        "files": {"train": str(shared_data / "wikiqa" / "WikiQA-train.tsv"),
+                                  "dev": str(shared_data / "wikiqa" / "WikiQA-dev.tsv")},
+                        "keep_queries": "with_positive_and_negative"}}
+    out = snakemake(tmp_path, "--until", "ingest", config=wiki)
+    assert out.returncode == 0, out.stderr[-3000:]
+    queries = read_table(tmp_path / "results" / "wikiqa" / "data" / "queries.parquet", QUERIES)
+    assert queries.filter(pl.col("split") == "dev").height == 122

@@ -200,7 +200,8 @@ def fill_missing_splits(
         if not missing:
             return data, notes
         if "train" not in present:
-            raise ValueError(f"splits {missing} are missing and there is no train split to carve them from")
+            raise ValueError(f"splits {missing} are missing and there is no train split to carve them from; "
+                             "set dataset.split.resplit: true to re-split all queries by query")
         train = data.queries.filter(pl.col("split") == "train")["qid"].to_list()
         share = {s: fractions[s] for s in missing}
         share["train"] = max(1e-9, 1.0 - sum(share.values()))
@@ -219,21 +220,21 @@ def fill_missing_splits(
 KEEP_QUERIES = ("all", "with_positive", "with_positive_and_negative")
 
 
-def filter_queries(data: RankingData, keep: str) -> tuple[RankingData, str | None]:
+def filter_queries(data: RankingData, keep: str, relevant_min: int = 1) -> tuple[RankingData, str | None]:
     """Drop queries that cannot be evaluated.
 
-    ``all`` keeps everything; ``with_positive`` keeps queries with at least one qrel ``rel > 0``;
-    ``with_positive_and_negative`` also needs one judged or candidate document that is not relevant (the
-    standard WikiQA answer-selection filter). Returns the data and a note for the log (None if nothing changed).
+    ``all`` keeps everything; ``with_positive`` keeps queries with at least one relevant qrel
+    (``rel >= relevant_min``); ``with_positive_and_negative`` also needs one judged or candidate document that is
+    not relevant (the standard WikiQA answer-selection filter). Returns the data and a note for the log (None if nothing changed).
     """
     if keep not in KEEP_QUERIES:
         raise ValueError(f"keep_queries must be one of {KEEP_QUERIES}, got {keep!r}")
     if keep == "all":
         return data, None
-    pos = data.qrels.filter(pl.col("rel") > 0).select("qid").unique()
+    pos = data.qrels.filter(pl.col("rel") >= relevant_min).select("qid").unique()
     keep_ids = pos["qid"]
     if keep == "with_positive_and_negative":
-        relevant = data.qrels.filter(pl.col("rel") > 0).select("qid", "docid")
+        relevant = data.qrels.filter(pl.col("rel") >= relevant_min).select("qid", "docid")
         judged = pl.concat([data.qrels.select("qid", "docid"), data.candidates.select("qid", "docid")]).unique()
         negatives = judged.join(relevant, on=["qid", "docid"], how="anti").select("qid").unique()
         keep_ids = pos.join(negatives, on="qid", how="semi")["qid"]
