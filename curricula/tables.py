@@ -49,6 +49,11 @@ RUN = TableSpec(
 CANDIDATE_SCORES = TableSpec(
     "candidate_scores", {"qid": pl.String, "docid": pl.String, "score": pl.Float64}, key=("qid", "docid")
 )
+TEACHER_SCORES = TableSpec(
+    "teacher_scores",
+    {"qid": pl.String, "docid": pl.String, "score": pl.Float64, "loss": pl.Float64},
+    key=("qid", "docid"),
+)
 VECTORS = TableSpec("vectors", {"id": pl.String, "vector": VECTOR}, key=("id",))
 NEIGHBORS = TableSpec(
     "neighbors", {"qid": pl.String, "docid": pl.String, "rank": pl.Int32, "score": pl.Float32}, key=("qid", "docid")

@@ -1,0 +1,230 @@
+"""The teacher behind Penha & Hauff's BERT_pred and BERT_loss scoring functions (2020, §3 Table 2 and §4).
+
+"We fine-tune BERT on D_train for the conversation response ranking task ... using a balanced number of relevant
+and non-relevant context and response pairs ... cross entropy loss and the Adam optimizer with learning rate of
+5e-5 and epsilon = 1e-8." Here the cross-encoder has one logit and binary cross-entropy (equivalent to two-class
+softmax cross-entropy); the default model is the packaged MiniLM, optionally cut to its first ``layers`` layers.
+
+The teacher sees the train split only. Scoring the very pairs it was trained on overstates its confidence, so
+``folds > 1`` cross-fits: train queries are split into folds by query, and each fold is scored by a teacher trained
+on the other folds; the saved model is then trained on all train queries (for evaluation as a reference row).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+
+from curricula.crossencoder import collate, forward_logits, pair_token_ids, score_pairs
+from curricula.data.base import seeded_split
+from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir, save_model, select_device, set_threads
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """Knobs of the teacher (config section ``teacher``). Paper scale: 12-layer BERT, length 512, lr 5e-5."""
+
+    model: str = "minilm"
+    layers: int | None = 2
+    max_length: int = 64
+    steps: int = 300
+    batch_size: int = 16
+    lr: float = 5e-5
+    eps: float = 1e-8
+    warmup: float = 0.1
+    folds: int = 1
+    seed: int = 42
+    device: str = "auto"
+    precision: str = "auto"
+    threads: int = 2
+    score_batch_size: int = 128
+
+
+def balanced_batches(labels: np.ndarray, steps: int, batch_size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Index batches with ``batch_size // 2`` positives and the rest negatives, drawn uniformly with replacement.
+
+    Penha & Hauff 2020 §4: "a balanced number of relevant and non-relevant context and response pairs".
+    """
+    pos = np.flatnonzero(labels > 0)
+    neg = np.flatnonzero(labels <= 0)
+    if len(pos) == 0 or len(neg) == 0:
+        raise ValueError("the teacher needs both relevant and non-relevant training pairs")
+    n_pos = batch_size // 2
+    for _ in range(steps):
+        yield np.concatenate([rng.choice(pos, n_pos), rng.choice(neg, batch_size - n_pos)])
+
+
+def pair_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-pair binary cross-entropy with logits (nats), label 1 = relevant."""
+    return torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+
+
+def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.ndarray, cfg: TeacherConfig,
+                        progress: bool = True):
+    """Fine-tune a cross-encoder on balanced batches; returns (model, tokenizer, per-step losses)."""
+    from transformers import get_linear_schedule_with_warmup
+    from tqdm.auto import tqdm
+
+    set_threads(cfg.threads)
+    device = select_device(cfg.device)
+    model_dir = resolve_model_dir(cfg.model)
+    tokenizer = load_tokenizer(model_dir)
+    model = load_cross_encoder(model_dir, layers=cfg.layers, seed=cfg.seed).to(device)
+    model.train()
+    ids = pair_token_ids(tokenizer, contexts, responses, cfg.max_length)
+    y = torch.tensor((labels > 0).astype(np.float32))
+    optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, eps=cfg.eps, weight_decay=0.0)
+    sched = get_linear_schedule_with_warmup(optim, int(cfg.warmup * cfg.steps), cfg.steps)
+    rng = np.random.default_rng(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    losses = []
+    batches = balanced_batches(labels, cfg.steps, cfg.batch_size, rng)
+    for idx in tqdm(batches, total=cfg.steps, desc="teacher", disable=not progress, unit="step"):
+        batch = collate([ids[i] for i in idx], tokenizer.pad_token_id)
+        loss = pair_losses(forward_logits(model, batch, device, cfg.precision), y[idx].to(device)).mean()
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        optim.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    return model, tokenizer, losses
+
+
+def training_texts(pairs: pl.DataFrame) -> tuple[list[str], list[str], np.ndarray]:
+    """Contexts, responses and binary labels (rel > 0) of a pairs frame with columns context, response, rel."""
+    return pairs["context"].to_list(), pairs["response"].to_list(), (pairs["rel"].to_numpy() > 0).astype(np.int64)
+
+
+def train_teacher(pairs: pl.DataFrame, cfg: TeacherConfig, model_out: str | Path, progress: bool = True) -> dict:
+    """Fine-tune the teacher on all train ``pairs`` (qid, docid, rel, context, response) and save it."""
+    t0 = time.time()
+    contexts, responses, labels = training_texts(pairs)
+    model, tokenizer, losses = train_cross_encoder(contexts, responses, labels, cfg, progress)
+    save_model(model, tokenizer, model_out)
+    return {"pairs": pairs.height, "positives": int(labels.sum()), "steps": cfg.steps,
+            "first_loss": float(np.mean(losses[:20])), "final_loss": float(np.mean(losses[-20:])),
+            "seconds": round(time.time() - t0, 1)}
+
+
+def scores_frame(pairs: pl.DataFrame, scores: np.ndarray) -> pl.DataFrame:
+    """TEACHER_SCORES: qid, docid, score (the logit), loss (per-pair BCE in nats against rel > 0)."""
+    labels = (pairs["rel"].to_numpy() > 0).astype(np.float32)
+    loss = pair_losses(torch.from_numpy(scores.astype(np.float32)), torch.from_numpy(labels)).numpy()
+    return pl.DataFrame({"qid": pairs["qid"], "docid": pairs["docid"], "score": scores.astype(np.float64),
+                         "loss": loss.astype(np.float64)})
+
+
+def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherConfig,
+                     progress: bool = True) -> np.ndarray:
+    """Logits of a saved cross-encoder for ``pairs`` (columns context, response)."""
+    set_threads(cfg.threads)
+    model = load_cross_encoder(model_dir, device=select_device(cfg.device))
+    tokenizer = load_tokenizer(model_dir)
+    return _score(model, tokenizer, pairs["context"].to_list(), pairs["response"].to_list(), cfg, progress)
+
+
+def crossfit_scores(pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = True) -> np.ndarray:
+    """Each pair's logit from a teacher trained on the other ``cfg.folds`` folds (folds are split by query)."""
+    if cfg.folds < 2:
+        raise ValueError("cross-fitting needs folds >= 2")
+    contexts, responses, labels = training_texts(pairs)
+    fold_of = seeded_split(pairs["qid"].unique().to_list(), {str(f): 1.0 for f in range(cfg.folds)}, cfg.seed)
+    folds = np.array([fold_of[q] for q in pairs["qid"].to_list()])
+    scores = np.empty(pairs.height, dtype=np.float32)
+    for f in range(cfg.folds):
+        held = np.flatnonzero(folds == str(f))
+        rest = np.flatnonzero(folds != str(f))
+        log.info("cross-fitting fold %d/%d: train on %d pairs, score %d", f + 1, cfg.folds, len(rest), len(held))
+        model, tokenizer, _ = train_cross_encoder([contexts[i] for i in rest], [responses[i] for i in rest],
+                                                  labels[rest], cfg, progress)
+        scores[held] = _score(model, tokenizer, [contexts[i] for i in held], [responses[i] for i in held],
+                              cfg, progress)
+    return scores
+
+
+def _score(model, tokenizer, contexts, responses, cfg: TeacherConfig, progress: bool) -> np.ndarray:
+    return score_pairs(model, tokenizer, contexts, responses, max_length=cfg.max_length,
+                       batch_size=cfg.score_batch_size, device=next(model.parameters()).device,
+                       precision=cfg.precision, progress=progress, desc="teacher scoring")
+
+
+# ------------------------------------------------------------------------------------------------------ stages
+def candidate_pairs(
+    queries: pl.DataFrame,
+    docs: pl.DataFrame,
+    qrels: pl.DataFrame,
+    candidates: pl.DataFrame,
+    splits: tuple[str, ...] = ("train",),
+    relevant_min: int = 1,
+) -> pl.DataFrame:
+    """Every (query, candidate) pair of ``splits`` with its text and binary label, sorted by qid, docid.
+
+    Columns qid, docid, split, context (the query text), response (the doc text), rel (1 when the qrel's grade is
+    at least ``relevant_min``, else 0; unjudged candidates are 0). Judged relevant docs that are not candidates
+    are added as candidates (a relevant doc must be rankable).
+    """
+    relevant = qrels.filter(pl.col("rel") >= relevant_min).select("qid", "docid")
+    pairs = pl.concat([candidates.select("qid", "docid"), relevant]).unique()
+    labelled = pairs.join(relevant.with_columns(rel=pl.lit(1, pl.Int64)), on=["qid", "docid"], how="left")
+    return (
+        labelled.with_columns(pl.col("rel").fill_null(0))
+        .join(queries.filter(pl.col("split").is_in(list(splits))).select("qid", "split", pl.col("text").alias("context")),
+              on="qid")
+        .join(docs.select("docid", pl.col("text").alias("response")), on="docid")
+        .select("qid", "docid", "split", "context", "response", "rel")
+        .sort("qid", "docid")
+    )
+
+
+def teacher_config(cfg: dict, seed: int) -> TeacherConfig:
+    """A :class:`TeacherConfig` from the config's ``teacher`` section (unknown keys are a TypeError)."""
+    return TeacherConfig(**{**cfg, "seed": seed})
+
+
+def _ingest(data) -> tuple[pl.DataFrame, ...]:
+    from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
+
+    return (read_table(data["queries"], QUERIES), read_table(data["docs"], DOCS), read_table(data["qrels"], QRELS),
+            read_table(data["candidates"], CANDIDATES))
+
+
+def teacher_train_stage(data, model_out: str | Path, cfg: TeacherConfig, relevant_min: int = 1) -> dict:
+    """Rule ``teacher_train``: fine-tune the teacher on the train split's candidate pairs and save it atomically."""
+    pairs = candidate_pairs(*_ingest(data), splits=("train",), relevant_min=relevant_min)
+    stats = train_teacher(pairs, cfg, model_out)
+    log.info("teacher trained: %s", stats)
+    return stats
+
+
+def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: TeacherConfig,
+                        relevant_min: int = 1) -> pl.DataFrame:
+    """Rule ``teacher_score``: the teacher's logit and per-pair loss for every candidate of every split.
+
+    Train pairs are scored by the saved teacher, or with ``cfg.folds > 1`` cross-fitted (each fold by a teacher
+    trained on the other folds). Dev and test pairs are always scored by the saved teacher (trained on train only),
+    which makes the teacher an evaluation reference. ``loss`` is BCE against the label (rel >= relevant_min).
+    """
+    from curricula.tables import TEACHER_SCORES, write_table
+
+    pairs = candidate_pairs(*_ingest(data), splits=("train", "dev", "test"), relevant_min=relevant_min)
+    train = pairs.filter(pl.col("split") == "train")
+    rest = pairs.filter(pl.col("split") != "train")
+    if cfg.folds > 1:
+        train_scores = crossfit_scores(train, cfg)
+        rest_scores = score_with_model(model_dir, rest, cfg) if rest.height else np.empty(0, np.float32)
+    else:
+        both = score_with_model(model_dir, pl.concat([train, rest]), cfg)
+        train_scores, rest_scores = both[: train.height], both[train.height:]
+    out = pl.concat([scores_frame(train, train_scores), scores_frame(rest, rest_scores)]).sort("qid", "docid")
+    write_table(out, out_path, TEACHER_SCORES)
+    return out

@@ -1,0 +1,96 @@
+"""The teacher cross-encoder (Penha & Hauff's BERT_pred / BERT_loss) on a few real chitchat instances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from curricula import teacher
+from curricula.crossencoder import collate, pair_token_ids
+from curricula.data import chitchat
+from curricula.hf import load_tokenizer
+from curricula.ingest import write_ingest
+from curricula.tables import TEACHER_SCORES, read_table
+
+CAPS = {"train": 40, "dev": 8, "test": 8}
+CFG = dict(layers=1, max_length=32, steps=6, batch_size=8, lr=1e-4, device="cpu", precision="fp32",
+           threads=2, score_batch_size=64)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("teacher")
+    d = chitchat.load({}, max_instances=CAPS, seed=11, max_context_turns=3)
+    paths = {name: root / f"{name}.parquet" for name in ("queries", "docs", "qrels", "candidates")}
+    write_ingest(d, paths)
+    paths["root"] = root
+    return paths
+
+
+def frames(data):
+    return [pl.read_parquet(data[n]) for n in ("queries", "docs", "qrels", "candidates")]
+
+
+def test_candidate_pairs_label_and_split(data):
+    pairs = teacher.candidate_pairs(*frames(data), splits=("train",))
+    assert pairs.height == CAPS["train"] * 10 and set(pairs["split"]) == {"train"}
+    assert pairs["rel"].sum() == CAPS["train"]
+    both = teacher.candidate_pairs(*frames(data), splits=("train", "dev", "test"))
+    assert both.height == sum(CAPS.values()) * 10
+
+
+def test_relevant_min_binarises_graded_labels():
+    q = pl.DataFrame({"qid": ["a"], "split": ["train"], "text": ["x"], "turns": [["x"]], "domain": [None]},
+                     schema_overrides={"domain": pl.String})
+    d = pl.DataFrame({"docid": ["g", "p", "b"], "text": ["good", "useful", "bad"]})
+    qrels = pl.DataFrame({"qid": ["a"] * 3, "docid": ["g", "p", "b"], "rel": [2, 1, 0]})
+    cands = qrels.select("qid", "docid")
+    assert teacher.candidate_pairs(q, d, qrels, cands)["rel"].to_list() == [0, 1, 1]  # b, g, p
+    assert teacher.candidate_pairs(q, d, qrels, cands, relevant_min=2)["rel"].to_list() == [0, 1, 0]
+
+
+def test_balanced_batches_have_half_positives():
+    labels = np.array([1, 0, 0, 0, 0, 1, 0, 0])
+    for idx in teacher.balanced_batches(labels, steps=5, batch_size=6, rng=np.random.default_rng(0)):
+        assert labels[idx].sum() == 3 and len(idx) == 6
+
+
+def test_pair_inputs_keep_the_latest_context_tokens():
+    tok = load_tokenizer("minilm")
+    ids = pair_token_ids(tok, ["first words " * 20 + "latest turn"], ["a reply"], max_length=16)[0]
+    text = tok.decode(ids)
+    assert len(ids) == 16 and "latest turn" in text and "a reply" in text
+    batch = collate([ids, ids[:10] + [ids[-1]]], tok.pad_token_id)
+    assert batch["token_type_ids"][0].tolist().count(1) == len(tok("a reply", add_special_tokens=False)["input_ids"]) + 1
+
+
+def test_train_then_score_every_candidate(data):
+    cfg = teacher.teacher_config(CFG, seed=1)
+    stats = teacher.teacher_train_stage(data, data["root"] / "model", cfg)
+    assert stats["steps"] == 6 and stats["pairs"] == CAPS["train"] * 10
+    out = data["root"] / "scores.parquet"
+    scores = teacher.teacher_score_stage(data, data["root"] / "model", out, cfg)
+    back = read_table(out, TEACHER_SCORES)
+    assert back.equals(scores) and back.height == sum(CAPS.values()) * 10
+    assert (back["loss"] >= 0).all() and back["score"].std() > 0
+    again = teacher.teacher_score_stage(data, data["root"] / "model", data["root"] / "again.parquet", cfg)
+    assert again.equals(scores)  # eval mode: deterministic
+
+
+def test_crossfit_scores_train_pairs_with_other_folds(data):
+    cfg = teacher.teacher_config({**CFG, "folds": 2, "steps": 2}, seed=1)
+    teacher.teacher_train_stage(data, data["root"] / "model2", cfg)
+    scores = teacher.teacher_score_stage(data, data["root"] / "model2", data["root"] / "cf.parquet", cfg)
+    plain = teacher.teacher_score_stage(data, data["root"] / "model2", data["root"] / "plain.parquet",
+                                        teacher.teacher_config({**CFG, "steps": 2}, seed=1))
+    train = pl.read_parquet(data["queries"]).filter(pl.col("split") == "train")["qid"].implode()
+    cf_train = scores.filter(pl.col("qid").is_in(train))
+    pl_train = plain.filter(pl.col("qid").is_in(train))
+    assert not np.allclose(cf_train["score"].to_numpy(), pl_train["score"].to_numpy())  # other models
+    # dev/test are scored by the saved model in both cases
+    other = scores.filter(~pl.col("qid").is_in(train))
+    assert np.allclose(other["score"].to_numpy(), plain.filter(~pl.col("qid").is_in(train))["score"].to_numpy(),
+                       atol=1e-5)
