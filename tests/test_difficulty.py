@@ -1,0 +1,133 @@
+"""Penha & Hauff's Table 2 functions, HCL's eq. 2 and the difficulty table, against hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from curricula.difficulty import difficulty_spec, difficulty_table, hcl, needed_inputs, penha
+from curricula.tables import check_table
+
+QUERIES = pl.DataFrame(
+    {
+        "qid": ["q1", "q2", "q3"],
+        "split": ["train"] * 3,
+        "text": ["hi there\nhow are you today", "one", "a b c\nd e\nf g h i"],
+        "turns": [["hi there", "how are you today"], ["one"], ["a b c", "d e", "f g h i"]],
+        "domain": [None, None, None],
+    },
+    schema_overrides={"domain": pl.String},
+)
+DOCS = pl.DataFrame({"docid": ["d1", "d2", "d3", "d4", "d5", "d6"],
+                     "text": ["fine thanks", "the weather is nice today", "one two", "x", "y z", "w"]})
+PAIRS = pl.DataFrame({"qid": ["q1", "q1", "q2", "q2", "q3", "q3"],
+                      "docid": ["d1", "d2", "d3", "d4", "d5", "d6"], "rel": [1, 0, 1, 0, 1, 0]})
+
+
+def test_context_and_response_lengths():
+    assert penha.turns(QUERIES).sort("qid")["turns_raw"].to_list() == [2.0, 1.0, 3.0]
+    # words per utterance: (2 + 4) / 2, 1 / 1, (3 + 2 + 4) / 3
+    assert penha.u_words(QUERIES).sort("qid")["u_words_raw"].to_list() == [3.0, 1.0, 3.0]
+    # words per candidate: (2 + 5) / 2, (2 + 1) / 2, (2 + 1) / 2
+    assert penha.r_words(PAIRS, DOCS).sort("qid")["r_words_raw"].to_list() == [3.5, 1.5, 1.5]
+
+
+def test_sigma_bm25_is_the_sample_std_of_all_candidate_scores():
+    scores = pl.DataFrame({"qid": ["q1", "q1", "q2", "q2", "q3", "q3"], "docid": ["d1", "d2", "d3", "d4", "d5", "d6"],
+                           "score": [4.0, 2.0, 1.0, 1.0, 3.0, 0.0]})
+    got = penha.sigma_bm25(PAIRS, scores).sort("qid")["sigma_bm25_raw"].to_list()
+    assert got == pytest.approx([np.std([4, 2], ddof=1), 0.0, np.std([3, 0], ddof=1)])
+
+
+def test_bert_pred_is_the_negated_probability_margin_and_bert_loss_the_mean_loss():
+    teacher = pl.DataFrame({"qid": ["q1", "q1", "q2", "q2"], "docid": ["d1", "d2", "d3", "d4"],
+                            "score": [2.0, -1.0, 0.0, 0.5], "loss": [0.1, 0.3, 0.7, 0.9]})
+    pairs = PAIRS.head(4)
+    pred = penha.bert_pred(pairs, teacher).sort("qid")["bert_pred_raw"].to_list()
+    sig = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    # q1: the teacher is confident and right -> easy (negative raw); q2: it prefers the negative -> hard (positive)
+    assert pred == pytest.approx([-(sig(2.0) - sig(-1.0)), -(sig(0.0) - sig(0.5))])
+    assert pred[0] < 0 < pred[1]
+    assert penha.bert_loss(pairs, teacher).sort("qid")["bert_loss_raw"].to_list() == pytest.approx([0.2, 0.8])
+
+
+def test_semantic_match_is_the_mean_pairwise_word_cosine():
+    rng = np.random.default_rng(0)
+    u, r = rng.normal(size=(4, 8)), rng.normal(size=(3, 8))
+    un, rn = u / np.linalg.norm(u, axis=1, keepdims=True), r / np.linalg.norm(r, axis=1, keepdims=True)
+    brute = np.mean([[a @ b for b in rn] for a in un])
+    assert penha.semantic_match(un.mean(0)[None], rn.mean(0)[None])[0] == pytest.approx(brute)
+
+
+def test_sigma_sm_uses_the_first_k_word_pieces():
+    from curricula.hf import load_encoder, load_tokenizer
+
+    tok = load_tokenizer("minilm")
+    emb = load_encoder("minilm").embeddings.word_embeddings.weight.detach().numpy()
+    v = penha.first_word_vectors(["good morning , friend", "good morning friend !!", "?!"], tok, emb, k=3)
+    assert np.allclose(v[0], v[1])  # punctuation skipped, first 3 word pieces equal
+    assert not v[2].any()  # nothing word-like: zero vector
+    got = penha.sigma_sm(PAIRS, QUERIES, DOCS, tok, emb).sort("qid")
+    assert got.height == 3 and (got["sigma_sm_raw"] >= 0).all()
+
+
+def test_percentile_difficulty_orders_and_shares_ties():
+    s = pl.Series("x", [3.0, 1.0, 2.0, 2.0])
+    assert penha.percentile_difficulty(s).to_list() == pytest.approx([1.0, 0.0, 0.5, 0.5])
+    assert penha.percentile_difficulty(pl.Series("x", [7.0])).to_list() == [0.5]
+
+
+def test_random_is_seeded_and_depends_only_on_the_qid_set():
+    a = penha.random_score(pl.Series(["b", "a", "c"]), seed=1)
+    b = penha.random_score(pl.Series(["c", "a", "b"]), seed=1)
+    assert dict(zip(["b", "a", "c"], a)) == dict(zip(["c", "a", "b"], b))
+    assert not a.equals(penha.random_score(pl.Series(["b", "a", "c"]), seed=2))
+
+
+def test_hcl_corpus_difficulty_eq2():
+    # f_d = 1 - G / max G: the most similar pair is easiest (0), a pair half as similar is 0.5
+    assert hcl.hcl_corpus_difficulty(np.array([0.8, 0.4, 0.0])).tolist() == pytest.approx([0.0, 0.5, 1.0])
+    assert hcl.hcl_corpus_difficulty(np.array([0.5, -0.5])).tolist() == pytest.approx([0.0, 1.0])  # clipped
+
+
+def test_hcl_corpus_from_vectors():
+    def vecs(ids, rows):
+        m = np.asarray(rows, dtype=np.float32)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        return pl.DataFrame({"id": ids, "vector": pl.Series(m)})
+
+    qv = vecs(["q1", "q2", "q3"], [[1, 0], [1, 0], [1, 0]])
+    dv = vecs(["d1", "d2", "d3", "d4", "d5", "d6"], [[1, 0], [0, 1], [1, 1], [0, 1], [0, 1], [1, 0]])
+    got = hcl.hcl_corpus(PAIRS, qv, dv).sort("qid")
+    assert got["hcl_corpus_raw"].to_list() == pytest.approx([1.0, 2 ** -0.5, 0.0], abs=1e-6)
+    assert got["hcl_corpus"].to_list() == pytest.approx([0.0, 1 - 2 ** -0.5, 1.0], abs=1e-6)
+
+
+def test_table_has_raw_and_difficulty_per_function_with_query_level_values_broadcast():
+    fns = ["random", "turns", "u_words", "r_words"]
+    table = difficulty_table(PAIRS, QUERIES, DOCS, fns, seed=3)
+    check_table(table, difficulty_spec(fns), "difficulty")
+    assert table.height == PAIRS.height
+    assert table.filter(pl.col("qid") == "q3")["turns"].to_list() == [1.0, 1.0]  # most turns: hardest
+    assert table.filter(pl.col("qid") == "q2")["turns"].to_list() == [0.0, 0.0]
+    for f in fns:
+        assert table[f].min() >= 0 and table[f].max() <= 1
+    assert table.equals(difficulty_table(PAIRS, QUERIES, DOCS, fns, seed=3))
+
+
+def test_unknown_function_and_needed_inputs():
+    with pytest.raises(ValueError, match="unknown difficulty function"):
+        needed_inputs(["turns", "nope"])
+    assert needed_inputs(["turns", "bert_loss"]) == {"teacher"}
+    assert needed_inputs(["kde"]) == {"candidate_scores"}
+    assert needed_inputs(["kde"], "run") == {"candidate_scores", "run"}
+
+
+def test_spearman_matrix_is_symmetric_with_unit_diagonal():
+    from curricula.difficulty import spearman_matrix
+
+    t = pl.DataFrame({"a": [0.1, 0.2, 0.3, 0.4], "b": [0.4, 0.3, 0.2, 0.1], "c": [0.5] * 4})
+    m = spearman_matrix(t, ["a", "b", "c"])
+    assert m["function"].to_list() == ["a", "b"]  # a constant column has no rank correlation
+    assert m["a"].to_list() == pytest.approx([1.0, -1.0]) and m["b"].to_list() == pytest.approx([-1.0, 1.0])
