@@ -24,6 +24,8 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/bm25.smk"
 include: "rules/dense.smk"
+include: "rules/teacher.smk"
+include: "rules/difficulty.smk"
 
 
 rule all:

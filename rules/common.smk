@@ -52,6 +52,41 @@ def biencoder_input(wildcards):
     return {"biencoder": dense_outputs()["biencoder"]} if config["dense"]["finetune"]["enabled"] else {}
 
 
+def teacher_outputs():
+    return {"model": f"{RESULTS}/teacher/model", "scores": f"{RESULTS}/teacher/scores.parquet"}
+
+
+TEACHER_SCORE_ONLY = ("folds", "score_batch_size")
+
+
+def teacher_params(stage):
+    """The teacher knobs that change this stage's output (threads go to `threads:`).
+
+    Cross-fitting folds and the scoring batch size only affect `teacher_score`, so changing them keeps the trained
+    model."""
+    skip = {"threads"} | (set(TEACHER_SCORE_ONLY) if stage == "train" else set())
+    return {k: v for k, v in config["teacher"].items() if k not in skip}
+
+
+def difficulty_outputs():
+    return {"table": f"{RESULTS}/difficulty/difficulty.parquet"}
+
+
+def difficulty_inputs(wildcards):
+    """Ingest tables plus only what the configured scoring functions read (no teacher unless bert_* is asked)."""
+    from curricula.difficulty import needed_inputs
+
+    paths = {
+        "candidate_scores": bm25_outputs()["candidate_scores"],
+        "run": bm25_outputs()["run"],
+        "teacher": teacher_outputs()["scores"],
+        "query_vectors": dense_outputs()["queries"],
+        "doc_vectors": dense_outputs()["docs"],
+    }
+    need = needed_inputs(config["difficulty"]["functions"], config["difficulty"]["bm25_list"])
+    return {**ingest_outputs(), **{name: paths[name] for name in sorted(need)}}
+
+
 def all_outputs():
     """The final targets of `rule all`; later stages add theirs here."""
     return [
@@ -60,4 +95,6 @@ def all_outputs():
         bm25_outputs()["trec"],
         bm25_outputs()["candidate_scores"],
         dense_outputs()["neighbors"],
+        teacher_outputs()["scores"],
+        difficulty_outputs()["table"],
     ]

@@ -21,6 +21,7 @@ TINY_PRECOMPUTE = {
     **TINY,
     "bm25": {"k": 20, "heap": "1g"},
     "dense": {"layers": 1, "max_length": 32, "batch_size": 32, "neighbors_k": 30},
+    "teacher": {"layers": 1, "max_length": 32, "steps": 6, "batch_size": 8},
 }
 
 
@@ -61,7 +62,8 @@ def test_same_config_gives_identical_bytes(tmp_path):
         out = snakemake(wd, config=TINY_PRECOMPUTE)
         assert out.returncode == 0, out.stderr[-3000:]
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
-    assert len(tables) == 4 + 2 + 3  # ingest, bm25 (run, candidate scores), dense (queries, docs, neighbours)
+    # ingest, bm25 (run, candidate scores), dense (queries, docs, neighbours), teacher scores, difficulty
+    assert len(tables) == 4 + 2 + 3 + 1 + 1
     tables.append(Path("results/tiny/bm25/run.trec"))
     for rel in tables:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
@@ -109,17 +111,39 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tmp_path):
     for rel in ("bm25/index", "bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet",
                 "dense/queries.parquet", "dense/docs.parquet", "dense/neighbors.parquet"):
         assert (res / rel).exists(), rel
+    for rel in ("teacher/model", "teacher/scores.parquet", "difficulty/difficulty.parquet"):
+        assert (res / rel).exists(), rel
     for rule in ("bm25_index", "bm25_run", "bm25_candidate_scores", "dense_encode_queries", "dense_encode_docs",
-                 "dense_neighbors"):
+                 "dense_neighbors", "teacher_train", "teacher_score", "difficulty"):
         assert (tmp_path / "logs" / "tiny" / f"{rule}.log").exists(), rule
     assert dry_jobs(tmp_path, TINY_PRECOMPUTE) == set()
     # BM25 depth: only the run; a BM25 thread count: nothing; a dense knob: only dense rules
     deeper = {**TINY_PRECOMPUTE, "bm25": {**TINY_PRECOMPUTE["bm25"], "k": 25, "threads": 1}}
+    # the BM25 run feeds the difficulty table (D_recip/norm/kde read the candidates' run by default: no)
     assert dry_jobs(tmp_path, deeper) == {"bm25_run", "all"}
     nk = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "neighbors_k": 40}}
     assert dry_jobs(tmp_path, nk) == {"dense_neighbors", "all"}
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
-    assert dry_jobs(tmp_path, ml) == {"dense_encode", "dense_neighbors", "all"}
+    assert dry_jobs(tmp_path, ml) == {"dense_encode", "dense_neighbors", "difficulty", "all"}
+
+
+def test_teacher_and_difficulty_rerun_only_what_a_knob_touches(tmp_path):
+    """Adding a scoring function never retrains the teacher; cross-fitting re-scores without retraining."""
+    few = {**TINY_PRECOMPUTE, "difficulty": {"functions": ["random", "u_words", "bert_loss"]}}
+    out = snakemake(tmp_path, config=few)
+    assert out.returncode == 0, out.stderr[-3000:]
+    table = pl.read_parquet(tmp_path / "results" / "tiny" / "difficulty" / "difficulty.parquet")
+    assert {"random", "u_words", "bert_loss"} <= set(table.columns)
+    assert "sigma_bm25" not in table.columns
+    more = {**few, "difficulty": {"functions": ["random", "u_words", "bert_loss", "sigma_bm25"]}}
+    assert dry_jobs(tmp_path, more) == {"difficulty", "all"}
+    folds = {**few, "teacher": {**few["teacher"], "folds": 2, "threads": 1}}
+    assert dry_jobs(tmp_path, folds) == {"teacher_score", "difficulty", "all"}
+    steps = {**few, "teacher": {**few["teacher"], "steps": 7}}
+    assert dry_jobs(tmp_path, steps) == {"teacher_train", "teacher_score", "difficulty", "all"}
+    # without a bert_* function the difficulty table does not wait for the teacher at all
+    no_teacher = {**few, "difficulty": {"functions": ["random", "u_words"]}}
+    assert dry_jobs(tmp_path, no_teacher) == {"difficulty", "all"}
 
 
 def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tmp_path):

@@ -1,0 +1,43 @@
+rule teacher_train:
+    """Fine-tune the teacher cross-encoder on the train split (balanced pairs, cross-entropy)."""
+    input:
+        **ingest_outputs(),
+    output:
+        model=directory(teacher_outputs()["model"]),
+    params:
+        teacher=teacher_params("train"),
+        seed=config["seed"],
+        relevant_min=config["dataset"]["relevant_min"],
+    threads: config["teacher"]["threads"]
+    log:
+        f"{LOGS}/teacher_train.log",
+    benchmark:
+        f"{BENCHMARKS}/teacher_train.tsv"
+    resources:
+        mem_mb=8000,
+        gpu=1 if config["teacher"]["device"] == "cuda" else 0,
+    script:
+        "../workflow_scripts/teacher_train.py"
+
+
+rule teacher_score:
+    """The teacher's logit and loss for every candidate (train cross-fitted when teacher.folds > 1)."""
+    input:
+        **ingest_outputs(),
+        model=teacher_outputs()["model"],
+    output:
+        scores=teacher_outputs()["scores"],
+    params:
+        teacher=teacher_params("score"),
+        seed=config["seed"],
+        relevant_min=config["dataset"]["relevant_min"],
+    threads: config["teacher"]["threads"]
+    log:
+        f"{LOGS}/teacher_score.log",
+    benchmark:
+        f"{BENCHMARKS}/teacher_score.tsv"
+    resources:
+        mem_mb=8000,
+        gpu=1 if config["teacher"]["device"] == "cuda" else 0,
+    script:
+        "../workflow_scripts/teacher_score.py"
