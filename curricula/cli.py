@@ -20,14 +20,44 @@ def outputs(config_files: list[str]) -> int:
     return 0
 
 
+def references(config_files: list[str], split: str) -> int:
+    """Print the metrics of the reference rankers of the candidates: BM25 (Lucene scores) and the teacher."""
+    import polars as pl
+
+    from curricula.metrics import split_metrics
+    from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
+
+    config = load_config(*config_files)
+    root = results_dir(config)
+    queries = read_table(root / "data" / "queries.parquet", QUERIES)
+    qrels = read_table(root / "data" / "qrels.parquet", QRELS)
+    rel = config["dataset"]["relevant_min"]
+    sources = {"bm25": (root / "bm25" / "candidate_scores.parquet", CANDIDATE_SCORES),
+               "teacher": (root / "teacher" / "scores.parquet", TEACHER_SCORES)}
+    rows = []
+    for name, (path, spec) in sources.items():
+        if path.exists():
+            rows.append({"ranker": name, **split_metrics(read_table(path, spec), queries, qrels, split,
+                                                         relevant_min=rel)})
+    with pl.Config(float_precision=4, tbl_hide_dataframe_shape=True):
+        print(f"{split} split of '{config['dataset']['name']}', candidates re-ranked:")
+        print(pl.DataFrame(rows))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m curricula.cli", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_out = sub.add_parser("outputs", help="print where the outputs of a config are")
     p_out.add_argument("config", nargs="+", help="config file(s), later ones overlay earlier ones")
+    p_ref = sub.add_parser("references", help="metrics of BM25 and the teacher on a split's candidates")
+    p_ref.add_argument("config", nargs="+", help="config file(s), later ones overlay earlier ones")
+    p_ref.add_argument("--split", default="dev", choices=["train", "dev", "test"])
     args = parser.parse_args(argv)
     if args.command == "outputs":
         return outputs(args.config)
+    if args.command == "references":
+        return references(args.config, args.split)
     return 2
 
 

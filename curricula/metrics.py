@@ -49,3 +49,11 @@ def mean_metrics(run: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str]
     pq = per_query(run, qrels, measures, relevant_min)
     means = dict(pq.group_by("measure").agg(pl.col("value").mean()).iter_rows())
     return {m: float(means.get(m, float("nan"))) for m in measures}
+
+
+def split_metrics(scores: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFrame, split: str,
+                  measures: Sequence[str] = DEFAULT_MEASURES, relevant_min: int = 1) -> dict[str, float]:
+    """Mean metrics of a scored candidate list (qid, docid, score) over the queries of one split."""
+    qids = queries.filter(pl.col("split") == split)["qid"].implode()
+    return mean_metrics(scores.filter(pl.col("qid").is_in(qids)), qrels.filter(pl.col("qid").is_in(qids)), measures,
+                        relevant_min)
