@@ -17,9 +17,7 @@ import contextlib
 import logging
 import os
 import re
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 # Before transformers / huggingface_hub are imported: they read these once, at import time.
@@ -29,6 +27,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+
+from curricula.tables import write_dir_atomically  # noqa: E402,F401  (re-exported for callers of hf)
 
 log = logging.getLogger(__name__)
 
@@ -236,40 +236,6 @@ def load_cross_encoder(
     )
     model.eval()
     return model.to(device) if device is not None else model
-
-
-def write_dir_atomically(out_dir: str | Path, fill: Callable[[Path], None]) -> Path:
-    """Call ``fill(tmp)`` on a hidden temporary folder beside ``out_dir``, then rename it to ``out_dir``.
-
-    An existing ``out_dir`` is replaced only once the new one is complete; on any error the temporary folder
-    is removed and the old one (if any) stays in place.
-    """
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    old = None
-    try:
-        fill(tmp)
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
-            os.replace(out_dir, old / "previous")
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and (old / "previous").exists() and not out_dir.exists():
-            os.replace(old / "previous", out_dir)
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    return out_dir
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def save_model(model: transformers.PreTrainedModel, tokenizer, out_dir: str | Path) -> Path:

@@ -8,7 +8,9 @@ destination folder and renamed into place, so a killed job never leaves a half-w
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,3 +145,31 @@ def read_table(path: str | Path, spec: TableSpec) -> pl.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"{path}: table '{spec.name}' not found (has its stage run?)")
     return check_table(pl.read_parquet(path), spec, path)
+
+
+def write_dir_atomically(out_dir: str | Path, fill: Callable[[Path], None]) -> Path:
+    """Call ``fill(tmp)`` on a hidden temporary folder beside ``out_dir``, then rename it to ``out_dir``.
+
+    An existing ``out_dir`` is replaced only once the new one is complete; on any error the temporary folder
+    is removed and the old one (if any) stays in place.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    old = None
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
+            os.replace(out_dir, old / "previous")
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and (old / "previous").exists() and not out_dir.exists():
+            os.replace(old / "previous", out_dir)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return out_dir
