@@ -26,6 +26,8 @@ include: "rules/bm25.smk"
 include: "rules/dense.smk"
 include: "rules/teacher.smk"
 include: "rules/difficulty.smk"
+include: "rules/curriculum.smk"
+include: "rules/train.smk"
 
 
 rule all:

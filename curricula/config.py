@@ -35,13 +35,17 @@ def _merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any
 
 
 def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """Overlay a config on another: Snakemake's recursive merge (overlay wins, dicts merge), with one exception.
+    """Overlay a config on another: Snakemake's recursive merge (overlay wins, dicts merge), with two exceptions.
 
     An overlay whose ``dataset`` names *another* dataset (a different ``dataset.name``) replaces the whole
     ``dataset`` section instead of merging into it: the default's chitchat ``options`` (or ``files``) mean nothing
     to a WikiQA loader, and a merged section would fail validation with keys the user never wrote.
+    An overlay's ``experiments`` replaces the default grid: an experiment grid is one unit, and a user who lists
+    their experiments (or ``experiments: {}`` for the baseline alone) does not want the default ones trained too.
     """
     out = _merge(base, overlay)
+    if "experiments" in overlay:
+        out["experiments"] = copy.deepcopy(overlay["experiments"])
     new = overlay.get("dataset")
     old = base.get("dataset")
     if isinstance(new, Mapping) and isinstance(old, Mapping) and new.get("name", old.get("name")) != old.get("name"):

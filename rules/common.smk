@@ -2,6 +2,8 @@
 import os
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
+
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = f"logs/{config['dataset']['name']}"
 BENCHMARKS = f"benchmarks/{config['dataset']['name']}"
@@ -10,6 +12,10 @@ BENCHMARKS = f"benchmarks/{config['dataset']['name']}"
 wildcard_constraints:
     dataset=r"[A-Za-z0-9_.-]+",
     kind=r"queries|docs",
+    function=r"[a-z0-9_]+",
+    scoring=r"[a-z0-9_]+",
+    experiment=r"[A-Za-z0-9_.-]+",
+    seed=r"-?[0-9]+",
 
 
 def dataset_files(wildcards=None):
@@ -69,11 +75,18 @@ def teacher_params(stage):
 
 
 def difficulty_outputs():
-    return {"table": f"{RESULTS}/difficulty/difficulty.parquet"}
+    return {
+        "table": f"{RESULTS}/difficulty/difficulty.parquet",
+        "function": f"{RESULTS}/difficulty/functions/{{function}}.parquet",
+    }
 
 
-def difficulty_inputs(wildcards):
-    """Ingest tables plus only what the configured scoring functions read (no teacher unless bert_* is asked)."""
+def difficulty_function_path(function):
+    return difficulty_outputs()["function"].format(function=function)
+
+
+def difficulty_function_inputs(wildcards):
+    """Ingest tables plus only what this scoring function reads (the teacher only for bert_*)."""
     from curricula.difficulty import needed_inputs
 
     paths = {
@@ -83,8 +96,88 @@ def difficulty_inputs(wildcards):
         "query_vectors": dense_outputs()["queries"],
         "doc_vectors": dense_outputs()["docs"],
     }
-    need = needed_inputs(config["difficulty"]["functions"], config["difficulty"]["bm25_list"])
+    need = needed_inputs([wildcards.function], config["difficulty"]["bm25_list"])
     return {**ingest_outputs(), **{name: paths[name] for name in sorted(need)}}
+
+
+def difficulty_function_knobs(wildcards):
+    from curricula.difficulty import function_knobs
+
+    return function_knobs(wildcards.function, config["difficulty"], config["seed"])
+
+
+def load_schema():
+    import yaml
+
+    with open(os.path.join(workflow.basedir, "schemas", "config.schema.yaml")) as fh:
+        return yaml.safe_load(fh)
+
+
+def resolve_experiments():
+    """Every experiment's resolved spec (curricula.experiments); a bad spec stops the run before any job."""
+    from curricula.experiments import experiment_specs
+
+    try:
+        return experiment_specs(config, load_schema())
+    except ValueError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
+EXPERIMENTS = resolve_experiments()
+
+
+def curriculum_dir(scoring):
+    return f"{RESULTS}/curricula/{scoring}"
+
+
+def curriculum_scorings():
+    return sorted({spec["scoring"] for spec in EXPERIMENTS.values()})
+
+
+def experiment_dir(experiment="{experiment}", seed="{seed}"):
+    return f"{RESULTS}/experiments/{experiment}/seed={seed}"
+
+
+def train_outputs(experiment="{experiment}", seed="{seed}"):
+    out = experiment_dir(experiment, seed)
+    return {"model": f"{out}/model", "dev_curve": f"{out}/dev_curve.parquet", "config": f"{out}/config.json"}
+
+
+def train_inputs(wildcards):
+    """Ingest tables, the experiment's curriculum shards, and only the extra tables its axes read."""
+    from curricula.experiments import needed_tables
+
+    spec = EXPERIMENTS[wildcards.experiment]
+    extra = {
+        "weights": lambda: difficulty_function_path(spec["weighting"]["scoring"]),
+        "neighbors": lambda: dense_outputs()["neighbors"],
+        "run": lambda: bm25_outputs()["run"],
+    }
+    return {
+        **ingest_outputs(),
+        "curriculum": curriculum_dir(spec["scoring"]),
+        **{name: extra[name]() for name in sorted(needed_tables(spec))},
+    }
+
+
+def train_params(wildcards):
+    from curricula.experiments import job_params
+
+    return job_params(EXPERIMENTS[wildcards.experiment])
+
+
+def experiment_knob(key):
+    """A per-experiment knob for threads:/resources: (runtime knobs are not params, so they never re-run a job)."""
+    return lambda wildcards: EXPERIMENTS[wildcards.experiment][key]
+
+
+def all_trained():
+    return [
+        path
+        for name in EXPERIMENTS
+        for seed in config["seeds"]
+        for path in (train_outputs(name, seed)["model"], train_outputs(name, seed)["dev_curve"])
+    ]
 
 
 def all_outputs():
@@ -97,4 +190,5 @@ def all_outputs():
         dense_outputs()["neighbors"],
         teacher_outputs()["scores"],
         difficulty_outputs()["table"],
+        *all_trained(),
     ]

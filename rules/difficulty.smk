@@ -1,18 +1,35 @@
-rule difficulty:
-    """Every configured scoring function on the training pairs: raw value and difficulty in [0,1] (1 = hardest)."""
+rule difficulty_function:
+    """One scoring function on the training pairs: raw value and difficulty in [0,1] (1 = hardest)."""
     input:
-        unpack(difficulty_inputs),
+        unpack(difficulty_function_inputs),
+    output:
+        table=difficulty_outputs()["function"],
+    params:
+        knobs=difficulty_function_knobs,
+        relevant_min=config["dataset"]["relevant_min"],
+    log:
+        f"{LOGS}/difficulty_function/{{function}}.log",
+    benchmark:
+        f"{BENCHMARKS}/difficulty_function/{{function}}.tsv"
+    resources:
+        mem_mb=6000,
+    script:
+        "../workflow_scripts/difficulty_function.py"
+
+
+rule difficulty:
+    """The per-function tables joined into one (one row per training pair); logs their Spearman matrix."""
+    input:
+        **{f: difficulty_function_path(f) for f in config["difficulty"]["functions"]},
     output:
         table=difficulty_outputs()["table"],
     params:
-        difficulty=config["difficulty"],
-        seed=config["seed"],
-        relevant_min=config["dataset"]["relevant_min"],
+        functions=config["difficulty"]["functions"],
     log:
         f"{LOGS}/difficulty.log",
     benchmark:
         f"{BENCHMARKS}/difficulty.tsv"
     resources:
-        mem_mb=6000,
+        mem_mb=2000,
     script:
         "../workflow_scripts/difficulty.py"

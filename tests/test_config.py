@@ -54,3 +54,27 @@ def test_an_overlay_naming_another_dataset_replaces_the_dataset_section():
     same = merge(base, {"dataset": {"options": {"negatives": 4}}})
     assert same["dataset"]["options"]["negatives"] == 4 and same["dataset"]["options"]["max_context_turns"] == 10
     validate_config(merged)
+
+
+def test_an_overlay_with_experiments_replaces_the_default_grid():
+    base = default()
+    assert set(base["experiments"]) >= {"penha_bert_pred_root2", "macavaney_kde", "hcl"}
+    mine = merge(base, {"experiments": {"mine": {"scoring": "turns", "pacing": {"name": "linear"}}}})
+    assert list(mine["experiments"]) == ["mine"]
+    assert merge(base, {"experiments": {}})["experiments"] == {}
+    assert merge(base, {"seed": 3})["experiments"] == base["experiments"]  # untouched without the key
+    validate_config(mine)
+
+
+@pytest.mark.parametrize(
+    "patch, needle",
+    [
+        ({"experiments": {"x": {"pacign": {"name": "linear"}}}}, "'pacign' is not one of"),
+        ({"experiments": {"x": {"weighting": {"scoring": "kde", "m": -1}}}}, "is not valid under any of the given"),
+        ({"train": {"loss": "listnet"}}, "'listnet' is not one of"),
+        ({"seeds": []}, "should be non-empty"),
+    ],
+)
+def test_bad_experiment_config_names_the_key(patch, needle):
+    with pytest.raises(WorkflowError, match=needle):
+        validate_config(merge(default(), patch))

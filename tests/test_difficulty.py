@@ -131,3 +131,18 @@ def test_spearman_matrix_is_symmetric_with_unit_diagonal():
     m = spearman_matrix(t, ["a", "b", "c"])
     assert m["function"].to_list() == ["a", "b"]  # a constant column has no rank correlation
     assert m["a"].to_list() == pytest.approx([1.0, -1.0]) and m["b"].to_list() == pytest.approx([-1.0, 1.0])
+
+
+def test_per_function_tables_combine_into_the_joint_table():
+    from curricula.difficulty import combine_difficulty, function_knobs
+
+    fns = ["random", "turns", "u_words"]
+    joint = difficulty_table(PAIRS, QUERIES, DOCS, fns, seed=3)
+    parts = [difficulty_table(PAIRS, QUERIES, DOCS, [f], seed=3) for f in fns]
+    assert combine_difficulty(parts, fns).equals(joint)  # one job per function gives the same table
+    with pytest.raises(ValueError, match="rows, expected"):
+        combine_difficulty([parts[0], parts[1].head(2)], fns[:2])
+    cfg = {"bm25_list": "run", "sm_words": 20, "sm_model": "minilm"}
+    assert function_knobs("kde", cfg, 7) == {"bm25_list": "run"}
+    assert function_knobs("random", cfg, 7) == {"seed": 7}
+    assert function_knobs("turns", cfg, 7) == {}  # no knob: a changed seed or list never re-runs it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,9 @@ TINY_PRECOMPUTE = {
     "bm25": {"k": 20, "heap": "1g"},
     "dense": {"layers": 1, "max_length": 32, "batch_size": 32, "neighbors_k": 30},
     "teacher": {"layers": 1, "max_length": 32, "steps": 6, "batch_size": 8},
+    "train": {"layers": 1, "max_length": 32, "steps": 4, "batch_size": 4, "eval_every": 2, "checkpoint_every": 2},
+    "seeds": [1],
+    "experiments": {},  # the baseline alone (an overlay's experiments replace the default grid)
 }
 
 
@@ -62,9 +66,10 @@ def test_same_config_gives_identical_bytes(tmp_path):
         out = snakemake(wd, config=TINY_PRECOMPUTE)
         assert out.returncode == 0, out.stderr[-3000:]
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
-    # ingest, bm25 (run, candidate scores), dense (queries, docs, neighbours), teacher scores, difficulty
-    assert len(tables) == 4 + 2 + 3 + 1 + 1
-    tables.append(Path("results/tiny/bm25/run.trec"))
+    assert tables == sorted(p.relative_to(b) for p in (b / "results").rglob("*.parquet"))
+    # ingest 4, bm25 2, dense 3, teacher 1, difficulty 12 + 1, curriculum (shard + index), dev curve
+    assert len(tables) == 4 + 2 + 3 + 1 + 13 + 2 + 1
+    tables += [Path("results/tiny/bm25/run.trec"), Path("results/tiny/experiments/baseline/seed=1/model/model.safetensors")]
     for rel in tables:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 
@@ -124,26 +129,58 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tmp_path):
     nk = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "neighbors_k": 40}}
     assert dry_jobs(tmp_path, nk) == {"dense_neighbors", "all"}
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
-    assert dry_jobs(tmp_path, ml) == {"dense_encode", "dense_neighbors", "difficulty", "all"}
+    assert dry_jobs(tmp_path, ml) == {"dense_encode", "dense_neighbors", "difficulty_function", "difficulty", "all"}
 
 
-def test_teacher_and_difficulty_rerun_only_what_a_knob_touches(tmp_path):
-    """Adding a scoring function never retrains the teacher; cross-fitting re-scores without retraining."""
-    few = {**TINY_PRECOMPUTE, "difficulty": {"functions": ["random", "u_words", "bert_loss"]}}
+def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
+    """Adding a scoring function never retrains the teacher; one experiment's pacing re-runs only its jobs."""
+    few = {**TINY_PRECOMPUTE, "difficulty": {"functions": ["random", "u_words", "bert_loss"]}, "seeds": [1, 2],
+           "experiments": {"loss_root2": {"scoring": "bert_loss", "pacing": {"name": "root_2"}},
+                           "words_weighted": {"weighting": {"scoring": "u_words", "m": 2}, "loss": "hinge"}}}
     out = snakemake(tmp_path, config=few)
     assert out.returncode == 0, out.stderr[-3000:]
-    table = pl.read_parquet(tmp_path / "results" / "tiny" / "difficulty" / "difficulty.parquet")
+    res = tmp_path / "results" / "tiny"
+    table = pl.read_parquet(res / "difficulty" / "difficulty.parquet")
     assert {"random", "u_words", "bert_loss"} <= set(table.columns)
     assert "sigma_bm25" not in table.columns
+    for name in ("baseline", "loss_root2", "words_weighted"):
+        for seed in (1, 2):
+            run = res / "experiments" / name / f"seed={seed}"
+            assert (run / "model" / "model.safetensors").exists() and (run / "config.json").exists()
+            assert pl.read_parquet(run / "dev_curve.parquet")["step"].to_list() == [2, 4]
+            assert not (run / "model.checkpoint").exists()
+    assert sorted(p.name for p in (res / "curricula").iterdir()) == ["bert_loss", "random"]
     more = {**few, "difficulty": {"functions": ["random", "u_words", "bert_loss", "sigma_bm25"]}}
-    assert dry_jobs(tmp_path, more) == {"difficulty", "all"}
+    out = snakemake(tmp_path, "-n", config=more)
+    assert jobs_of(out.stdout) == {"difficulty_function", "difficulty", "all"}
+    assert out.stdout.count("rule difficulty_function:") == 1
     folds = {**few, "teacher": {**few["teacher"], "folds": 2, "threads": 1}}
-    assert dry_jobs(tmp_path, folds) == {"teacher_score", "difficulty", "all"}
+    # the teacher's scores feed bert_loss, hence its curriculum and the experiment ordered by it
+    assert dry_jobs(tmp_path, folds) == {"teacher_score", "difficulty_function", "difficulty", "curriculum", "train",
+                                         "all"}
     steps = {**few, "teacher": {**few["teacher"], "steps": 7}}
-    assert dry_jobs(tmp_path, steps) == {"teacher_train", "teacher_score", "difficulty", "all"}
-    # without a bert_* function the difficulty table does not wait for the teacher at all
+    assert "teacher_train" in dry_jobs(tmp_path, steps)
+    # dropping bert_loss from the table: only the combined table is rebuilt, nothing waits for the teacher
     no_teacher = {**few, "difficulty": {"functions": ["random", "u_words"]}}
     assert dry_jobs(tmp_path, no_teacher) == {"difficulty", "all"}
+    # one experiment's pacing: only its two train jobs (one per seed)
+    paced = {**few, "experiments": {**few["experiments"], "loss_root2": {"scoring": "bert_loss",
+                                                                           "pacing": {"name": "root_5"}}}}
+    out = snakemake(tmp_path, "-n", config=paced)
+    assert jobs_of(out.stdout) == {"train", "all"}
+    assert sorted(set(re.findall(r"experiment=(\w+), seed=(\d)", out.stdout))) == [("loss_root2", "1"),
+                                                                                  ("loss_root2", "2")]
+    # a thread count is not a result-changing knob
+    threads = {**few, "train": {**few["train"], "threads": 1}}
+    assert dry_jobs(tmp_path, threads) == set()
+
+
+def test_bad_experiment_stops_before_any_job(tmp_path):
+    bad = {**TINY_PRECOMPUTE, "experiments": {"w": {"weighting": {"scoring": "kde"}}}}
+    out = snakemake(tmp_path, config=bad)
+    assert out.returncode != 0
+    assert "experiments.w" in out.stderr + out.stdout and "negatives.mode: candidates" in out.stderr + out.stdout
+    assert not (tmp_path / "results").exists()
 
 
 def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tmp_path):

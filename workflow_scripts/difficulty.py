@@ -2,5 +2,4 @@ from curricula.difficulty import difficulty_stage
 from curricula.logs import logged
 
 with logged(snakemake.log[0]):
-    difficulty_stage(snakemake.input, snakemake.output.table, snakemake.params.difficulty, snakemake.params.seed,
-                     snakemake.params.relevant_min)
+    difficulty_stage(snakemake.input, snakemake.output.table, snakemake.params.functions)

@@ -177,26 +177,73 @@ def spearman_matrix(table: pl.DataFrame, functions: Sequence[str]) -> pl.DataFra
     return pl.DataFrame({"function": cols, **{c: [float(x) for x in rho[:, j]] for j, c in enumerate(cols)}})
 
 
-def difficulty_stage(data: Mapping[str, str | Path], out_path: str | Path, cfg: Mapping[str, Any], seed: int,
-                     relevant_min: int = 1) -> pl.DataFrame:
-    """Rule ``difficulty``: read the inputs the configured functions need and write the difficulty table.
+#: the config keys of the ``difficulty`` section each function reads (so a knob re-runs only its functions)
+FUNCTION_KNOBS: dict[str, tuple[str, ...]] = {
+    "sigma_sm": ("sm_words", "sm_model"),
+    "recip": ("bm25_list",),
+    "norm": ("bm25_list",),
+    "kde": ("bm25_list",),
+}
 
-    ``data`` names the ingest tables (queries, docs, qrels, candidates) and, as needed, candidate_scores, run,
-    teacher, query_vectors, doc_vectors; ``cfg`` is the config's ``difficulty`` section.
+
+def function_knobs(function: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The knobs one function's job depends on: its ``difficulty`` keys, and the seed for ``random`` only."""
+    knobs = {k: cfg[k] for k in FUNCTION_KNOBS.get(function, ())}
+    if function == "random":
+        knobs["seed"] = seed
+    return knobs
+
+
+def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Path, function: str,
+                              knobs: Mapping[str, Any], relevant_min: int = 1) -> pl.DataFrame:
+    """Rule ``difficulty_function``: one scoring function over the training pairs (qid, docid, rel, f_raw, f).
+
+    ``data`` names the ingest tables (queries, docs, qrels, candidates) and the extra tables this function needs
+    (:func:`needed_inputs`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function
+    to the config computes only that function, and a function's table changes only when its own inputs do.
     """
     from curricula.tables import (CANDIDATE_SCORES, CANDIDATES, DOCS, QRELS, QUERIES, RUN, TEACHER_SCORES, VECTORS,
                                   read_table, write_table)
     from curricula.teacher import candidate_pairs
 
-    functions = list(cfg["functions"])
+    bm25_list = knobs.get("bm25_list", "candidates")
     queries, docs = read_table(data["queries"], QUERIES), read_table(data["docs"], DOCS)
     pairs = candidate_pairs(queries, docs, read_table(data["qrels"], QRELS), read_table(data["candidates"], CANDIDATES),
                             splits=("train",), relevant_min=relevant_min)
     specs = {"candidate_scores": CANDIDATE_SCORES, "run": RUN, "teacher": TEACHER_SCORES,
              "query_vectors": VECTORS, "doc_vectors": VECTORS}
-    extra = {name: read_table(data[name], specs[name]) for name in needed_inputs(functions, cfg["bm25_list"])}
-    table = difficulty_table(pairs, queries, docs, functions, seed=seed, bm25_list=cfg["bm25_list"],
-                             sm_words=cfg["sm_words"], sm_model=cfg["sm_model"], **extra)
+    extra = {name: read_table(data[name], specs[name]) for name in needed_inputs([function], bm25_list)}
+    options = {k: knobs[k] for k in ("sm_words", "sm_model") if k in knobs}
+    table = difficulty_table(pairs, queries, docs, [function], seed=knobs.get("seed", 42), bm25_list=bm25_list,
+                             **options, **extra)
+    write_table(table, out_path, difficulty_spec([function]))
+    log.info("difficulty %s: %d training pairs of %d queries; difficulty mean %.3f, raw range [%.4g, %.4g]",
+             function, table.height, table["qid"].n_unique(), table[function].mean(),
+             table[f"{function}_raw"].min(), table[f"{function}_raw"].max())
+    return table
+
+
+def combine_difficulty(tables: Sequence[pl.DataFrame], functions: Sequence[str]) -> pl.DataFrame:
+    """The one-row-per-training-pair difficulty table from per-function tables (same pairs in each)."""
+    if not tables:
+        raise ValueError("no difficulty function configured")
+    out = tables[0].select("qid", "docid", "rel")
+    for f, table in zip(functions, tables):
+        if table.height != out.height:
+            raise ValueError(f"difficulty {f}: {table.height} rows, expected {out.height} (stale per-function table?)")
+        out = out.join(table.select("qid", "docid", f"{f}_raw", f), on=["qid", "docid"], how="left")
+    missing = [c for c in out.columns if out[c].null_count()]
+    if missing:
+        raise ValueError(f"difficulty: per-function tables disagree on the training pairs (nulls in {missing})")
+    return out.sort("qid", "docid")
+
+
+def difficulty_stage(paths: Mapping[str, str | Path], out_path: str | Path, functions: Sequence[str]) -> pl.DataFrame:
+    """Rule ``difficulty``: join the per-function tables into ``difficulty/difficulty.parquet``; log Spearman."""
+    from curricula.tables import read_table, write_table
+
+    functions = list(functions)
+    table = combine_difficulty([read_table(paths[f], difficulty_spec([f])) for f in functions], functions)
     write_table(table, out_path, difficulty_spec(functions))
     log.info("difficulty: %d training pairs of %d queries, functions %s", table.height, table["qid"].n_unique(),
              functions)

@@ -1,0 +1,128 @@
+"""One experiment spec composes every curriculum axis; this module resolves the config into per-experiment specs.
+
+Config: ``train`` holds the knobs shared by all experiments (model, steps, loss, negatives, evaluation...);
+``experiments`` maps a name to overrides of those knobs plus the curriculum axes:
+
+* ``scoring``: the difficulty function that orders the training instances (Penha's f_score, HCL's f_d);
+* ``pacing``: how fast the allowed prefix grows (:mod:`curricula.pacing`; ``standard`` = no ordering effect);
+* ``weighting``: MacAvaney's loss weights ``{scoring, m, anti, iteration_steps}`` (null = none);
+* ``negatives``: ``{mode, m, depth, pacing}`` (:mod:`curricula.negatives`; HCL-IC is ``mode: neighbors``).
+
+``baseline`` (random order, standard pacing, no weighting, the shared negatives) is always present; a config may
+refine it (e.g. ``negatives.mode: candidates`` for a re-ranking dataset) but not give it a curriculum. ``pacing``
+and ``weighting`` given by an experiment replace the shared ones whole; ``negatives`` is merged key by key
+(its own ``pacing`` replaced whole). Every resolved spec is validated against the schema's ``train`` section, so a
+wrong type in one experiment is reported with the experiment's name before any job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+AXES = ("scoring", "pacing", "weighting")
+BASELINE = "baseline"
+BASELINE_AXES: dict[str, Any] = {"scoring": "random", "pacing": {"name": "standard"}, "weighting": None}
+#: knobs that change how fast a job runs but not what it computes (kept out of Snakemake params)
+RUNTIME_KNOBS = ("threads",)
+
+
+def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The shared ``train`` knobs with one experiment's ``overrides`` applied (see the module docstring)."""
+    spec = copy.deepcopy(dict(train))
+    for key, value in overrides.items():
+        if key == "negatives" and isinstance(value, Mapping):
+            spec["negatives"] = {**spec.get("negatives", {}), **copy.deepcopy(dict(value))}
+        else:
+            spec[key] = copy.deepcopy(value)
+    for key, value in BASELINE_AXES.items():
+        spec.setdefault(key, copy.deepcopy(value))
+    return spec
+
+
+def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Resolved spec of every experiment, ``baseline`` first, validated (names, types, cross-axis rules)."""
+    train = config.get("train", {})
+    experiments = dict(config.get("experiments") or {})
+    base = experiments.pop(BASELINE, {}) or {}
+    for axis in AXES:
+        if axis in base and base[axis] != BASELINE_AXES[axis]:
+            raise ValueError(f"experiments.baseline.{axis}: the baseline has no curriculum "
+                             f"({axis} is always {BASELINE_AXES[axis]!r}); define another experiment instead")
+    out = {BASELINE: merge_experiment(train, {**base, **BASELINE_AXES})}
+    for name, overrides in experiments.items():
+        out[name] = merge_experiment(train, overrides or {})
+    for name, spec in out.items():
+        check_spec(name, spec, schema)
+    return out
+
+
+def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
+    """Raise ValueError naming the experiment when a spec is invalid or its axes do not fit together."""
+    from curricula.difficulty import FUNCTIONS, MACAVANEY
+    from curricula.losses import LOSSES
+    from curricula.negatives import MODES
+    from curricula.pacing import pace_fraction
+
+    where = f"experiments.{name}"
+    if schema is not None:
+        import jsonschema
+
+        train_schema = schema["properties"]["train"]
+        errors = sorted(jsonschema.Draft202012Validator(train_schema).iter_errors(
+            {k: v for k, v in spec.items() if k not in AXES}), key=lambda e: list(e.path))
+        if errors:
+            e = errors[0]
+            raise ValueError(f"{where}.{'.'.join(map(str, e.path)) or '<spec>'}: {e.message}")
+    if spec["scoring"] not in FUNCTIONS:
+        raise ValueError(f"{where}.scoring: unknown function {spec['scoring']!r}; known: {list(FUNCTIONS)}")
+    try:
+        pace_fraction(spec["pacing"], 0, int(spec["steps"]))
+    except ValueError as err:
+        raise ValueError(f"{where}.pacing: {err}") from None
+    if spec["loss"] not in LOSSES:
+        raise ValueError(f"{where}.loss: unknown loss {spec['loss']!r}; known: {list(LOSSES)}")
+    negatives = spec["negatives"]
+    if negatives.get("mode") not in MODES:
+        raise ValueError(f"{where}.negatives.mode: unknown {negatives.get('mode')!r}; known: {list(MODES)}")
+    weighting = spec.get("weighting")
+    if weighting:
+        unknown = set(weighting) - {"scoring", "m", "anti", "iteration_steps"}
+        if unknown:
+            raise ValueError(f"{where}.weighting: unknown key(s) {sorted(unknown)}")
+        if weighting.get("scoring") not in FUNCTIONS:
+            raise ValueError(f"{where}.weighting.scoring: unknown function {weighting.get('scoring')!r}")
+        if weighting["scoring"] in MACAVANEY and negatives["mode"] != "candidates":
+            raise ValueError(
+                f"{where}: weighting by the pair-level {weighting['scoring']!r} needs the difficulty of every "
+                f"negative, which exists for the dataset's candidates only: set negatives.mode: candidates")
+        weight_m(weighting)
+
+
+def weight_m(weighting: Mapping[str, Any]) -> float:
+    """MacAvaney's m (iterations until equal weights) as a float; ``inf`` (string or number) keeps W = D."""
+    m = weighting.get("m", 10)
+    m = math.inf if m in ("inf", "infinity") else float(m)
+    if not m > 0:
+        raise ValueError(f"weighting.m must be > 0 or 'inf', got {m}")
+    return m
+
+
+def needed_tables(spec: Mapping[str, Any]) -> set[str]:
+    """Inputs of an experiment's train job beyond the ingest tables and its curriculum shards."""
+    need = set()
+    if spec.get("weighting"):
+        need.add("weights")
+    mode = spec["negatives"]["mode"]
+    if mode == "neighbors":
+        need.add("neighbors")
+    elif mode == "bm25":
+        need.add("run")
+    return need
+
+
+def job_params(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec without runtime-only knobs: what a train job's output depends on (its Snakemake params)."""
+    return {k: v for k, v in spec.items() if k not in RUNTIME_KNOBS}

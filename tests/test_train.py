@@ -1,0 +1,267 @@
+"""Curriculum shards, the sampler, negatives, losses, weights and the training loop on a few real chitchat instances."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from curricula import curriculum as cur
+from curricula.data import chitchat
+from curricula.difficulty import difficulty_table
+from curricula.experiments import experiment_specs, job_params, merge_experiment, needed_tables
+from curricula.losses import element_losses, weighted_mean
+from curricula.negatives import NegativeSampler
+from curricula.train import DEV_CURVE, PairEase, train_ranker
+
+CAPS = {"train": 40, "dev": 8, "test": 8}
+TRAIN = dict(model="minilm", layers=1, max_length=32, steps=6, batch_size=4, lr=1e-4, eps=1e-8, weight_decay=0.0,
+             warmup=0.1, optimizer="adamw", loss="pointwise_ce", margin=1.0,
+             negatives={"mode": "random", "m": 1, "depth": 100, "pacing": None}, eval_every=3, eval_metric="AP",
+             dev_queries=None, checkpoint_every=2, score_batch_size=64, device="cpu", precision="fp32", threads=2)
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, pl.DataFrame]:
+    d = chitchat.load({}, max_instances=CAPS, seed=11, max_context_turns=3)
+    return {name: df for name, (df, _) in d.tables().items()}
+
+
+@pytest.fixture(scope="module")
+def table(data) -> pl.DataFrame:
+    from curricula.teacher import candidate_pairs
+
+    pairs = candidate_pairs(data["queries"], data["docs"], data["qrels"], data["candidates"])
+    return difficulty_table(pairs, data["queries"], data["docs"], ["random", "u_words"], seed=5)
+
+
+def folder_for(table: pl.DataFrame, scoring: str, root: Path, shard_size: int = 7, seed: int = 0) -> Path:
+    out = root / scoring
+    cur.write_curriculum(cur.curriculum_order(cur.training_instances(table, scoring), seed), out, shard_size)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- curriculum
+def test_order_is_easy_first_with_seeded_ties():
+    inst = pl.DataFrame({"qid": list("abcde"), "docid": list("vwxyz"), "difficulty": [0.5, 0.1, 0.5, 0.9, 0.5],
+                         "raw": [0.0] * 5})
+    a = cur.curriculum_order(inst, seed=1)
+    assert a["difficulty"].to_list() == [0.1, 0.5, 0.5, 0.5, 0.9]
+    assert a["position"].to_list() == [0, 1, 2, 3, 4]
+    orders = {tuple(cur.curriculum_order(inst, seed=s)["qid"].to_list()) for s in range(20)}
+    assert len(orders) > 1  # ties (a, c, e) are broken differently by different seeds
+    assert all(o[0] == "b" and o[-1] == "d" for o in orders)
+    assert cur.curriculum_order(inst, seed=1).equals(a)
+
+
+def test_shards_index_threshold_and_take(table, tmp_path):
+    folder = folder_for(table, "u_words", tmp_path, shard_size=7)
+    c = cur.Curriculum(folder)
+    assert len(c) == CAPS["train"]
+    assert len(list(folder.glob("shard-*.parquet"))) == math.ceil(CAPS["train"] / 7)
+    all_rows = c.take(np.arange(len(c)))
+    d = all_rows["difficulty"].to_numpy()
+    assert np.all(np.diff(d) >= 0) and all_rows["position"].to_list() == list(range(len(c)))
+    for t in (-1.0, 0.0, float(np.median(d)), d[10], 2.0):
+        assert c.count_at_most(t) == int((d <= t).sum())
+    pos = np.array([39, 0, 7, 7, 13])
+    assert c.take(pos)["position"].to_list() == pos.tolist()
+    with pytest.raises(IndexError):
+        c.take(np.array([40]))
+
+
+def test_sampler_only_returns_instances_inside_the_allowed_prefix(table, tmp_path):
+    c = cur.Curriculum(folder_for(table, "u_words", tmp_path))
+    n = len(c)
+    frac = cur.CurriculumSampler(c, {"name": "root_2", "delta": 0.33, "T": 0.9}, total_steps=100, batch_size=5,
+                                 seed=3)
+    prev = 0
+    for step in range(0, 100, 3):
+        allowed = frac.allowed(step)
+        assert allowed == max(5, math.ceil(frac.pace(step) * n - 1e-9)) and allowed >= prev
+        prev = allowed
+        assert frac.positions(step).max() < allowed
+    assert frac.allowed(0) == math.ceil(0.33 * n) and frac.allowed(90) == n
+    thr = cur.CurriculumSampler(c, {"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.9}, total_steps=100, batch_size=2,
+                                seed=3)
+    for step in range(0, 100, 7):
+        batch = thr.batch(step)
+        if thr.allowed(step) > thr.min_allowed:
+            assert (batch["difficulty"] <= thr.pace(step) + 1e-12).all()
+    assert frac.batch(17).equals(frac.batch(17))  # a pure function of (seed, step)
+    assert not frac.batch(17).equals(frac.batch(18))
+
+
+# --------------------------------------------------------------------------------------------- negatives
+def sampler(data, spec, **kw) -> NegativeSampler:
+    return NegativeSampler(spec, queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
+                           candidates=data["candidates"], total_steps=100, seed=4, **kw)
+
+
+def relevant_of(data) -> dict[str, set[str]]:
+    return {q: set(g["docid"]) for (q,), g in data["qrels"].filter(pl.col("rel") > 0).group_by("qid")}
+
+
+def train_qids(data) -> list[str]:
+    return data["queries"].filter(pl.col("split") == "train")["qid"].sort().to_list()
+
+
+def test_random_and_candidate_negatives_are_never_relevant(data):
+    rel, qids = relevant_of(data), train_qids(data)
+    rs = sampler(data, {"mode": "random", "m": 3})
+    pool = {rs.docids[c] for c in rs.pool}
+    cands = {q: set(g["docid"]) for (q,), g in data["candidates"].group_by("qid")}
+    cs = sampler(data, {"mode": "candidates", "m": 9})
+    for step in range(5):
+        for q, row in zip(qids, rs.sample(qids, step)):
+            docs = [rs.docids[c] for c in row]
+            assert not set(docs) & rel[q] and set(docs) <= pool and len(set(docs)) == 3
+        for q, row in zip(qids, cs.sample(qids, step)):
+            docs = {cs.docids[c] for c in row}
+            assert docs <= cands[q] - rel[q] and len(docs) == 9  # all 9 distinct non-relevant candidates
+    test_docs = set(data["candidates"].join(data["queries"].filter(pl.col("split") == "test"), on="qid")["docid"])
+    assert not pool & (test_docs - set(data["candidates"].join(
+        data["queries"].filter(pl.col("split") == "train"), on="qid")["docid"]))
+
+
+def test_instance_level_negatives_come_from_the_allowed_top_k_and_never_the_positive(data):
+    rel, qids = relevant_of(data), train_qids(data)
+    rng = np.random.default_rng(0)
+    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
+                                                   on="qid")["docid"]))
+    rows = []
+    for q in qids:  # a synthetic similarity ranking of the whole train pool, relevant docs near the top
+        order = list(rng.permutation(pool_docs))
+        for d in rel[q]:
+            order.remove(d)
+            order.insert(int(rng.integers(0, 3)), d)
+        rows += [(q, d, r + 1) for r, d in enumerate(order[:100])]
+    neighbors = pl.DataFrame(rows, schema={"qid": pl.String, "docid": pl.String, "rank": pl.Int32}, orient="row")
+    rank = {(q, d): r for q, d, r in rows}
+    ns = sampler(data, {"mode": "neighbors", "m": 2, "pacing": {"kT": 1, "T": 50}}, neighbors=neighbors)
+    assert ns.space(0) == ns.pool.size and ns.space(50) == 10 and ns.space(99) == 10
+    for step in (50, 60, 99, 30):
+        k = ns.space(step)
+        for q, row in zip(qids, ns.sample(qids, step)):
+            docs = [ns.docids[c] for c in row]
+            assert not set(docs) & rel[q]
+            if k <= 100:
+                assert all(rank[(q, d)] <= k for d in docs), (step, k)
+    assert ns.space(30) > 10  # k shrinks from |pool| to 10^kT
+
+
+# --------------------------------------------------------------------------------------------- losses, weights
+def test_losses_against_hand_values():
+    s = torch.tensor([[2.0, 0.5, 3.0]])
+    assert element_losses("hinge", s, 1.0).tolist() == [[0.0, 2.0]]  # max(0, 1-2+0.5), max(0, 1-2+3)
+    pair = element_losses("pairwise_ce", s)
+    assert pair[0].tolist() == pytest.approx([math.log1p(math.exp(-1.5)), math.log1p(math.exp(1.0))])
+    mse = element_losses("pointwise_mse", s)
+    assert mse[0].tolist() == pytest.approx([1.0, 0.25, 9.0])
+    ce = element_losses("pointwise_ce", s)
+    assert ce[0].tolist() == pytest.approx([math.log1p(math.exp(-2.0)), math.log1p(math.exp(0.5)),
+                                            math.log1p(math.exp(3.0))])
+    w = torch.tensor([[1.0, 0.0, 0.5]])
+    assert float(weighted_mean(mse, w)) == pytest.approx((1.0 + 0 + 4.5) / 3)  # per element, then the mean
+    with pytest.raises(ValueError, match="unknown loss"):
+        element_losses("listnet", s)
+
+
+def test_pair_ease_pairwise_macavaney_and_query_level():
+    table = pl.DataFrame({"qid": ["a", "a", "a"], "docid": ["p", "n1", "n2"], "rel": [1, 0, 0],
+                          "recip_raw": [0.5, 1.0, 0.25], "recip": [0.5, 1.0, 0.25]})
+    code = {"p": 0, "n1": 1, "n2": 2}
+    ease = PairEase(table, "recip", {"a": 0}, code, 3)
+    docs = np.array([[0, 1, 2]])
+    # D_pair = (h(d+) - h(d-) + 1) / 2: (0.5 - 1 + 1)/2 = 0.25, (0.5 - 0.25 + 1)/2 = 0.625
+    assert ease.ease(np.array([0]), docs, "pairwise_ce").tolist() == [[0.25, 0.625]]
+    assert ease.ease(np.array([0]), docs, "pointwise_ce").tolist() == [[0.5, 0.0, 0.75]]
+    qlevel = table.rename({"recip_raw": "turns_raw", "recip": "turns"}).with_columns(turns=pl.lit(0.2))
+    e2 = PairEase(qlevel, "turns", {"a": 0}, code, 3)
+    assert e2.ease(np.array([0]), docs, "hinge")[0].tolist() == pytest.approx([0.8, 0.8])
+    with pytest.raises(KeyError, match="no 'recip' difficulty"):
+        ease.ease(np.array([0]), np.array([[0, 1, 5]]), "hinge")
+
+
+# --------------------------------------------------------------------------------------------- experiments
+def test_experiment_specs_baseline_merge_and_errors():
+    cfg = {"train": TRAIN, "experiments": {
+        "root2": {"scoring": "bert_pred", "pacing": {"name": "root_2"}},
+        "mix": {"scoring": "bert_pred", "pacing": {"name": "root_2"}, "weighting": {"scoring": "u_words", "m": "inf"},
+                "negatives": {"mode": "neighbors", "pacing": {"kT": 3}}, "loss": "hinge"}}}
+    specs = experiment_specs(cfg)
+    assert list(specs) == ["baseline", "root2", "mix"]
+    assert specs["baseline"]["scoring"] == "random" and specs["baseline"]["weighting"] is None
+    assert specs["baseline"]["pacing"] == {"name": "standard"}
+    assert specs["mix"]["negatives"] == {"mode": "neighbors", "m": 1, "depth": 100, "pacing": {"kT": 3}}
+    assert needed_tables(specs["mix"]) == {"weights", "neighbors"} and needed_tables(specs["baseline"]) == set()
+    assert "threads" not in job_params(specs["mix"])
+    assert merge_experiment(TRAIN, {"steps": 9})["steps"] == 9
+    bad = [({"x": {"scoring": "nope"}}, "experiments.x.scoring"),
+           ({"x": {"pacing": {"name": "zigzag"}}}, "experiments.x.pacing"),
+           ({"x": {"weighting": {"scoring": "kde"}}}, "needs the difficulty of every negative"),
+           ({"baseline": {"scoring": "turns"}}, "baseline has no curriculum")]
+    for experiments, message in bad:
+        with pytest.raises(ValueError, match=message):
+            experiment_specs({"train": TRAIN, "experiments": experiments})
+
+
+# --------------------------------------------------------------------------------------------- training
+def spec_of(**over) -> dict:
+    return merge_experiment(TRAIN, over)
+
+
+def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, tmp_path):
+    folder = folder_for(table, "u_words", tmp_path)
+    spec = spec_of(scoring="u_words", pacing={"name": "root_2"}, weighting={"scoring": "u_words", "m": 2,
+                                                                            "iteration_steps": 2})
+    kw = dict(curriculum_dir=folder, weights=table, progress=False)
+    a = train_ranker(data, spec, 7, model_out=tmp_path / "a", checkpoint_dir=tmp_path / "a.ckpt", **kw)
+    b = train_ranker(data, spec, 7, model_out=tmp_path / "b", checkpoint_dir=tmp_path / "b.ckpt", **kw)
+    assert a.columns == list(DEV_CURVE.columns) and a["step"].to_list() == [3, 6]
+    assert a.equals(b)  # no wall-clock column: same config and seed give identical curves
+    assert not (tmp_path / "a.ckpt").exists()  # cleared after a finished run
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_5(done: int) -> None:
+        if done == 5:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_ranker(data, spec, 7, model_out=tmp_path / "c", checkpoint_dir=tmp_path / "c.ckpt",
+                     on_step=kill_at_5, **kw)
+    assert not (tmp_path / "c").exists()
+    state = torch.load(tmp_path / "c.ckpt" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 4 and [r["step"] for r in state["curve"]] == [3]
+    c = train_ranker(data, spec, 7, model_out=tmp_path / "c", checkpoint_dir=tmp_path / "c.ckpt", **kw)
+    assert c.equals(a)
+    from safetensors.torch import load_file
+
+    wa, wc = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "c" / "model.safetensors")
+    assert wa.keys() == wc.keys() and all(torch.equal(wa[k], wc[k]) for k in wa)
+    other = train_ranker(data, spec, 8, model_out=tmp_path / "d", checkpoint_dir=tmp_path / "d.ckpt", **kw)
+    assert not other["value"].equals(a["value"]) or not other["train_loss"].equals(a["train_loss"])
+
+
+def test_checkpoint_of_another_config_is_ignored(data, table, tmp_path):
+    folder = folder_for(table, "random", tmp_path)
+    spec = spec_of(steps=4, eval_every=4)
+    kw = dict(curriculum_dir=folder, progress=False)
+
+    def stop(done: int) -> None:
+        if done == 3:
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        train_ranker(data, spec, 1, model_out=tmp_path / "m", checkpoint_dir=tmp_path / "ck", on_step=stop, **kw)
+    assert (tmp_path / "ck" / "checkpoint.pt").exists()
+    changed = spec_of(steps=4, eval_every=4, lr=2e-4)
+    fresh = train_ranker(data, changed, 1, model_out=tmp_path / "m2", checkpoint_dir=tmp_path / "m2ck", **kw)
+    resumed = train_ranker(data, changed, 1, model_out=tmp_path / "m", checkpoint_dir=tmp_path / "ck", **kw)
+    assert resumed.equals(fresh)

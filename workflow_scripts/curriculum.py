@@ -1,0 +1,6 @@
+from curricula.curriculum import curriculum_stage
+from curricula.logs import logged
+
+with logged(snakemake.log[0]):
+    curriculum_stage(snakemake.input.table, snakemake.output.shards, snakemake.wildcards.scoring,
+                     shard_size=snakemake.params.shard_size, seed=snakemake.params.seed)

@@ -1,0 +1,7 @@
+from curricula.logs import logged
+from curricula.train import train_stage
+
+with logged(snakemake.log[0]):
+    spec = dict(snakemake.params.spec, threads=snakemake.threads)
+    train_stage(snakemake.input, snakemake.output, spec, int(snakemake.wildcards.seed),
+                relevant_min=snakemake.params.relevant_min, config_seed=snakemake.params.config_seed)
