@@ -16,6 +16,16 @@ def outputs(config_files: list[str]) -> int:
     for stage in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         files = sorted(f for f in stage.rglob("*") if f.is_file())
         print(f"  {stage.name}/: {len(files)} file(s), e.g. {files[0].relative_to(root) if files else '-'}")
+    curves = sorted(root.glob("experiments/*/seed=*/dev_curve.parquet")) if root.is_dir() else []
+    if curves:
+        import polars as pl
+
+        print("Best dev value per trained ranker (model selection on dev; test is evaluated later):")
+        for path in curves:
+            curve = pl.read_parquet(path)
+            best = curve.sort(["value", "step"], descending=[True, False]).row(0, named=True)
+            print(f"  {path.parent.parent.name:>28} {path.parent.name:<8} {best['metric']} {best['value']:.4f} "
+                  f"at step {best['step']} of {curve['step'].max()}")
     print(f"Logs: logs/{config['dataset']['name']}/  Benchmarks: benchmarks/{config['dataset']['name']}/")
     return 0
 

@@ -12,8 +12,8 @@ Modes (an experiment's ``negatives.mode``):
   is the stored K plus k - K unseen ranks, which are drawn as uniform pool docs outside the stored list with
   probability (k - K) / k. At k = |pool| (the start of training, k_0 = log10 |D|) this is exactly uniform over the
   pool, as in the paper.
-* ``bm25``: the same over the query's BM25 run (``bm25/run.parquet``), cut to ``depth``; with a ``pacing`` the
-  sampling space shrinks like HCL's, without one it is the whole top ``depth`` (MacAvaney §4.3: "randomly sample
+* ``bm25``: the same over the query's BM25 run (``bm25/run.parquet``), cut to ``depth`` (never beyond the run's
+  training-pool docs); with a ``pacing`` the sampling space shrinks like HCL's, without one it is the whole list (MacAvaney §4.3: "randomly sample
   from the top 100 BM25 results for additional negative samples").
 
 Only training-split responses are ever drawn (ranked lists are filtered to the pool), so dev and test responses
@@ -174,6 +174,9 @@ class NegativeSampler:
                     out[i] = self._from_pool(rng, self.m, exclude)
                 else:
                     out[i] = rng.choice(row, self.m, replace=row.size < self.m)
+            elif self.mode == "bm25":  # the run is the whole space: never beyond its depth
+                row = self.lists.row(q)
+                out[i] = self._from_list(rng, row, min(k, row.size), exclude)
             else:
                 out[i] = self._from_list(rng, self.lists.row(q), k, exclude)
         return out

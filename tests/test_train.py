@@ -152,6 +152,12 @@ def test_instance_level_negatives_come_from_the_allowed_top_k_and_never_the_posi
             if k <= 100:
                 assert all(rank[(q, d)] <= k for d in docs), (step, k)
     assert ns.space(30) > 10  # k shrinks from |pool| to 10^kT
+    run = neighbors.filter(pl.col("rank") <= 20)  # a 20-deep "BM25 run": negatives never come from beyond it
+    bs = sampler(data, {"mode": "bm25", "m": 3, "depth": 15}, run=run)
+    for step in (0, 50):
+        for q, row in zip(qids, bs.sample(qids, step)):
+            docs = [bs.docids[c] for c in row]
+            assert not set(docs) & rel[q] and all(rank[(q, d)] <= 15 for d in docs)
 
 
 # --------------------------------------------------------------------------------------------- losses, weights
