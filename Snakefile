@@ -20,6 +20,9 @@ if not workflow.config_settings.replace_workflow_config:
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/bm25.smk"
@@ -28,6 +31,8 @@ include: "rules/teacher.smk"
 include: "rules/difficulty.smk"
 include: "rules/curriculum.smk"
 include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
 
 
 rule all:

@@ -26,6 +26,11 @@ def outputs(config_files: list[str]) -> int:
             best = curve.sort(["value", "step"], descending=[True, False]).row(0, named=True)
             print(f"  {path.parent.parent.name:>28} {path.parent.name:<8} {best['metric']} {best['value']:.4f} "
                   f"at step {best['step']} of {curve['step'].max()}")
+    table = root / "report" / "table_seeds.md"
+    if table.is_file():
+        print(f"\nResult table: {table}  (all measures: {table.with_name('table_metrics.md')}; "
+              "HTML report: snakemake --report report.html)\n")
+        print(table.read_text(encoding="utf-8"))
     print(f"Logs: logs/{config['dataset']['name']}/  Benchmarks: benchmarks/{config['dataset']['name']}/")
     return 0
 

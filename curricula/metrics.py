@@ -7,6 +7,7 @@ binarised for binary measures with ``relevant_min`` (trec_eval's ``-l``): rel >=
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import ir_measures
@@ -27,18 +28,41 @@ def parse_measures(names: Sequence[str], relevant_min: int = 1) -> list:
     return out
 
 
+def trec_order(run: pl.DataFrame) -> pl.DataFrame:
+    """The run in trec_eval's evaluation order: score descending, ties by docid descending; adds ``_pos`` (1-based)."""
+    return run.sort(["qid", "score", "docid"], descending=[False, True, True]).with_columns(
+        _pos=pl.int_range(1, pl.len() + 1).over("qid"))
+
+
+def _calc(measures: list, qrels_rows: list, run: pl.DataFrame) -> list:
+    r = [ir_measures.ScoredDoc(a, b, float(c)) for a, b, c in run.select("qid", "docid", "score").iter_rows()]
+    return list(ir_measures.pytrec_eval.iter_calc(measures, qrels_rows, r))
+
+
 def per_query(run: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES,
               relevant_min: int = 1) -> pl.DataFrame:
     """One row per (qid, measure) with the value, for the queries of ``qrels`` that appear in ``run``.
 
-    Queries of the qrels that the run does not rank are left out (as trec_eval does without ``-c``); callers that
-    need them counted as 0 add them explicitly.
+    Every measure is computed by trec_eval itself (ir-measures' pytrec_eval provider), so ties are ordered as
+    trec_eval orders them. trec_eval has no rank cut-off for the reciprocal rank, and ir-measures would hand
+    ``RR@k`` to another provider with another tie order; here ``RR@k`` is trec_eval's ``recip_rank`` on the run cut
+    to its top k in trec_eval's order. Queries of the qrels that the run does not rank are left out (as trec_eval
+    does without ``-c``); callers that need them counted as 0 add them explicitly.
     """
-    ms = parse_measures(measures, relevant_min)
-    names = {str(m): n for m, n in zip(ms, measures)}
     q = [ir_measures.Qrel(a, b, int(c)) for a, b, c in qrels.select("qid", "docid", "rel").iter_rows()]
-    r = [ir_measures.ScoredDoc(a, b, float(c)) for a, b, c in run.select("qid", "docid", "score").iter_rows()]
-    rows = [(m.query_id, names[str(m.measure)], float(m.value)) for m in ir_measures.iter_calc(ms, q, r)]
+    plain = [n for n in measures if not re.fullmatch(r"RR@\d+", n)]
+    rows = []
+    if plain:
+        ms = parse_measures(plain, relevant_min)
+        names = {str(m): n for m, n in zip(ms, plain)}
+        rows += [(m.query_id, names[str(m.measure)], float(m.value)) for m in _calc(ms, q, run)]
+    for name in measures:
+        if name in plain:
+            continue
+        k = int(name.split("@")[1])
+        top = trec_order(run).filter(pl.col("_pos") <= k).drop("_pos")
+        rr = parse_measures(["RR"], relevant_min)
+        rows += [(m.query_id, name, float(m.value)) for m in _calc(rr, q, top)]
     return pl.DataFrame(rows, schema={"qid": pl.String, "measure": pl.String, "value": pl.Float64}, orient="row").sort(
         "measure", "qid")
 

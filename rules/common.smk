@@ -16,6 +16,7 @@ wildcard_constraints:
     scoring=r"[a-z0-9_]+",
     experiment=r"[A-Za-z0-9_.-]+",
     seed=r"-?[0-9]+",
+    reference=r"bm25|teacher",
 
 
 def dataset_files(wildcards=None):
@@ -166,9 +167,72 @@ def train_params(wildcards):
     return job_params(EXPERIMENTS[wildcards.experiment])
 
 
+def experiment_params():
+    """Every experiment's spec without runtime knobs (params of rules that read all of them)."""
+    from curricula.experiments import job_params
+
+    return {name: job_params(spec) for name, spec in EXPERIMENTS.items()}
+
+
 def experiment_knob(key):
     """A per-experiment knob for threads:/resources: (runtime knobs are not params, so they never re-run a job)."""
     return lambda wildcards: EXPERIMENTS[wildcards.experiment][key]
+
+
+def evaluate_outputs(experiment="{experiment}", seed="{seed}"):
+    out = experiment_dir(experiment, seed)
+    return {"run": f"{out}/test.run", "metrics": f"{out}/metrics.parquet"}
+
+
+def reference_outputs(reference="{reference}"):
+    out = f"{RESULTS}/references/{reference}"
+    return {"run": f"{out}/test.run", "metrics": f"{out}/metrics.parquet"}
+
+
+def reference_scores(wildcards):
+    scores = {"bm25": bm25_outputs()["candidate_scores"], "teacher": teacher_outputs()["scores"]}
+    return {**ingest_outputs(), "scores": scores[wildcards.reference]}
+
+
+def evaluate_knobs(wildcards):
+    """The scoring knobs of an experiment's model (what changes its test scores)."""
+    spec = EXPERIMENTS[wildcards.experiment]
+    return {k: spec[k] for k in ("max_length", "score_batch_size", "precision", "device")}
+
+
+def all_evaluated():
+    runs = [evaluate_outputs(name, seed)["metrics"] for name in EXPERIMENTS for seed in config["seeds"]]
+    return runs + [reference_outputs(ref)["metrics"] for ref in config["evaluate"]["references"]]
+
+
+def report_functions():
+    chosen = config["report"]["difficulty_functions"]
+    if chosen is None:
+        chosen = sorted({spec["scoring"] for spec in EXPERIMENTS.values()} - {"random"})
+    return list(chosen)
+
+
+def difficulty_test_path(function):
+    return f"{RESULTS}/difficulty/test/{function}.parquet"
+
+
+def difficulty_test_inputs(wildcards):
+    return difficulty_function_inputs(wildcards)
+
+
+def report_outputs():
+    out = f"{RESULTS}/report"
+    return {"seeds": f"{out}/table_seeds.csv", "metrics": f"{out}/table_metrics.csv", "figures": f"{out}/figures"}
+
+
+def runs_by_key(kind):
+    """{(experiment, seed): path} of every (experiment, seed)'s dev curve or test metrics, as a flat input dict."""
+    paths = {}
+    for name in EXPERIMENTS:
+        for seed in config["seeds"]:
+            path = train_outputs(name, seed)["dev_curve"] if kind == "curve" else evaluate_outputs(name, seed)["metrics"]
+            paths[f"{kind}|{name}|{seed}"] = path
+    return paths
 
 
 def all_trained():
@@ -191,4 +255,6 @@ def all_outputs():
         teacher_outputs()["scores"],
         difficulty_outputs()["table"],
         *all_trained(),
+        *all_evaluated(),
+        *report_outputs().values(),
     ]

@@ -33,3 +33,22 @@ rule difficulty:
         mem_mb=2000,
     script:
         "../workflow_scripts/difficulty.py"
+
+
+rule difficulty_test:
+    """One scoring function on the test pairs (for the report's test-effectiveness-by-difficulty figures)."""
+    input:
+        unpack(difficulty_test_inputs),
+    output:
+        table=difficulty_test_path("{function}"),
+    params:
+        knobs=difficulty_function_knobs,
+        relevant_min=config["dataset"]["relevant_min"],
+    log:
+        f"{LOGS}/difficulty_test/{{function}}.log",
+    benchmark:
+        f"{BENCHMARKS}/difficulty_test/{{function}}.tsv"
+    resources:
+        mem_mb=6000,
+    script:
+        "../workflow_scripts/difficulty_function.py"

@@ -67,9 +67,12 @@ def test_same_config_gives_identical_bytes(tmp_path):
         assert out.returncode == 0, out.stderr[-3000:]
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
     assert tables == sorted(p.relative_to(b) for p in (b / "results").rglob("*.parquet"))
-    # ingest 4, bm25 2, dense 3, teacher 1, difficulty 12 + 1, curriculum (shard + index), dev curve
-    assert len(tables) == 4 + 2 + 3 + 1 + 13 + 2 + 1
-    tables += [Path("results/tiny/bm25/run.trec"), Path("results/tiny/experiments/baseline/seed=1/model/model.safetensors")]
+    # ingest 4, bm25 2, dense 3, teacher 1, difficulty 12 + 1, curriculum (shard + index), dev curve, test
+    # metrics, reference metrics 2, report tables 2
+    assert len(tables) == 4 + 2 + 3 + 1 + 13 + 2 + 1 + 1 + 2 + 2
+    exp = Path("results/tiny/experiments/baseline/seed=1")
+    tables += [Path("results/tiny/bm25/run.trec"), exp / "model" / "model.safetensors", exp / "test.run",
+               Path("results/tiny/report/table_seeds.md"), Path("results/tiny/report/figures/dev_curves.png")]
     for rel in tables:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 
@@ -150,6 +153,20 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
             assert pl.read_parquet(run / "dev_curve.parquet")["step"].to_list() == [2, 4]
             assert not (run / "model.checkpoint").exists()
     assert sorted(p.name for p in (res / "curricula").iterdir()) == ["bert_loss", "random"]
+    for name in ("baseline", "loss_root2", "words_weighted"):
+        run = res / "experiments" / name / "seed=1"
+        assert (run / "test.run").read_text().count(" Q0 ") == 10 * 10  # 10 test queries x 10 candidates
+        assert {"AP", "RR@10", "R10@1", "R2@1"} <= set(pl.read_parquet(run / "metrics.parquet")["measure"])
+    seeds_md = (res / "report" / "table_seeds.md").read_text()
+    assert "| row | baseline | loss_root2 | words_weighted |" in seeds_md and "| AVG |" in seeds_md
+    metrics = pl.read_parquet(res / "report" / "table_metrics.parquet")
+    assert metrics["ranker"].to_list() == ["baseline", "loss_root2", "words_weighted", "bm25", "teacher"]
+    figures = sorted(p.name for p in (res / "report" / "figures").glob("*.png"))
+    assert figures == ["by_difficulty_bert_loss.png", "by_turns.png", "dev_curves.png", "pacing.png"]
+    html = tmp_path / "report.html"
+    out = snakemake(tmp_path, "--report", str(html), config=few)
+    assert out.returncode == 0 and html.stat().st_size > 10_000, out.stderr[-2000:]
+    assert dry_jobs(tmp_path, few) == set()  # a second invocation schedules nothing
     more = {**few, "difficulty": {"functions": ["random", "u_words", "bert_loss", "sigma_bm25"]}}
     out = snakemake(tmp_path, "-n", config=more)
     assert jobs_of(out.stdout) == {"difficulty_function", "difficulty", "all"}
@@ -157,17 +174,18 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
     folds = {**few, "teacher": {**few["teacher"], "folds": 2, "threads": 1}}
     # the teacher's scores feed bert_loss, hence its curriculum and the experiment ordered by it
     assert dry_jobs(tmp_path, folds) == {"teacher_score", "difficulty_function", "difficulty", "curriculum", "train",
-                                         "all"}
+                                         "evaluate", "evaluate_reference", "difficulty_test", "report_tables",
+                                         "report_figures", "all"}
     steps = {**few, "teacher": {**few["teacher"], "steps": 7}}
     assert "teacher_train" in dry_jobs(tmp_path, steps)
     # dropping bert_loss from the table: only the combined table is rebuilt, nothing waits for the teacher
     no_teacher = {**few, "difficulty": {"functions": ["random", "u_words"]}}
     assert dry_jobs(tmp_path, no_teacher) == {"difficulty", "all"}
-    # one experiment's pacing: only its two train jobs (one per seed)
+    # one experiment's pacing: only its two train and evaluate jobs (one per seed), then the report
     paced = {**few, "experiments": {**few["experiments"], "loss_root2": {"scoring": "bert_loss",
                                                                            "pacing": {"name": "root_5"}}}}
     out = snakemake(tmp_path, "-n", config=paced)
-    assert jobs_of(out.stdout) == {"train", "all"}
+    assert jobs_of(out.stdout) == {"train", "evaluate", "report_tables", "report_figures", "all"}
     assert sorted(set(re.findall(r"experiment=(\w+), seed=(\d)", out.stdout))) == [("loss_root2", "1"),
                                                                                   ("loss_root2", "2")]
     # a thread count is not a result-changing knob

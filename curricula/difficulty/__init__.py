@@ -195,8 +195,11 @@ def function_knobs(function: str, cfg: Mapping[str, Any], seed: int) -> dict[str
 
 
 def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Path, function: str,
-                              knobs: Mapping[str, Any], relevant_min: int = 1) -> pl.DataFrame:
+                              knobs: Mapping[str, Any], relevant_min: int = 1, split: str = "train") -> pl.DataFrame:
     """Rule ``difficulty_function``: one scoring function over the training pairs (qid, docid, rel, f_raw, f).
+
+    ``split="test"`` scores the test pairs instead (rule ``difficulty_test``, for the report's figures of test
+    effectiveness by difficulty bucket); rank-based difficulties are then ranks among the test queries.
 
     ``data`` names the ingest tables (queries, docs, qrels, candidates) and the extra tables this function needs
     (:func:`needed_inputs`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function
@@ -209,7 +212,7 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     bm25_list = knobs.get("bm25_list", "candidates")
     queries, docs = read_table(data["queries"], QUERIES), read_table(data["docs"], DOCS)
     pairs = candidate_pairs(queries, docs, read_table(data["qrels"], QRELS), read_table(data["candidates"], CANDIDATES),
-                            splits=("train",), relevant_min=relevant_min)
+                            splits=(split,), relevant_min=relevant_min)
     specs = {"candidate_scores": CANDIDATE_SCORES, "run": RUN, "teacher": TEACHER_SCORES,
              "query_vectors": VECTORS, "doc_vectors": VECTORS}
     extra = {name: read_table(data[name], specs[name]) for name in needed_inputs([function], bm25_list)}
@@ -217,8 +220,8 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     table = difficulty_table(pairs, queries, docs, [function], seed=knobs.get("seed", 42), bm25_list=bm25_list,
                              **options, **extra)
     write_table(table, out_path, difficulty_spec([function]))
-    log.info("difficulty %s: %d training pairs of %d queries; difficulty mean %.3f, raw range [%.4g, %.4g]",
-             function, table.height, table["qid"].n_unique(), table[function].mean(),
+    log.info("difficulty %s (%s): %d pairs of %d queries; difficulty mean %.3f, raw range [%.4g, %.4g]",
+             function, split, table.height, table["qid"].n_unique(), table[function].mean(),
              table[f"{function}_raw"].min(), table[f"{function}_raw"].max())
     return table
 

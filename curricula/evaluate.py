@@ -1,0 +1,146 @@
+"""Test-set evaluation (rule ``evaluate``): re-rank the test candidates, write a TREC run and per-query metrics.
+
+Metrics come from ir-measures (trec_eval semantics, :mod:`curricula.metrics`): MAP (``AP``), MRR@10 (``RR@10``),
+``P@1``, ``Rprec``, ``nDCG@10``, plus the response-selection recalls R_n@k of Su et al. 2021 §5.1 (R10@1, R10@2,
+R10@5, R2@1): the recall at k when the query's relevant responses are ranked among n candidates. They are
+ir-measures' ``R@k`` on a run cut to n candidates per query: every relevant candidate plus n - #relevant
+non-relevant ones. Where a query has more non-relevant candidates than that (e.g. R2@1 on 10 candidates, or WikiQA's
+long lists) the kept ones are a seeded choice per query, the same for every ranker, so R_n@k stays a paired
+measure. With 1 positive and 9 negatives (the default chitchat lists) R10@k is exactly Success@k.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from curricula.metrics import DEFAULT_MEASURES, per_query
+from curricula.tables import TableSpec
+
+log = logging.getLogger(__name__)
+
+METRICS = TableSpec("metrics", {"qid": pl.String, "measure": pl.String, "value": pl.Float64},
+                    key=("qid", "measure"))
+RESPONSE_SELECTION = ("R10@1", "R10@2", "R10@5", "R2@1")
+_RNK = re.compile(r"^R(\d+)@(\d+)$")
+
+
+def parse_rnk(name: str) -> tuple[int, int] | None:
+    """(n, k) of an ``R<n>@<k>`` name, else None (so ``R@10`` stays ir-measures' recall at 10)."""
+    m = _RNK.match(name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def cut_candidates(run: pl.DataFrame, qrels: pl.DataFrame, n: int, seed: int, relevant_min: int = 1) -> pl.DataFrame:
+    """The run restricted to n candidates per query: all relevant ones plus seeded non-relevant ones.
+
+    The choice depends on (seed, qid, docid) only, not on scores, so every ranker of the same candidates is cut
+    the same way.
+    """
+    rel = qrels.filter(pl.col("rel") >= relevant_min).select("qid", "docid", pl.lit(True).alias("_rel"))
+    keyed = run.join(rel, on=["qid", "docid"], how="left").with_columns(pl.col("_rel").fill_null(False))
+    keyed = keyed.sort("qid", "docid")
+    draw = np.random.default_rng(seed).random(keyed.height)
+    keyed = keyed.with_columns(_key=pl.Series(draw)).with_columns(
+        _key=pl.when(pl.col("_rel")).then(-1.0).otherwise(pl.col("_key")))
+    keyed = keyed.with_columns(_order=pl.col("_key").rank("ordinal").over("qid"))
+    return keyed.filter(pl.col("_order") <= n).drop("_rel", "_key", "_order")
+
+
+def evaluate_run(run: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES + RESPONSE_SELECTION,
+                 relevant_min: int = 1, seed: int = 0) -> pl.DataFrame:
+    """Per-query values (qid, measure, value) of a scored run (qid, docid, score) for every measure.
+
+    Queries with a relevant document that the run does not rank are counted with 0 (unlike bare trec_eval),
+    so every ranker is averaged over the same queries.
+    """
+    plain = [m for m in measures if parse_rnk(m) is None]
+    parts = [per_query(run, qrels, plain, relevant_min)] if plain else []
+    for name in measures:
+        nk = parse_rnk(name)
+        if nk is None:
+            continue
+        n, k = nk
+        cut = cut_candidates(run, qrels, n, seed, relevant_min)
+        parts.append(per_query(cut, qrels, [f"R@{k}"], relevant_min).with_columns(measure=pl.lit(name)))
+    values = pl.concat(parts) if parts else pl.DataFrame(schema=METRICS.columns)
+    judged = qrels.filter(pl.col("rel") >= relevant_min)["qid"].unique()
+    grid = pl.DataFrame({"qid": judged}).join(pl.DataFrame({"measure": list(measures)}), how="cross")
+    out = grid.join(values, on=["qid", "measure"], how="left").with_columns(pl.col("value").fill_null(0.0))
+    return out.select(list(METRICS.columns)).sort("measure", "qid")
+
+
+def mean_table(metrics: pl.DataFrame) -> dict[str, float]:
+    """Mean value per measure, in the order the measures first appear."""
+    means = dict(metrics.group_by("measure", maintain_order=True).agg(pl.col("value").mean()).iter_rows())
+    return {m: float(v) for m, v in means.items()}
+
+
+def ranked(scores: pl.DataFrame) -> pl.DataFrame:
+    """A RUN table from (qid, docid, score): rank 1 = highest score; ties as trec_eval orders them (docid desc)."""
+    return scores.sort(["qid", "score", "docid"], descending=[False, True, True]).with_columns(
+        rank=pl.int_range(1, pl.len() + 1).over("qid").cast(pl.Int32)).select("qid", "docid", "rank", "score")
+
+
+def test_pairs(data: Mapping[str, pl.DataFrame], relevant_min: int = 1) -> pl.DataFrame:
+    """Test candidate pairs (qid, docid, context, response, rel): what every ranker re-ranks."""
+    from curricula.teacher import candidate_pairs
+
+    return candidate_pairs(data["queries"], data["docs"], data["qrels"], data["candidates"], splits=("test",),
+                           relevant_min=relevant_min)
+
+
+def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, tag: str,
+                   measures: Sequence[str], relevant_min: int, seed: int, model_knobs: Mapping | None = None
+                   ) -> pl.DataFrame:
+    """Rule ``evaluate``: score the test candidates, write ``test.run`` (TREC) and ``metrics.parquet``.
+
+    ``inputs``: the ingest tables and either ``model`` (a trained cross-encoder folder; ``model_knobs`` gives
+    max_length, score_batch_size, precision, device, threads) or ``scores`` (a reference ranker's scores of
+    the candidates: BM25 candidate scores or the teacher's).
+    """
+    from curricula.bm25 import write_trec_run
+    from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table, write_table
+
+    data = {"queries": read_table(inputs["queries"], QUERIES), "docs": read_table(inputs["docs"], DOCS),
+            "qrels": read_table(inputs["qrels"], QRELS), "candidates": read_table(inputs["candidates"], CANDIDATES)}
+    pairs = test_pairs(data, relevant_min)
+    if pairs.height == 0:
+        raise ValueError("no test candidates to evaluate (the test split is empty)")
+    names = set(inputs.keys())
+    if "model" in names:
+        from curricula.crossencoder import score_pairs
+        from curricula.hf import load_cross_encoder, load_tokenizer, select_device, set_threads
+
+        knobs = dict(model_knobs or {})
+        set_threads(knobs.get("threads"))
+        device = select_device(knobs.get("device", "auto"))
+        model = load_cross_encoder(inputs["model"], device=device)
+        scores = score_pairs(model, load_tokenizer(inputs["model"]), pairs["context"].to_list(),
+                             pairs["response"].to_list(), max_length=knobs["max_length"],
+                             batch_size=knobs.get("score_batch_size", 128), device=device,
+                             precision=knobs.get("precision", "auto"), desc="test")
+        scored = pairs.select("qid", "docid").with_columns(score=pl.Series(scores.astype(np.float64)))
+    else:
+        from curricula.tables import TEACHER_SCORES
+
+        ref = pl.read_parquet(inputs["scores"]).select("qid", "docid", pl.col("score").cast(pl.Float64))
+        if "loss" in pl.read_parquet_schema(inputs["scores"]):
+            read_table(inputs["scores"], TEACHER_SCORES)
+        scored = pairs.select("qid", "docid").join(ref, on=["qid", "docid"], how="left")
+        missing = scored["score"].null_count()
+        if missing:
+            raise ValueError(f"{inputs['scores']}: {missing} test candidate(s) have no score")
+    run = ranked(scored)
+    write_trec_run(run, outputs["run"], tag)
+    metrics = evaluate_run(run, data["qrels"].filter(pl.col("qid").is_in(pairs["qid"].unique().implode())),
+                           measures, relevant_min, seed)
+    write_table(metrics, outputs["metrics"], METRICS)
+    log.info("%s on %d test queries: %s", tag, pairs["qid"].n_unique(),
+             ", ".join(f"{m} {v:.4f}" for m, v in mean_table(metrics).items()))
+    return metrics

@@ -1,0 +1,170 @@
+"""The papers' figures as PNG (matplotlib, Agg backend): pacing, dev curves, test metric by turns / bucket / domain.
+
+* :func:`plot_pacing`: every experiment's pacing function over its steps (Penha & Hauff 2020 Fig. 2).
+* :func:`plot_dev_curves`: dev metric per experiment averaged over seeds, the maximum marked with a triangle
+  (Fig. 3).
+* :func:`plot_by_group`: a test metric (seed-averaged per query, then averaged per group) by number of turns
+  (Fig. 4), by difficulty bucket of a scoring function (Fig. 5 right) or by domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 9, "svg.hashsalt": "curricula"})
+    return plt
+
+
+def _save(fig, path: str | Path) -> Path:
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, metadata={"Software": None})  # no version stamp: same inputs, same bytes
+    os.replace(tmp, path)
+    return path
+
+
+def plot_pacing(specs: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
+    """f_pace(s) of each experiment (fraction of the easiest data, or HCL's difficulty threshold) over its steps."""
+    from curricula.pacing import pace_fraction, pace_mode
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for name, spec in specs.items():
+        steps = np.arange(0, int(spec["steps"]) + 1)
+        ax.plot(steps, pace_fraction(spec["pacing"], steps, int(spec["steps"])),
+                label=f"{name} ({spec['pacing']['name']}, {pace_mode(spec['pacing'])})")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("f_pace(s)")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def plot_dev_curves(curves: pl.DataFrame, path: str | Path) -> Path:
+    """Mean dev metric over seeds per (experiment, step); the maximum of each curve marked with a triangle.
+
+    ``curves``: experiment, seed, step, metric, value (the train stage's dev curves stacked).
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    mean = curves.group_by("experiment", "step").agg(pl.col("value").mean()).sort("experiment", "step")
+    for (name,), g in mean.group_by("experiment", maintain_order=True):
+        x, y = g["step"].to_numpy(), g["value"].to_numpy()
+        line = ax.plot(x, y, marker=".", label=name)[0]
+        best = int(np.argmax(y))
+        ax.plot(x[best], y[best], marker="^", markersize=9, color=line.get_color())
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"dev {curves['metric'][0]} (mean over seeds)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def group_means(metrics: pl.DataFrame, groups: pl.DataFrame, measure: str) -> pl.DataFrame:
+    """Per (experiment, group): the measure averaged over seeds per query, then over the group's queries.
+
+    ``metrics``: experiment, seed, qid, measure, value; ``groups``: qid, group (str). Also returns ``queries``.
+    """
+    per_query = (metrics.filter(pl.col("measure") == measure).group_by("experiment", "qid")
+                 .agg(pl.col("value").mean()))
+    return (per_query.join(groups, on="qid").group_by("experiment", "group")
+            .agg(pl.col("value").mean(), pl.len().alias("queries")).sort("experiment", "group"))
+
+
+def plot_by_group(metrics: pl.DataFrame, groups: pl.DataFrame, measure: str, xlabel: str, path: str | Path,
+                  order: Sequence[str] | None = None) -> Path:
+    """Grouped bars: the measure per group (x) and experiment (bars); group sizes under the axis labels."""
+    plt = _pyplot()
+    table = group_means(metrics, groups, measure)
+    present = set(table["group"])
+    labels = [g for g in order if g in present] if order else sorted(present)
+    experiments = sorted(set(table["experiment"]))
+    width = 0.8 / max(1, len(experiments))
+    fig, ax = plt.subplots(figsize=(max(5.5, 0.9 * len(labels) + 2), 3.4))
+    for i, name in enumerate(experiments):
+        rows = dict(table.filter(pl.col("experiment") == name).select("group", "value").iter_rows())
+        ax.bar(np.arange(len(labels)) + i * width, [rows.get(g, np.nan) for g in labels], width, label=name)
+    sizes = dict(table.group_by("group").agg(pl.col("queries").max()).iter_rows())
+    ax.set_xticks(np.arange(len(labels)) + (len(experiments) - 1) * width / 2, [f"{g}\n(n={sizes.get(g, 0)})" for g in labels],
+                  fontsize=7)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"test {measure}")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def turn_groups(queries: pl.DataFrame, edges: Sequence[int] = (2, 4, 6, 8)) -> tuple[pl.DataFrame, list[str]]:
+    """(qid, group) by number of context turns, bucketed at ``edges`` (e.g. '1-2', '3-4', ..., '9+')."""
+    bounds = [0, *edges]
+    labels = [f"{lo + 1}-{hi}" if hi > lo + 1 else f"{hi}" for lo, hi in zip(bounds[:-1], bounds[1:])]
+    labels.append(f"{edges[-1] + 1}+")
+    n = queries["turns"].list.len().to_numpy()
+    idx = np.searchsorted(np.asarray(edges), n, side="left")
+    return pl.DataFrame({"qid": queries["qid"], "group": [labels[i] for i in idx]}), labels
+
+
+def difficulty_groups(values: pl.DataFrame, column: str, buckets: int = 4) -> tuple[pl.DataFrame, list[str]]:
+    """(qid, group) by quantile bucket of a per-query difficulty (1 = easiest quarter ... 4 = hardest)."""
+    per_query = values.group_by("qid").agg(pl.col(column).mean()).sort("qid")
+    ranks = per_query[column].rank("ordinal").to_numpy() - 1
+    bucket = (ranks * buckets // max(1, per_query.height)).astype(int)
+    labels = [f"Q{i + 1}" for i in range(buckets)]
+    return pl.DataFrame({"qid": per_query["qid"], "group": [labels[i] for i in bucket]}), labels
+
+
+def figures_stage(*, specs: Mapping[str, Mapping[str, Any]], curve_paths: Mapping[tuple[str, str], str | Path],
+                  metric_paths: Mapping[tuple[str, str], str | Path], queries_path: str | Path,
+                  difficulty_paths: Mapping[str, str | Path], out_dir: str | Path, measure: str,
+                  turn_edges: Sequence[int] = (2, 4, 6, 8)) -> list[Path]:
+    """Rule ``report_figures``: every figure into ``out_dir`` (written whole, atomically)."""
+    from curricula.report import load_metrics
+    from curricula.tables import QUERIES, read_table, write_dir_atomically
+
+    curves = pl.concat([pl.read_parquet(p).with_columns(experiment=pl.lit(e), seed=pl.lit(str(s)))
+                        for (e, s), p in curve_paths.items()])
+    metrics = load_metrics(metric_paths)
+    queries = read_table(queries_path, QUERIES).filter(pl.col("qid").is_in(metrics["qid"].unique().implode()))
+    written: list[str] = []
+
+    def fill(tmp: Path) -> None:
+        written.append(plot_pacing(specs, tmp / "pacing.png").name)
+        written.append(plot_dev_curves(curves, tmp / "dev_curves.png").name)
+        groups, order = turn_groups(queries, turn_edges)
+        written.append(plot_by_group(metrics, groups, measure, "context turns", tmp / "by_turns.png", order).name)
+        for function, path in sorted(difficulty_paths.items()):
+            values = pl.read_parquet(path)
+            groups, order = difficulty_groups(values, function)
+            written.append(plot_by_group(metrics, groups, measure, f"{function} difficulty quartile (Q4 = hardest)",
+                                         tmp / f"by_difficulty_{function}.png", order).name)
+        domains = queries.filter(pl.col("domain").is_not_null()).select("qid", pl.col("domain").alias("group"))
+        if domains["group"].n_unique() > 1:
+            written.append(plot_by_group(metrics, domains, measure, "domain", tmp / "by_domain.png").name)
+
+    write_dir_atomically(out_dir, fill)
+    return [Path(out_dir) / name for name in written]

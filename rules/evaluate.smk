@@ -1,0 +1,42 @@
+rule evaluate:
+    """Re-rank the test candidates with one trained model: TREC run and per-query metrics."""
+    input:
+        **ingest_outputs(),
+        model=train_outputs()["model"],
+    output:
+        **evaluate_outputs(),
+    params:
+        knobs=evaluate_knobs,
+        measures=config["evaluate"]["measures"],
+        relevant_min=config["dataset"]["relevant_min"],
+        seed=config["seed"],
+    threads: experiment_knob("threads")
+    log:
+        f"{LOGS}/evaluate/{{experiment}}/seed={{seed}}.log",
+    benchmark:
+        f"{BENCHMARKS}/evaluate/{{experiment}}/seed={{seed}}.tsv"
+    resources:
+        mem_mb=4000,
+        gpu=lambda wildcards: 1 if EXPERIMENTS[wildcards.experiment]["device"] == "cuda" else 0,
+    script:
+        "../workflow_scripts/evaluate.py"
+
+
+rule evaluate_reference:
+    """The reference rankers (BM25's Lucene scores, the teacher) on the same test candidates."""
+    input:
+        unpack(reference_scores),
+    output:
+        **reference_outputs(),
+    params:
+        measures=config["evaluate"]["measures"],
+        relevant_min=config["dataset"]["relevant_min"],
+        seed=config["seed"],
+    log:
+        f"{LOGS}/evaluate/reference_{{reference}}.log",
+    benchmark:
+        f"{BENCHMARKS}/evaluate/reference_{{reference}}.tsv"
+    resources:
+        mem_mb=2000,
+    script:
+        "../workflow_scripts/evaluate.py"
