@@ -2,7 +2,9 @@
 
 Protocol (Penha & Hauff 2020 §4-5, Table 5): for each experiment and seed, a paired two-sided Student's t-test of
 its per-query values against the baseline run *of the same seed*; for the AVG row, the same test on the per-query
-values averaged over seeds. Marks: ``†`` p < 0.05, ``‡`` p < 0.01 (Table 5's symbols). With ``holm: true`` the p
+values averaged over seeds. Marks for a significant improvement over the baseline: ``†`` p < 0.05, ``‡`` p < 0.01
+(Table 5's symbols); for a significant reduction: ``↓`` p < 0.05, ``↓↓`` p < 0.01 (MacAvaney Table 6's arrow), so a
+mark never hides the direction. With ``holm: true`` the p
 values of one row (all experiments against the baseline) are Holm-Bonferroni adjusted before marking.
 
 Tables:
@@ -50,9 +52,16 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
-def mark(p: float) -> str:
-    """``‡`` for p < 0.01, ``†`` for p < 0.05, else empty (Penha & Hauff Table 5)."""
-    return "‡" if p < 0.01 else "†" if p < 0.05 else ""
+def mark(p: float, difference: float = 1.0) -> str:
+    """``‡``/``†`` for a significant improvement (p < 0.01 / 0.05), ``↓↓``/``↓`` for a significant reduction.
+
+    ``difference`` is mean(experiment - baseline); only its sign is used.
+    """
+    if p >= 0.05 or difference == 0:
+        return ""
+    if difference > 0:
+        return "‡" if p < 0.01 else "†"
+    return "↓↓" if p < 0.01 else "↓"
 
 
 def load_metrics(paths: Mapping[tuple[str, str], str | Path]) -> pl.DataFrame:
@@ -69,21 +78,24 @@ def _vector(metrics: pl.DataFrame, experiment: str, measure: str, seed: str | No
     return rows.group_by("qid").agg(pl.col("value").mean()).sort("qid")
 
 
-def _pvalue(metrics: pl.DataFrame, experiment: str, measure: str, seed: str | None) -> float:
+def _pvalue(metrics: pl.DataFrame, experiment: str, measure: str, seed: str | None) -> tuple[float, float]:
+    """(p value, mean difference experiment - baseline) of the paired test on one measure."""
     a, b = _vector(metrics, experiment, measure, seed), _vector(metrics, BASELINE, measure, seed)
     joined = a.join(b, on="qid", suffix="_base")
     if joined.height != a.height or joined.height != b.height:
         raise ValueError(f"{experiment} and {BASELINE} were evaluated on different queries ({measure})")
-    return paired_ttest(joined["value"], joined["value_base"])
+    diff = float((joined["value"] - joined["value_base"]).mean()) if joined.height else 0.0
+    return paired_ttest(joined["value"], joined["value_base"]), diff
 
 
 def _marks(metrics: pl.DataFrame, experiments: Sequence[str], measure: str, seed: str | None,
            use_holm: bool) -> dict[str, str]:
     others = [e for e in experiments if e != BASELINE]
-    p = [_pvalue(metrics, e, measure, seed) for e in others]
+    tests = [_pvalue(metrics, e, measure, seed) for e in others]
+    p = [t[0] for t in tests]
     if use_holm and p:
         p = holm(p)
-    return {e: mark(x) for e, x in zip(others, p)} | {BASELINE: ""}
+    return {e: mark(x, t[1]) for e, x, t in zip(others, p, tests)} | {BASELINE: ""}
 
 
 def seeds_table(metrics: pl.DataFrame, measure: str, use_holm: bool = False) -> pl.DataFrame:
@@ -172,14 +184,14 @@ def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_p
     table = metrics_table(metrics, measures, refs, use_holm)
     n_q = metrics["qid"].n_unique()
     holm_note = " (Holm-Bonferroni adjusted)" if use_holm else ""
+    marks = (f"Better than the baseline: † p < 0.05, ‡ p < 0.01; worse: ↓ p < 0.05, ↓↓ p < 0.01{holm_note}; "
+             "paired two-sided t-test")
     write_table_files(seeds, "row", Path(outputs["seeds"]).with_suffix(""),
                       f"Test {measure} on {dataset} ({n_q} queries) per seed, their average and standard deviation. "
-                      f"† p < 0.05, ‡ p < 0.01{holm_note}: paired two-sided t-test against the baseline of the same "
-                      "seed (AVG: on the seed-averaged per-query values).")
+                      f"{marks} against the baseline of the same seed (AVG: on the seed-averaged per-query values).")
     write_table_files(table, "ranker", Path(outputs["metrics"]).with_suffix(""),
-                      f"Test effectiveness on {dataset} ({n_q} queries), mean over seeds. † p < 0.05, ‡ p < 0.01"
-                      f"{holm_note}: paired t-test of seed-averaged per-query values against the baseline. "
-                      "Reference rankers (BM25, teacher) are not tested.")
+                      f"Test effectiveness on {dataset} ({n_q} queries), mean over seeds. {marks} of seed-averaged "
+                      "per-query values against the baseline. Reference rankers (BM25, teacher) are not tested.")
     return {"seeds": seeds, "metrics": table}
 
 

@@ -28,6 +28,7 @@ def test_holm_and_marks():
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # 3*0.01, max(2*0.03, .), 1*0.04 -> 0.06
     assert holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
     assert [mark(p) for p in (0.009, 0.01, 0.049, 0.05)] == ["‡", "†", "†", ""]
+    assert [mark(p, -0.1) for p in (0.009, 0.049, 0.05)] == ["↓↓", "↓", ""]  # a reduction is never a dagger
 
 
 def long_metrics() -> pl.DataFrame:
@@ -35,7 +36,7 @@ def long_metrics() -> pl.DataFrame:
     rows = []
     for seed in ("1", "2", "3"):
         base = rng.uniform(0.2, 0.6, 40)
-        for name, shift in (("baseline", 0.0), ("better", 0.2), ("same", 0.0)):
+        for name, shift in (("baseline", 0.0), ("better", 0.2), ("same", 0.0), ("worse", -0.2)):
             noise = rng.normal(0, 0.01, 40) if name != "baseline" else 0
             for q, v in enumerate(base + shift + noise):
                 rows.append((name, seed, f"q{q}", "AP", float(v)))
@@ -47,14 +48,15 @@ def test_seeds_table_rows_values_and_marks():
     m = long_metrics()
     t = seeds_table(m, "AP")
     assert t["row"].to_list() == ["seed 1", "seed 2", "seed 3", "AVG", "SD"]
-    assert t.columns[:4] == ["row", "baseline", "better", "same"]
+    assert t.columns[:5] == ["row", "baseline", "better", "same", "worse"]
+    assert t["worse_mark"].to_list()[:4] == ["↓↓"] * 4
     seed1 = m.filter((pl.col("seed") == "1") & (pl.col("measure") == "AP"))
     assert t["better"][0] == pytest.approx(seed1.filter(pl.col("experiment") == "better")["value"].mean())
     assert t["better_mark"].to_list()[:4] == ["‡"] * 4 and t["baseline_mark"][3] == ""
     means = [t["better"][i] for i in range(3)]
     assert t["better"][3] == pytest.approx(np.mean(means)) and t["better"][4] == pytest.approx(np.std(means, ddof=1))
     md = to_markdown(t, "row")
-    assert "| row | baseline | better | same |" in md and "‡" in md
+    assert "| row | baseline | better | same | worse |" in md and "‡" in md
 
 
 def test_metrics_table_with_references():
@@ -62,7 +64,7 @@ def test_metrics_table_with_references():
     refs = m.filter(pl.col("experiment") == "baseline").with_columns(experiment=pl.lit("bm25"),
                                                                         value=pl.col("value") * 0.5)
     t = metrics_table(m, ["AP", "P@1"], references=refs)
-    assert t["ranker"].to_list() == ["baseline", "better", "same", "bm25"]
+    assert t["ranker"].to_list() == ["baseline", "better", "same", "worse", "bm25"]
     assert t.filter(pl.col("ranker") == "bm25")["AP"][0] == pytest.approx(
         m.filter((pl.col("experiment") == "baseline") & (pl.col("measure") == "AP"))["value"].mean() * 0.5)
     assert t.filter(pl.col("ranker") == "better")["AP_mark"][0] == "‡"
