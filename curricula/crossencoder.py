@@ -91,3 +91,14 @@ def score_pairs(
     finally:
         model.train(was_training)
     return scores
+
+
+def score_pair_frame(model, tokenizer, pairs, *, max_length: int, batch_size: int, device: torch.device,
+                     precision: str = "auto", progress: bool = True, desc: str = "scoring"):
+    """(qid, docid, score) of a pairs frame with columns qid, docid, context, response (:func:`score_pairs`)."""
+    import polars as pl
+
+    scores = score_pairs(model, tokenizer, pairs["context"].to_list(), pairs["response"].to_list(),
+                         max_length=max_length, batch_size=batch_size, device=device, precision=precision,
+                         progress=progress, desc=desc)
+    return pairs.select("qid", "docid").with_columns(score=pl.Series(scores.astype(np.float64)))

@@ -114,24 +114,22 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
         raise ValueError("no test candidates to evaluate (the test split is empty)")
     names = set(inputs.keys())
     if "model" in names:
-        from curricula.crossencoder import score_pairs
+        from curricula.crossencoder import score_pair_frame
         from curricula.hf import load_cross_encoder, load_tokenizer, select_device, set_threads
 
         knobs = dict(model_knobs or {})
         set_threads(knobs.get("threads"))
         device = select_device(knobs.get("device", "auto"))
         model = load_cross_encoder(inputs["model"], device=device)
-        scores = score_pairs(model, load_tokenizer(inputs["model"]), pairs["context"].to_list(),
-                             pairs["response"].to_list(), max_length=knobs["max_length"],
-                             batch_size=knobs.get("score_batch_size", 128), device=device,
-                             precision=knobs.get("precision", "auto"), desc="test")
-        scored = pairs.select("qid", "docid").with_columns(score=pl.Series(scores.astype(np.float64)))
+        scored = score_pair_frame(model, load_tokenizer(inputs["model"]), pairs, max_length=knobs["max_length"],
+                                  batch_size=knobs.get("score_batch_size", 128), device=device,
+                                  precision=knobs.get("precision", "auto"), desc="test")
     else:
-        from curricula.tables import TEACHER_SCORES
+        from curricula.tables import CANDIDATE_SCORES, TEACHER_SCORES
 
-        ref = pl.read_parquet(inputs["scores"]).select("qid", "docid", pl.col("score").cast(pl.Float64))
-        if "loss" in pl.read_parquet_schema(inputs["scores"]):
-            read_table(inputs["scores"], TEACHER_SCORES)
+        # the teacher's table also has per-pair losses; both contracts hold qid, docid, score
+        spec = TEACHER_SCORES if "loss" in pl.read_parquet_schema(inputs["scores"]) else CANDIDATE_SCORES
+        ref = read_table(inputs["scores"], spec).select("qid", "docid", "score")
         scored = pairs.select("qid", "docid").join(ref, on=["qid", "docid"], how="left")
         missing = scored["score"].null_count()
         if missing:

@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from curricula.crossencoder import collate, forward_logits, pair_token_ids, score_pairs
+from curricula.crossencoder import collate, forward_logits, pair_token_ids, score_pair_frame
 from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.losses import POINTWISE, element_losses, weighted_mean
 from curricula.negatives import NegativeSampler
@@ -133,10 +133,8 @@ def evaluate_pairs(model, tokenizer, pairs: pl.DataFrame, qrels: pl.DataFrame, s
     """The dev metric (ir-measures name, e.g. ``AP``) of the model's scores on ``pairs``."""
     from curricula.metrics import mean_metrics
 
-    scores = score_pairs(model, tokenizer, pairs["context"].to_list(), pairs["response"].to_list(),
-                         max_length=spec["max_length"], batch_size=spec["score_batch_size"], device=device,
-                         precision=spec["precision"], progress=progress, desc="dev")
-    run = pairs.select("qid", "docid").with_columns(score=pl.Series(scores.astype(np.float64)))
+    run = score_pair_frame(model, tokenizer, pairs, max_length=spec["max_length"], batch_size=spec["score_batch_size"],
+                           device=device, precision=spec["precision"], progress=progress, desc="dev")
     rel = qrels.filter(pl.col("qid").is_in(pairs["qid"].unique().implode()))
     return mean_metrics(run, rel, [spec["eval_metric"]], relevant_min)[spec["eval_metric"]]
 

@@ -216,10 +216,6 @@ def difficulty_test_path(function):
     return f"{RESULTS}/difficulty/test/{function}.parquet"
 
 
-def difficulty_test_inputs(wildcards):
-    return difficulty_function_inputs(wildcards)
-
-
 def report_outputs():
     out = f"{RESULTS}/report"
     return {"seeds": f"{out}/table_seeds.csv", "metrics": f"{out}/table_metrics.csv", "figures": f"{out}/figures"}

@@ -38,7 +38,7 @@ rule difficulty:
 rule difficulty_test:
     """One scoring function on the test pairs (for the report's test-effectiveness-by-difficulty figures)."""
     input:
-        unpack(difficulty_test_inputs),
+        unpack(difficulty_function_inputs),
     output:
         table=difficulty_test_path("{function}"),
     params:

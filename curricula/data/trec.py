@@ -256,15 +256,22 @@ def _int32(value: str, path: Path, number: int, what: str) -> int:
     return out
 
 
+def _fields(line: str, layout: str, path: Path, number: int) -> list[str]:
+    """The whitespace-separated fields of a TREC line, exactly as many as ``layout`` names."""
+    fields = line.split()
+    expected = len(layout.split())
+    if len(fields) != expected:
+        raise InputFormatError(
+            path, number, f"expected {expected} whitespace-separated fields ({layout}), got {len(fields)}"
+        )
+    return fields
+
+
 def read_qrels(path: Path, src: int) -> pl.DataFrame:
     """TREC qrels ``qid iter docid rel`` as a frame: qid, docid, rel, line, src."""
     cols = Columns(QREL_COLUMNS, src)
     for number, line in records(path):
-        fields = line.split()
-        if len(fields) != 4:
-            raise InputFormatError(
-                path, number, f"expected 4 whitespace-separated fields (qid iter docid rel), got {len(fields)}"
-            )
+        fields = _fields(line, "qid iter docid rel", path, number)
         cols.append(fields[0], fields[2], _int32(fields[3], path, number, "rel"), number)
     return cols.frame()
 
@@ -273,12 +280,7 @@ def read_run(path: Path, src: int) -> pl.DataFrame:
     """TREC run ``qid Q0 docid rank score tag`` as a frame: qid, docid, rank, score, line, src."""
     cols = Columns(RUN_COLUMNS, src)
     for number, line in records(path):
-        fields = line.split()
-        if len(fields) != 6:
-            raise InputFormatError(
-                path, number,
-                f"expected 6 whitespace-separated fields (qid Q0 docid rank score tag), got {len(fields)}",
-            )
+        fields = _fields(line, "qid Q0 docid rank score tag", path, number)
         rank = _int32(fields[3], path, number, "rank")
         try:
             score = float(fields[4])
