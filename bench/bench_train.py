@@ -43,7 +43,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from curricula import curriculum as cur  # noqa: E402
-from curricula.crossencoder import collate, pair_token_ids  # noqa: E402
+from curricula.models.cross_encoder import collate, pair_token_ids  # noqa: E402
 from curricula.data import chitchat  # noqa: E402
 from curricula.difficulty import difficulty_table  # noqa: E402
 from curricula.experiments import merge_experiment  # noqa: E402

@@ -100,8 +100,8 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
                    ) -> pl.DataFrame:
     """Rule ``evaluate``: score the test candidates, write ``test.run`` (TREC) and ``metrics.parquet``.
 
-    ``inputs``: the ingest tables and either ``model`` (a trained cross-encoder folder; ``model_knobs`` gives
-    max_length, score_batch_size, precision, device, threads) or ``scores`` (a reference ranker's scores of
+    ``inputs``: the ingest tables and either ``model`` (a trained ranker folder; ``model_knobs`` gives
+    score_batch_size, precision, device, threads, and max_length for a bare HF checkpoint) or ``scores`` (a reference ranker's scores of
     the candidates: BM25 candidate scores or the teacher's).
     """
     from curricula.bm25 import write_trec_run
@@ -114,15 +114,14 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
         raise ValueError("no test candidates to evaluate (the test split is empty)")
     names = set(inputs.keys())
     if "model" in names:
-        from curricula.crossencoder import score_pair_frame
-        from curricula.hf import load_cross_encoder, load_tokenizer, select_device, set_threads
+        from curricula.hf import select_device, set_threads
+        from curricula.models import load_ranker, score_pair_frame
 
         knobs = dict(model_knobs or {})
         set_threads(knobs.get("threads"))
         device = select_device(knobs.get("device", "auto"))
-        model = load_cross_encoder(inputs["model"], device=device)
-        scored = score_pair_frame(model, load_tokenizer(inputs["model"]), pairs, max_length=knobs["max_length"],
-                                  batch_size=knobs.get("score_batch_size", 128), device=device,
+        ranker = load_ranker(inputs["model"], device=device, max_length=knobs.get("max_length"))
+        scored = score_pair_frame(ranker, pairs, batch_size=knobs.get("score_batch_size", 128), device=device,
                                   precision=knobs.get("precision", "auto"), desc="test")
     else:
         from curricula.tables import CANDIDATE_SCORES, TEACHER_SCORES

@@ -10,8 +10,8 @@ Config: ``train`` holds the knobs shared by all experiments (model, steps, loss,
 
 ``baseline`` (random order, standard pacing, no weighting, the shared negatives) is always present; a config may
 refine it (e.g. ``negatives.mode: candidates`` for a re-ranking dataset) but not give it a curriculum. ``pacing``
-and ``weighting`` given by an experiment replace the shared ones whole; ``negatives`` is merged key by key
-(its own ``pacing`` replaced whole). Every resolved spec is validated against the schema's ``train`` section, so a
+and ``weighting`` given by an experiment replace the shared ones whole; ``negatives`` and ``architecture`` are
+merged key by key (the negatives' own ``pacing`` replaced whole). Every resolved spec is validated against the schema's ``train`` section, so a
 wrong type in one experiment is reported with the experiment's name before any job runs.
 """
 
@@ -33,12 +33,26 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
     """The shared ``train`` knobs with one experiment's ``overrides`` applied (see the module docstring)."""
     spec = copy.deepcopy(dict(train))
     for key, value in overrides.items():
-        if key == "negatives" and isinstance(value, Mapping):
-            spec["negatives"] = {**spec.get("negatives", {}), **copy.deepcopy(dict(value))}
+        if key in ("negatives", "architecture") and isinstance(value, Mapping):
+            spec[key] = {**(spec.get(key) or {}), **copy.deepcopy(dict(value))}
         else:
             spec[key] = copy.deepcopy(value)
     for key, value in BASELINE_AXES.items():
         spec.setdefault(key, copy.deepcopy(value))
+    return spec
+
+
+def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Fill the ranker's architecture defaults and its learning rate when ``lr`` is null (in place; returned).
+
+    Resolved values are what the train job's params show, so changing a default re-runs what it changes.
+    """
+    from curricula.models import DEFAULT_LR, resolve_architecture
+
+    ranker = spec.setdefault("ranker", "cross_encoder")
+    spec["architecture"] = resolve_architecture(ranker, spec.get("architecture"))
+    if spec.get("lr") is None:
+        spec["lr"] = DEFAULT_LR[ranker]
     return spec
 
 
@@ -56,6 +70,10 @@ def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None
         out[name] = merge_experiment(train, overrides or {})
     for name, spec in out.items():
         check_spec(name, spec, schema)
+        try:
+            resolve_ranker(spec)
+        except ValueError as err:
+            raise ValueError(f"experiments.{name}: {err}") from None
     return out
 
 

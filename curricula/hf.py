@@ -238,12 +238,21 @@ def load_cross_encoder(
     return model.to(device) if device is not None else model
 
 
-def save_model(model: transformers.PreTrainedModel, tokenizer, out_dir: str | Path) -> Path:
-    """Save a model and its tokenizer to ``out_dir`` atomically (loadable by the loaders above)."""
+def save_model(model: transformers.PreTrainedModel, tokenizer, out_dir: str | Path,
+               extra_files: dict[str, str] | None = None) -> Path:
+    """Save a model, its tokenizer and ``extra_files`` (name -> text) to ``out_dir`` atomically."""
 
     def fill(tmp: Path) -> None:
         with quiet_transformers():
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text)
 
     return write_dir_atomically(out_dir, fill)
+
+
+def input_embeddings(model_dir: str | Path) -> torch.Tensor:
+    """The word-piece input embedding matrix (vocab, dim) of a local checkpoint, float32 on CPU."""
+    encoder = load_encoder(model_dir)
+    return encoder.get_input_embeddings().weight.detach().float().clone()

@@ -22,9 +22,10 @@ import numpy as np
 import polars as pl
 import torch
 
-from curricula.crossencoder import collate, forward_logits, pair_token_ids, score_pairs
+from curricula.models import load_ranker, score_pairs
+from curricula.models.cross_encoder import CrossEncoderRanker
 from curricula.data.base import seeded_split
-from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir, save_model, select_device, set_threads
+from curricula.hf import select_device, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +71,17 @@ def pair_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.ndarray, cfg: TeacherConfig,
                         progress: bool = True):
-    """Fine-tune a cross-encoder on balanced batches; returns (model, tokenizer, per-step losses)."""
+    """Fine-tune a cross-encoder on balanced batches; returns (the ranker, per-step losses)."""
     from transformers import get_linear_schedule_with_warmup
     from tqdm.auto import tqdm
 
     set_threads(cfg.threads)
     device = select_device(cfg.device)
-    model_dir = resolve_model_dir(cfg.model)
-    tokenizer = load_tokenizer(model_dir)
-    model = load_cross_encoder(model_dir, layers=cfg.layers, seed=cfg.seed).to(device)
+    ranker = CrossEncoderRanker.build({"model": cfg.model, "layers": cfg.layers, "max_length": cfg.max_length},
+                                      cfg.seed).to(device)
+    model = ranker.module
     model.train()
-    ids = pair_token_ids(tokenizer, contexts, responses, cfg.max_length)
+    ids = ranker.encode(contexts, responses)
     y = torch.tensor((labels > 0).astype(np.float32))
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, eps=cfg.eps, weight_decay=0.0)
     sched = get_linear_schedule_with_warmup(optim, int(cfg.warmup * cfg.steps), cfg.steps)
@@ -89,15 +90,15 @@ def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.nd
     losses = []
     batches = balanced_batches(labels, cfg.steps, cfg.batch_size, rng)
     for idx in tqdm(batches, total=cfg.steps, desc="teacher", disable=not progress, unit="step"):
-        batch = collate([ids[i] for i in idx], tokenizer.pad_token_id)
-        loss = pair_losses(forward_logits(model, batch, device, cfg.precision), y[idx].to(device)).mean()
+        batch = ranker.collate([ids[i] for i in idx])
+        loss = pair_losses(ranker.logits(batch, device, cfg.precision), y[idx].to(device)).mean()
         optim.zero_grad(set_to_none=True)
         loss.backward()
         optim.step()
         sched.step()
         losses.append(float(loss.detach()))
     model.eval()
-    return model, tokenizer, losses
+    return ranker, losses
 
 
 def training_texts(pairs: pl.DataFrame) -> tuple[list[str], list[str], np.ndarray]:
@@ -109,8 +110,8 @@ def train_teacher(pairs: pl.DataFrame, cfg: TeacherConfig, model_out: str | Path
     """Fine-tune the teacher on all train ``pairs`` (qid, docid, rel, context, response) and save it."""
     t0 = time.time()
     contexts, responses, labels = training_texts(pairs)
-    model, tokenizer, losses = train_cross_encoder(contexts, responses, labels, cfg, progress)
-    save_model(model, tokenizer, model_out)
+    ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, progress)
+    ranker.save(model_out)
     return {"pairs": pairs.height, "positives": int(labels.sum()), "steps": cfg.steps,
             "first_loss": float(np.mean(losses[:20])), "final_loss": float(np.mean(losses[-20:])),
             "seconds": round(time.time() - t0, 1)}
@@ -128,9 +129,8 @@ def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherCon
                      progress: bool = True) -> np.ndarray:
     """Logits of a saved cross-encoder for ``pairs`` (columns context, response)."""
     set_threads(cfg.threads)
-    model = load_cross_encoder(model_dir, device=select_device(cfg.device))
-    tokenizer = load_tokenizer(model_dir)
-    return _score(model, tokenizer, pairs["context"].to_list(), pairs["response"].to_list(), cfg, progress)
+    ranker = load_ranker(model_dir, device=select_device(cfg.device), max_length=cfg.max_length)
+    return _score(ranker, pairs["context"].to_list(), pairs["response"].to_list(), cfg, progress)
 
 
 def crossfit_scores(pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = True) -> np.ndarray:
@@ -145,17 +145,15 @@ def crossfit_scores(pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = Tr
         held = np.flatnonzero(folds == str(f))
         rest = np.flatnonzero(folds != str(f))
         log.info("cross-fitting fold %d/%d: train on %d pairs, score %d", f + 1, cfg.folds, len(rest), len(held))
-        model, tokenizer, _ = train_cross_encoder([contexts[i] for i in rest], [responses[i] for i in rest],
-                                                  labels[rest], cfg, progress)
-        scores[held] = _score(model, tokenizer, [contexts[i] for i in held], [responses[i] for i in held],
-                              cfg, progress)
+        ranker, _ = train_cross_encoder([contexts[i] for i in rest], [responses[i] for i in rest],
+                                        labels[rest], cfg, progress)
+        scores[held] = _score(ranker, [contexts[i] for i in held], [responses[i] for i in held], cfg, progress)
     return scores
 
 
-def _score(model, tokenizer, contexts, responses, cfg: TeacherConfig, progress: bool) -> np.ndarray:
-    return score_pairs(model, tokenizer, contexts, responses, max_length=cfg.max_length,
-                       batch_size=cfg.score_batch_size, device=next(model.parameters()).device,
-                       precision=cfg.precision, progress=progress, desc="teacher scoring")
+def _score(ranker, contexts, responses, cfg: TeacherConfig, progress: bool) -> np.ndarray:
+    return score_pairs(ranker, contexts, responses, batch_size=cfg.score_batch_size, precision=cfg.precision,
+                       progress=progress, desc="teacher scoring")
 
 
 # ------------------------------------------------------------------------------------------------------ stages

@@ -1,4 +1,4 @@
-"""Curriculum training of a cross-encoder ranker (rule ``train``): one (experiment, seed) per job.
+"""Curriculum training of a ranker (rule ``train``): one (experiment, seed) per job.
 
 Each step (Su et al. 2021 Algorithm 1, with Penha's and MacAvaney's axes in the same loop):
 
@@ -6,7 +6,7 @@ Each step (Su et al. 2021 Algorithm 1, with Penha's and MacAvaney's axes in the 
    (:class:`curricula.curriculum.CurriculumSampler`: Penha §3 / HCL-CC);
 2. draw ``m`` negatives per positive (:class:`curricula.negatives.NegativeSampler`: random, candidates, BM25, or
    HCL-IC from the dense neighbours with k = 10^h_p(t));
-3. score the (1 + m) pairs of each positive with the cross-encoder, take the per-element loss
+3. score the (1 + m) pairs of each positive with the ranker (:mod:`curricula.models`), take the per-element loss
    (:mod:`curricula.losses`), multiply by MacAvaney's weight W = D + (i/m)(1 - D) (eq. 3; :mod:`weighting`) and
    average (eq. 4);
 4. every ``eval_every`` steps, score the dev candidates, compute the dev metric with ir-measures, and keep the best
@@ -35,9 +35,9 @@ import numpy as np
 import polars as pl
 import torch
 
-from curricula.crossencoder import collate, forward_logits, pair_token_ids, score_pair_frame
 from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.losses import POINTWISE, element_losses, weighted_mean
+from curricula.models import Ranker, build_ranker, score_pair_frame
 from curricula.negatives import NegativeSampler
 from curricula.tables import TableSpec, write_table
 
@@ -128,13 +128,13 @@ def dev_pairs(data: Mapping[str, Any], dev_queries: int | None, seed: int, relev
     return pairs
 
 
-def evaluate_pairs(model, tokenizer, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any],
+def evaluate_pairs(ranker: Ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any],
                    device: torch.device, relevant_min: int, progress: bool = False) -> float:
-    """The dev metric (ir-measures name, e.g. ``AP``) of the model's scores on ``pairs``."""
+    """The dev metric (ir-measures name, e.g. ``AP``) of the ranker's scores on ``pairs``."""
     from curricula.metrics import mean_metrics
 
-    run = score_pair_frame(model, tokenizer, pairs, max_length=spec["max_length"], batch_size=spec["score_batch_size"],
-                           device=device, precision=spec["precision"], progress=progress, desc="dev")
+    run = score_pair_frame(ranker, pairs, batch_size=spec["score_batch_size"], device=device,
+                           precision=spec["precision"], progress=progress, desc="dev")
     rel = qrels.filter(pl.col("qid").is_in(pairs["qid"].unique().implode()))
     return mean_metrics(run, rel, [spec["eval_metric"]], relevant_min)[spec["eval_metric"]]
 
@@ -143,7 +143,9 @@ def make_optimizer(model, spec: Mapping[str, Any]):
     from transformers import get_linear_schedule_with_warmup
 
     cls = torch.optim.AdamW if spec["optimizer"] == "adamw" else torch.optim.Adam
-    optim = cls(model.parameters(), lr=spec["lr"], eps=spec["eps"], weight_decay=spec["weight_decay"])
+    params = [p for p in model.parameters() if p.requires_grad]
+    # the fused kernel (same update rule) is ~4x faster on CPU for ConvKNRM's 11.7M trainable embedding weights
+    optim = cls(params, lr=spec["lr"], eps=spec["eps"], weight_decay=spec["weight_decay"], fused=True)
     sched = get_linear_schedule_with_warmup(optim, int(round(spec["warmup"] * spec["steps"])), spec["steps"])
     return optim, sched
 
@@ -218,8 +220,7 @@ def train_ranker(
     """
     from tqdm.auto import tqdm
 
-    from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir, save_model, select_device, \
-        set_threads
+    from curricula.hf import select_device, set_threads
     from curricula.weighting import curriculum_weight, iteration_of
 
     t_start = time.time()
@@ -245,9 +246,8 @@ def train_ranker(
     if dev.height == 0:
         raise ValueError("no dev candidates: model selection on dev needs a dev split with candidates")
 
-    model_dir = resolve_model_dir(spec["model"])
-    tokenizer = load_tokenizer(model_dir)
-    model = load_cross_encoder(model_dir, layers=spec["layers"], seed=seed).to(device)
+    ranker = build_ranker(spec, seed).to(device)
+    model = ranker.module
     optim, sched = make_optimizer(model, spec)
     torch.manual_seed(seed)
     ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))
@@ -277,8 +277,7 @@ def train_ranker(
         group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)  # (B, 1 + m)
         contexts = [context_of[q] for q in qids for _ in range(group.shape[1])]
         responses = [doc_texts[c] for c in group.reshape(-1)]
-        ids = pair_token_ids(tokenizer, contexts, responses, spec["max_length"])
-        logits = forward_logits(model, collate(ids, tokenizer.pad_token_id), device, spec["precision"])
+        logits = ranker.pair_logits(contexts, responses, device, spec["precision"])
         losses = element_losses(spec["loss"], logits.view(group.shape), spec["margin"])
         w = None
         if ease is not None:
@@ -295,7 +294,7 @@ def train_ranker(
         recent.append(float(loss.detach()))
         done = step + 1
         if done % spec["eval_every"] == 0 or done == steps:
-            value = evaluate_pairs(model, tokenizer, dev, data["qrels"], spec, device, relevant_min)
+            value = evaluate_pairs(ranker, dev, data["qrels"], spec, device, relevant_min)
             curve.append({"step": done, "metric": spec["eval_metric"], "value": value,
                           "train_loss": float(np.mean(recent)) if recent else math.nan,
                           "allowed": sampler.allowed(step),
@@ -314,7 +313,7 @@ def train_ranker(
     bar.close()
     if "state" in best:
         model.load_state_dict(best["state"])
-    save_model(model, tokenizer, model_out)
+    ranker.save(model_out)
     if negs.fallbacks:
         log.info("negatives: %d draw(s) fell back to the random pool (no candidate left)", negs.fallbacks)
     log.info("best dev %s %.4f at step %d of %d; %.1f s", spec["eval_metric"], best["value"], best["step"], steps,

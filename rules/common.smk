@@ -197,7 +197,7 @@ def reference_scores(wildcards):
 def evaluate_knobs(wildcards):
     """The scoring knobs of an experiment's model (what changes its test scores)."""
     spec = EXPERIMENTS[wildcards.experiment]
-    return {k: spec[k] for k in ("max_length", "score_batch_size", "precision", "device")}
+    return {k: spec[k] for k in ("score_batch_size", "precision", "device")}
 
 
 def all_evaluated():

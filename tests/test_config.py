@@ -58,7 +58,7 @@ def test_an_overlay_naming_another_dataset_replaces_the_dataset_section():
 
 def test_an_overlay_with_experiments_replaces_the_default_grid():
     base = default()
-    assert set(base["experiments"]) >= {"penha_bert_pred_root2", "macavaney_kde", "hcl"}
+    assert set(base["experiments"]) >= {"penha_bert_pred_root2", "macavaney_recip", "hcl"}
     mine = merge(base, {"experiments": {"mine": {"scoring": "turns", "pacing": {"name": "linear"}}}})
     assert list(mine["experiments"]) == ["mine"]
     assert merge(base, {"experiments": {}})["experiments"] == {}

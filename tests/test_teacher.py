@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from curricula import teacher
-from curricula.crossencoder import collate, pair_token_ids
+from curricula.models.cross_encoder import collate, pair_token_ids
 from curricula.data import chitchat
 from curricula.hf import load_tokenizer
 from curricula.ingest import write_ingest

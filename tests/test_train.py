@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import torch
 from curricula import curriculum as cur
 from curricula.data import chitchat
 from curricula.difficulty import difficulty_table
-from curricula.experiments import experiment_specs, job_params, merge_experiment, needed_tables
+from curricula.experiments import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
 from curricula.losses import element_losses, weighted_mean
 from curricula.negatives import NegativeSampler
 from curricula.train import DEV_CURVE, PairEase, train_ranker
@@ -221,10 +222,17 @@ def spec_of(**over) -> dict:
     return merge_experiment(TRAIN, over)
 
 
-def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, tmp_path):
+SMALL = {"cross_encoder": {}, "convknrm": {"channels": 8, "hidden": 8, "kernels": 5},
+         "lstm_qa": {"channels": 8, "hidden": 8, "dropout": 0.5}}
+
+
+@pytest.mark.parametrize("ranker", list(SMALL))
+def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, tmp_path, ranker):
+    """Every ranker (dropout included: the torch RNG is checkpointed) resumes to the uninterrupted weights."""
     folder = folder_for(table, "u_words", tmp_path)
-    spec = spec_of(scoring="u_words", pacing={"name": "root_2"}, weighting={"scoring": "u_words", "m": 2,
-                                                                            "iteration_steps": 2})
+    spec = resolve_ranker(spec_of(scoring="u_words", pacing={"name": "root_2"},
+                                  weighting={"scoring": "u_words", "m": 2, "iteration_steps": 2},
+                                  ranker=ranker, architecture=SMALL[ranker]))
     kw = dict(curriculum_dir=folder, weights=table, progress=False)
     a = train_ranker(data, spec, 7, model_out=tmp_path / "a", checkpoint_dir=tmp_path / "a.ckpt", **kw)
     b = train_ranker(data, spec, 7, model_out=tmp_path / "b", checkpoint_dir=tmp_path / "b.ckpt", **kw)
@@ -251,6 +259,7 @@ def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, 
 
     wa, wc = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "c" / "model.safetensors")
     assert wa.keys() == wc.keys() and all(torch.equal(wa[k], wc[k]) for k in wa)
+    assert json.loads((tmp_path / "a" / "ranker.json").read_text())["ranker"] == ranker
     other = train_ranker(data, spec, 8, model_out=tmp_path / "d", checkpoint_dir=tmp_path / "d.ckpt", **kw)
     assert not other["value"].equals(a["value"]) or not other["train_loss"].equals(a["train_loss"])
 

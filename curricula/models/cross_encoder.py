@@ -1,0 +1,104 @@
+"""The cross-encoder ranker (``ranker: cross_encoder``): a BERT-style sequence classifier with one logit.
+
+Shared by the teacher and the trained rankers.
+
+Input is ``[CLS] context [SEP] response [SEP]`` as in Penha & Hauff 2020 §4 ("the input is the concatenation of
+the dialogue context and the candidate response separated by SEP tokens"). Long inputs are cut where they matter
+least for response ranking: the response keeps its first ``max_length // 2`` word pieces at most, and the
+context keeps its *last* tokens (the most recent turns), because the latest turns decide what a good reply is.
+Scores are the classifier's single logit; higher = more relevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from curricula.models.base import Ranker
+
+
+def pair_token_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str], max_length: int) -> list[list[int]]:
+    """Token ids ``[CLS] ctx [SEP] resp [SEP]`` per pair, each at most ``max_length`` long.
+
+    The response is cut to its first ``max_length // 2`` pieces, then the context to its last pieces that fit.
+    """
+    if max_length < 8:
+        raise ValueError("max_length must be at least 8")
+    ctx_ids = tokenizer(list(contexts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    rsp_ids = tokenizer(list(responses), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    out = []
+    for c, r in zip(ctx_ids, rsp_ids):
+        r = r[: max_length // 2]
+        room = max_length - 3 - len(r)
+        c = c[-room:] if room > 0 else []
+        out.append([cls, *c, sep, *r, sep])
+    return out
+
+
+def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad a batch of ``[CLS] a [SEP] b [SEP]`` id lists; token types are 0 up to the first SEP, then 1."""
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    types = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, x in enumerate(ids):
+        input_ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+        mask[i, : len(x)] = 1
+        first_sep = list(x).index(x[-1])  # x ends with SEP; its first occurrence closes the context
+        types[i, first_sep + 1 : len(x)] = 1
+    return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": types}
+
+
+class CrossEncoderRanker(Ranker):
+    """A Hugging Face sequence classifier (``num_labels=1``) over ``[CLS] context [SEP] response [SEP]``.
+
+    ``max_length`` is the word-piece budget of the whole pair (:func:`pair_token_ids`).
+    """
+
+    name = "cross_encoder"
+
+    def __init__(self, model, tokenizer, max_length: int):
+        super().__init__(model)
+        self.tokenizer = tokenizer
+        self.max_length = int(max_length)
+
+    @classmethod
+    def build(cls, spec, seed: int) -> CrossEncoderRanker:
+        """A new ranker from a train spec: ``model``, ``layers``, ``max_length`` (head seeded with ``seed``)."""
+        from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir
+
+        model_dir = resolve_model_dir(spec["model"])
+        return cls(load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed), load_tokenizer(model_dir),
+                   spec["max_length"])
+
+    @classmethod
+    def load(cls, folder, config: dict | None, max_length: int | None = None) -> CrossEncoderRanker:
+        """A saved ranker folder (``ranker.json`` gives max_length) or any HF checkpoint with ``max_length``."""
+        from curricula.hf import load_cross_encoder, load_tokenizer
+
+        length = (config or {}).get("max_length", max_length)
+        if length is None:
+            raise ValueError(f"{folder}: a Hugging Face checkpoint without ranker.json needs max_length")
+        return cls(load_cross_encoder(folder), load_tokenizer(folder), length)
+
+    def encode(self, contexts, responses):
+        return pair_token_ids(self.tokenizer, contexts, responses, self.max_length)
+
+    def length(self, item) -> int:
+        return len(item)
+
+    def collate(self, items):
+        return collate(items, self.tokenizer.pad_token_id)
+
+    def forward(self, batch):
+        return self.module(**batch).logits.view(-1)
+
+    def config(self):
+        return {"max_length": self.max_length}
+
+    def save(self, out_dir):
+        from curricula.hf import save_model
+
+        return save_model(self.module, self.tokenizer, out_dir, extra_files={"ranker.json": self._ranker_json()})

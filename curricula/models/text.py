@@ -1,0 +1,208 @@
+"""Shared parts of the fast (non-transformer) rankers: two-sided token ids, word embeddings, save/load.
+
+The fast rankers read the context and the response separately (ConvKNRM matches their n-grams; the CNN/LSTM
+answer-selection models encode each side). Both sides are cut to word pieces of the training model's tokenizer
+(the packaged MiniLM's by default), without special tokens: the context keeps its *last* ``query_length``
+pieces (the latest turns decide what a good reply is) and the response its first ``doc_length``.
+
+Word embeddings start from a matrix of the same vocabulary: the model's own word-piece input embeddings
+(``embeddings: model``), or a word-vector text file in fastText ``.vec`` format (``embeddings: /path/x.vec``),
+looked up per word piece (``##`` stripped, lower-cased when the exact form is missing; pieces absent from the
+file get small seeded random vectors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from curricula.models.base import RANKER_FILE, Ranker
+
+TOKENIZER_DIR = "tokenizer"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def two_sided_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str], query_length: int,
+                  doc_length: int) -> list[tuple[list[int], list[int]]]:
+    """(context ids, response ids) per pair: the context's last ``query_length`` pieces, the response's first
+    ``doc_length``. An empty side becomes one ``[UNK]`` so every row has a position to match."""
+    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
+    uniq_c = list(dict.fromkeys(contexts))
+    uniq_r = list(dict.fromkeys(responses))
+    enc = lambda texts: tokenizer(texts, add_special_tokens=False, truncation=False,  # noqa: E731
+                                  verbose=False)["input_ids"] if texts else []
+    c_ids = dict(zip(uniq_c, enc(uniq_c)))
+    r_ids = dict(zip(uniq_r, enc(uniq_r)))
+    out = []
+    for c, r in zip(contexts, responses):
+        q = c_ids[c][-query_length:] or [unk]
+        d = r_ids[r][:doc_length] or [unk]
+        out.append((q, d))
+    return out
+
+
+def pad_side(seqs: Sequence[Sequence[int]], min_width: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids (0) and a float mask (1 = token) of width max(len, ``min_width``)."""
+    width = max(min_width, max(len(s) for s in seqs))
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.float32)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[i, : len(s)] = 1.0
+    return ids, mask
+
+
+def read_vec(path: str | Path, vocab: Mapping[str, int], dim_hint: int | None = None,
+             seed: int = 0) -> torch.Tensor:
+    """An embedding matrix (len(vocab), dim) from a fastText/word2vec ``.vec`` text file.
+
+    Each vocabulary piece takes the vector of its surface form (``##`` stripped), else of its lower-cased form;
+    pieces not in the file keep N(0, 0.1^2) seeded vectors. Raises ValueError naming the file and line of a
+    malformed row.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"embeddings file {path} does not exist")
+    wanted: dict[str, list[int]] = {}
+    for piece, idx in vocab.items():
+        wanted.setdefault(piece[2:] if piece.startswith("##") else piece, []).append(idx)
+    found: dict[int, np.ndarray] = {}
+    found_lower: dict[int, np.ndarray] = {}
+    dim = None
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            parts = line.rstrip("\n").rstrip(" ").split(" ")
+            if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                dim = int(parts[1])  # the "<count> <dim>" header
+                continue
+            if len(parts) < 2:
+                raise ValueError(f"{path}, line {lineno}: expected a word and its vector, got {line[:60]!r}")
+            word, values = parts[0], parts[1:]
+            if dim is None:
+                dim = len(values)
+            if len(values) != dim:
+                raise ValueError(f"{path}, line {lineno}: vector of {len(values)} values, expected {dim}")
+            for target, form in ((found, word), (found_lower, word.lower())):
+                for idx in wanted.get(form, ()):
+                    if idx not in target:
+                        try:
+                            target[idx] = np.asarray(values, dtype=np.float32)
+                        except ValueError:
+                            raise ValueError(f"{path}, line {lineno}: non-numeric vector value") from None
+    if dim is None:
+        raise ValueError(f"{path}: no vectors")
+    gen = torch.Generator().manual_seed(seed)
+    matrix = torch.randn((len(vocab), dim), generator=gen) * 0.1
+    for idx, vec in {**found_lower, **found}.items():
+        matrix[idx] = torch.from_numpy(vec)
+    return matrix
+
+
+def embedding_matrix(source: str, model_dir: Path, tokenizer, seed: int = 0) -> torch.Tensor:
+    """The initial word embeddings: ``"model"`` = the model's own input embeddings, else a ``.vec`` path."""
+    if source == "model":
+        from curricula.hf import input_embeddings
+
+        return input_embeddings(model_dir)
+    return read_vec(source, tokenizer.get_vocab(), seed=seed)
+
+
+class TwoSidedRanker(Ranker):
+    """Base of the fast rankers: two-sided featurisation, safetensors + tokenizer save/load.
+
+    Subclasses set ``name`` (its knobs and defaults are ``curricula.models.ARCHITECTURES[name]``) and
+    ``make_module(arch, embeddings)``.
+    """
+
+    def __init__(self, module: torch.nn.Module, tokenizer, arch: Mapping[str, Any]):
+        super().__init__(module)
+        self.tokenizer = tokenizer
+        self.arch = dict(arch)
+
+    # -- construction
+    @classmethod
+    def make_module(cls, arch: Mapping[str, Any], embeddings: torch.Tensor) -> torch.nn.Module:
+        raise NotImplementedError
+
+    @classmethod
+    def build(cls, spec: Mapping[str, Any], seed: int) -> TwoSidedRanker:
+        from curricula.hf import load_tokenizer, resolve_model_dir
+        from curricula.models import resolve_architecture
+
+        arch = resolve_architecture(cls.name, spec.get("architecture"))
+        model_dir = resolve_model_dir(spec["model"])
+        tokenizer = load_tokenizer(model_dir)
+        emb = embedding_matrix(arch["embeddings"], model_dir, tokenizer, seed)
+        torch.manual_seed(seed)
+        module = cls.make_module(arch, emb)
+        return cls(module, tokenizer, arch)
+
+    @classmethod
+    def load(cls, folder: Path, config: Mapping[str, Any]) -> TwoSidedRanker:
+        import transformers
+        from safetensors.torch import load_file
+
+        arch = dict(config["architecture"])
+        shape = tuple(config["embedding_shape"])
+        module = cls.make_module(arch, torch.zeros(shape))
+        module.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder / TOKENIZER_DIR, local_files_only=True)
+        return cls(module, tokenizer, arch)
+
+    # -- Ranker interface
+    def encode(self, contexts, responses):
+        return two_sided_ids(self.tokenizer, contexts, responses, self.arch["query_length"],
+                             self.arch["doc_length"])
+
+    def length(self, item) -> int:
+        return len(item[0]) + len(item[1])
+
+    def min_width(self) -> int:
+        return 1
+
+    def collate(self, items):
+        q, qm = pad_side([x[0] for x in items], self.min_width())
+        d, dm = pad_side([x[1] for x in items], self.min_width())
+        return {"q": q, "q_mask": qm, "d": d, "d_mask": dm}
+
+    def forward(self, batch):
+        return self.module(batch["q"], batch["q_mask"], batch["d"], batch["d_mask"])
+
+    def config(self):
+        emb = self.module.embedding.weight
+        return {"architecture": self.arch, "embedding_shape": list(emb.shape)}
+
+    def save(self, out_dir):
+        from safetensors.torch import save_file
+
+        from curricula.hf import quiet_transformers
+        from curricula.tables import write_dir_atomically
+
+        def fill(tmp: Path) -> None:
+            state = {k: v.detach().to("cpu").contiguous() for k, v in self.module.state_dict().items()}
+            save_file(state, str(tmp / WEIGHTS_FILE))
+            with quiet_transformers():
+                self.tokenizer.save_pretrained(tmp / TOKENIZER_DIR)
+            (tmp / RANKER_FILE).write_text(self._ranker_json())
+
+        return write_dir_atomically(out_dir, fill)
+
+
+def read_ranker_json(folder: Path) -> dict[str, Any] | None:
+    path = folder / RANKER_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}, line {err.lineno}: not valid JSON ({err.msg})") from None
+
+
+def masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Max over positions (dim 1) of x (B, L, C) where mask (B, L) is 1; rows need one valid position."""
+    return x.masked_fill(mask[..., None] <= 0, torch.finfo(x.dtype).min).max(dim=1).values

@@ -1,0 +1,205 @@
+"""The rankers behind one interface: ConvKNRM's kernel pooling, the CNN/LSTM answer-selection networks, MC-dropout,
+padding invariance, seeding, save/load, embeddings from a .vec file."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from curricula.models import ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pairs
+from curricula.models.convknrm import ConvKNRMModule, kernel_mus, kernel_pooling, kernel_sigmas, window_mask
+from curricula.models.qa import CNNEncoder, LSTMEncoder, SiameseQAModule
+from curricula.models.text import read_vec, two_sided_ids
+
+FAST = ("convknrm", "cnn_qa", "lstm_qa")
+CONTEXTS = ["hello there how are you doing today", "what is the weather like in paris", "", "ok"]
+RESPONSES = ["i am fine thanks and you", "it is sunny", "sure", "see you tomorrow then my friend"]
+
+
+def spec(ranker: str, **arch) -> dict:
+    return {"ranker": ranker, "model": "minilm", "layers": 1, "max_length": 32, "architecture": arch}
+
+
+# ------------------------------------------------------------------------------------------- kernel pooling
+def test_kernel_centres_and_widths_are_knrms():
+    assert kernel_mus(11) == pytest.approx([1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9])
+    assert kernel_sigmas(3) == [1e-3, 0.1, 0.1]
+    with pytest.raises(ValueError):
+        kernel_mus(1)
+
+
+def test_kernel_pooling_equals_a_hand_computed_example():
+    # one query of 2 terms (the second is padding) against 3 document terms (the third is padding)
+    sim = torch.tensor([[[1.0, 0.9, 0.5], [0.2, 0.2, 0.2]]])
+    q_mask = torch.tensor([[1.0, 0.0]])
+    d_mask = torch.tensor([[1.0, 1.0, 0.0]])
+    mus = torch.tensor([1.0, 0.5])
+    sigmas = torch.tensor([0.1, 0.2])
+    got = kernel_pooling(sim, q_mask, d_mask, mus, sigmas)
+    # only query term 1 and document terms 1-2 count: sims 1.0 and 0.9
+    # kernel 1 (mu 1, sigma .1): exp(0) + exp(-.01/.02); kernel 2 (mu .5, sigma .2): exp(-.25/.08) + exp(-.16/.08)
+    k1 = 1.0 + math.exp(-0.01 / 0.02)
+    k2 = math.exp(-0.25 / 0.08) + math.exp(-0.16 / 0.08)
+    assert got.shape == (1, 2)
+    assert got[0, 0].item() == pytest.approx(0.01 * math.log(k1), rel=1e-6)
+    assert got[0, 1].item() == pytest.approx(0.01 * math.log(k2), rel=1e-6)
+
+
+def test_kernel_pooling_floors_an_empty_soft_tf_at_1e_minus_10():
+    sim = torch.full((1, 1, 2), -1.0)
+    got = kernel_pooling(sim, torch.ones(1, 1), torch.ones(1, 2), torch.tensor([1.0]), torch.tensor([1e-3]))
+    assert got.item() == pytest.approx(0.01 * math.log(1e-10))
+
+
+def test_window_mask_keeps_only_full_ngrams():
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0]])
+    assert window_mask(mask, 2).tolist() == [[1.0, 1.0, 0.0, 0.0]]
+    assert window_mask(mask, 3).tolist() == [[1.0, 0.0, 0.0]]
+
+
+# ------------------------------------------------------------------------------------------- modules
+def _modules(dropout: float):
+    torch.manual_seed(0)
+    emb = torch.randn(50, 8)
+    return {
+        "convknrm": ConvKNRMModule(emb, [1, 2, 3], channels=6, kernels=5, hidden=4, dropout=dropout,
+                                   freeze_embeddings=False),
+        "cnn_qa": SiameseQAModule(emb, CNNEncoder(8, 6, 3), 6, 4, dropout, False),
+        "lstm_qa": SiameseQAModule(emb, LSTMEncoder(8, 6), 6, 4, dropout, False),
+    }
+
+
+def _batch():
+    g = torch.Generator().manual_seed(1)
+    q = torch.randint(1, 50, (3, 7), generator=g)
+    d = torch.randint(1, 50, (3, 5), generator=g)
+    q_mask = torch.tensor([[1.0] * 7, [1.0] * 4 + [0.0] * 3, [1.0] * 3 + [0.0] * 4])
+    d_mask = torch.tensor([[1.0] * 5, [1.0] * 3 + [0.0] * 2, [1.0] * 5])
+    return q, q_mask, d, d_mask
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_forward_is_deterministic_without_dropout_and_stochastic_with_it(name):
+    q, qm, d, dm = _batch()
+    off = _modules(0.5)[name].eval()
+    assert torch.equal(off(q, qm, d, dm), off(q, qm, d, dm))
+    on = _modules(0.5)[name].train()
+    torch.manual_seed(1)
+    a = on(q, qm, d, dm)
+    b = on(q, qm, d, dm)
+    assert not torch.allclose(a, b)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_gradients_reach_the_embeddings(name):
+    q, qm, d, dm = _batch()
+    module = _modules(0.0)[name].train()
+    module(q, qm, d, dm).sum().backward()
+    grad = module.embedding.weight.grad
+    assert grad is not None
+    used = torch.unique(torch.cat([q[qm > 0], d[dm > 0]]))
+    assert grad[used].abs().sum(dim=1).gt(0).float().mean() > 0.5  # most used rows move
+    unused = torch.tensor(sorted(set(range(50)) - set(used.tolist())))
+    if len(unused):
+        assert grad[unused].abs().sum() == 0
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_padding_does_not_change_a_score(name):
+    """A pair scored alone equals the same pair padded to the width of a longer batch-mate."""
+    module = _modules(0.0)[name].eval()
+    q, qm, d, dm = _batch()
+    alone = module(q[1:2, :4], qm[1:2, :4], d[1:2, :3], dm[1:2, :3])
+    batched = module(q, qm, d, dm)[1:2]
+    assert torch.allclose(alone, batched, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------- rankers
+@pytest.mark.parametrize("name", FAST + ("cross_encoder",))
+def test_same_seed_same_ranker_and_save_load_round_trip(name, tmp_path):
+    a = build_ranker(spec(name), seed=3)
+    b = build_ranker(spec(name), seed=3)
+    c = build_ranker(spec(name), seed=4)
+    sa = score_pairs(a, CONTEXTS, RESPONSES, batch_size=2, progress=False)
+    assert np.array_equal(sa, score_pairs(b, CONTEXTS, RESPONSES, batch_size=2, progress=False))
+    assert not np.allclose(sa, score_pairs(c, CONTEXTS, RESPONSES, batch_size=2, progress=False))
+    a.save(tmp_path / "r")
+    again = load_ranker(tmp_path / "r")
+    assert type(again) is type(a)
+    np.testing.assert_allclose(score_pairs(again, CONTEXTS, RESPONSES, batch_size=4, progress=False), sa, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_mc_dropout_passes_differ_and_restore_eval_mode(name):
+    ranker = build_ranker(spec(name, dropout=0.5), seed=1)
+    assert ranker.has_dropout()
+    ranker.eval()
+    torch.manual_seed(0)
+    p1 = score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=4, progress=False, stochastic=True)
+    p2 = score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=4, progress=False, stochastic=True)
+    assert not np.allclose(p1, p2)
+    assert not ranker.module.training and not any(m.training for m in ranker.module.modules())
+    d1 = score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=4, progress=False)
+    np.testing.assert_allclose(d1, score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=1, progress=False), atol=1e-6)
+
+
+def test_convknrm_has_no_dropout_by_default_and_qa_models_have_wangs_half():
+    assert resolve_architecture("convknrm", {})["dropout"] == 0.0
+    assert resolve_architecture("cnn_qa", None)["dropout"] == 0.5
+    assert resolve_architecture("lstm_qa", {"dropout": None})["dropout"] == 0.5
+    with pytest.raises(ValueError, match="kernels.*lstm_qa"):
+        resolve_architecture("lstm_qa", {"kernels": 11})
+    with pytest.raises(ValueError, match="unknown ranker"):
+        resolve_architecture("bm25", {})
+    assert set(ARCHITECTURES) == {"cross_encoder", "convknrm", "cnn_qa", "lstm_qa"}
+
+
+def test_a_bare_hf_checkpoint_needs_max_length(tmp_path):
+    from curricula.hf import resolve_model_dir
+
+    with pytest.raises(ValueError, match="max_length"):
+        load_ranker(resolve_model_dir("minilm"))
+    with pytest.raises(FileNotFoundError):
+        load_ranker(tmp_path / "absent")
+
+
+def test_two_sided_ids_keep_the_latest_context_and_the_first_response_pieces():
+    from curricula.hf import load_tokenizer
+
+    tok = load_tokenizer("minilm")
+    (q, d), (q2, d2) = two_sided_ids(tok, ["early words " * 10 + "latest turn", ""], ["a reply here", ""], 3, 2)
+    assert tok.convert_ids_to_tokens(q) == ["words", "latest", "turn"]
+    assert tok.convert_ids_to_tokens(d) == ["a", "reply"]
+    assert q2 == [tok.unk_token_id] and d2 == [tok.unk_token_id]
+
+
+def test_embeddings_from_a_vec_file(tmp_path):
+    vec = tmp_path / "tiny.vec"
+    vec.write_text("3 2\nhello 1.0 2.0\nWorld 3.0 4.0\nworld 5.0 6.0\n")
+    vocab = {"[PAD]": 0, "hello": 1, "world": 2, "##world": 3, "absent": 4}
+    m = read_vec(vec, vocab, seed=0)
+    assert m.shape == (5, 2)
+    assert m[1].tolist() == [1.0, 2.0]
+    assert m[2].tolist() == [5.0, 6.0]  # the exact form wins over the lower-cased one
+    assert m[3].tolist() == [5.0, 6.0]  # '##' stripped
+    assert m[4].abs().max() < 1.0  # seeded small random
+    assert torch.equal(m, read_vec(vec, vocab, seed=0))
+    bad = tmp_path / "bad.vec"
+    bad.write_text("hello 1.0 2.0\nworld 3.0\n")
+    with pytest.raises(ValueError, match=r"bad.vec, line 2: vector of 1 values, expected 2"):
+        read_vec(bad, vocab)
+    bad.write_text("hello 1.0 x\n")
+    with pytest.raises(ValueError, match=r"line 1: non-numeric"):
+        read_vec(bad, vocab)
+
+
+def test_fast_ranker_from_a_vec_file(tmp_path):
+    vec = tmp_path / "w.vec"
+    vec.write_text("hello 0.1 0.2 0.3\nthere 0.3 0.2 0.1\n")
+    ranker = build_ranker(spec("convknrm", embeddings=str(vec), channels=4, hidden=0), seed=0)
+    assert ranker.module.embedding.weight.shape[1] == 3
+    scores = score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=4, progress=False)
+    assert np.isfinite(scores).all()
