@@ -33,6 +33,7 @@ include: "rules/curriculum.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
+include: "rules/active.smk"
 
 
 rule all:

@@ -1,9 +1,10 @@
 """Benchmark: training steps/s of the pipeline's loop (``curricula.train.train_ranker``) against a bare torch loop.
 
-Same data (real chitchat instances), same model (``load_cross_encoder`` with the same layers and seed), same
-AdamW + linear warm-up schedule, and the same batches: the bare loop's token-id batches are built up front with the
-pipeline's own ``CurriculumSampler`` and ``NegativeSampler`` (same seed, so step t draws the same positives and
-negatives), ``pair_token_ids`` and ``collate``. What each timing covers:
+Same data (real chitchat instances), same model (``build_ranker`` with the same spec and seed: ``--ranker``
+cross_encoder, convknrm, cnn_qa or lstm_qa), same fused AdamW + linear warm-up schedule, and the same batches:
+the bare loop's token-id batches are built up front with the pipeline's own ``CurriculumSampler`` and
+``NegativeSampler`` (same seed, so step t draws the same positives and negatives) and the ranker's ``encode`` and
+``collate``. The bare loop calls the torch module directly. What each timing covers:
 
 * pipeline loop: the steps inside ``train_ranker``, timed through its ``on_step`` callback from the end of step
   ``--skip`` to the end of step ``steps - 1``: sampling positives and negatives, tokenisation, collate, forward,
@@ -20,8 +21,8 @@ With ``--repeat`` the two loops run in interleaved rounds (alternating which goe
 each counts. The mean training loss of both loops is printed as a check that they trained on the same batches.
 Prints; never asserts.
 
-    .venv/bin/python bench/bench_train.py [--steps 60] [--layers 2] [--threads 2] [--train 400] [--dev-queries 20] \
-        [--skip 5] [--repeat 1]
+    .venv/bin/python bench/bench_train.py [--ranker cross_encoder] [--steps 60] [--layers 2] [--threads 2] \
+        [--train 400] [--dev-queries 20] [--skip 5] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from curricula import curriculum as cur  # noqa: E402
-from curricula.models.cross_encoder import collate, pair_token_ids  # noqa: E402
 from curricula.data import chitchat  # noqa: E402
 from curricula.difficulty import difficulty_table  # noqa: E402
-from curricula.experiments import merge_experiment  # noqa: E402
-from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir, set_threads  # noqa: E402
+from curricula.experiments import merge_experiment, resolve_ranker  # noqa: E402
+from curricula.hf import set_threads  # noqa: E402
+from curricula.models import build_ranker  # noqa: E402
 from curricula.negatives import NegativeSampler  # noqa: E402
 from curricula.teacher import candidate_pairs  # noqa: E402
 from curricula.train import dev_pairs, evaluate_pairs, train_ranker  # noqa: E402
@@ -56,15 +57,16 @@ CONFIG_SEED = 42
 
 
 def make_spec(args: argparse.Namespace) -> dict[str, Any]:
-    train = dict(model="minilm", layers=args.layers, max_length=64, steps=args.steps, batch_size=8, lr=1e-4,
+    train = dict(ranker=args.ranker, architecture={}, model="minilm", layers=args.layers, max_length=64,
+                 steps=args.steps, batch_size=8, lr=None,
                  eps=1e-8, weight_decay=0.0, warmup=0.1, optimizer="adamw", loss="pointwise_ce", margin=1.0,
                  negatives={"mode": "random", "m": 1, "depth": 100, "pacing": None}, eval_every=args.steps,
                  eval_metric="AP", dev_queries=args.dev_queries, checkpoint_every=args.steps + 1,
                  score_batch_size=64, device="cpu", precision="fp32", threads=args.threads)
-    return merge_experiment(train, {"scoring": "random", "pacing": {"name": "root_2"}})
+    return resolve_ranker(merge_experiment(train, {"scoring": "random", "pacing": {"name": "root_2"}}))
 
 
-def build_batches(data: dict[str, pl.DataFrame], spec: dict[str, Any], folder: Path, seed: int, tokenizer
+def build_batches(data: dict[str, pl.DataFrame], spec: dict[str, Any], folder: Path, seed: int, ranker
                   ) -> tuple[list[dict[str, torch.Tensor]], float, float]:
     """Every step's collated batch, drawn as ``train_ranker`` draws them; also sampling and tokenising s/step."""
     steps = spec["steps"]
@@ -83,8 +85,7 @@ def build_batches(data: dict[str, pl.DataFrame], spec: dict[str, Any], folder: P
         t1 = time.perf_counter()
         contexts = [context_of[q] for q in qids for _ in range(group.shape[1])]
         responses = [doc_texts[c] for c in group.reshape(-1)]
-        ids = pair_token_ids(tokenizer, contexts, responses, spec["max_length"])
-        batches.append(collate(ids, tokenizer.pad_token_id))
+        batches.append(ranker.collate(ranker.encode(contexts, responses)))
         t_sample, t_tok = t_sample + t1 - t0, t_tok + time.perf_counter() - t1
     return batches, t_sample / steps, t_tok / steps
 
@@ -95,16 +96,20 @@ def bare_loop(spec: dict[str, Any], seed: int, batches: list[dict[str, torch.Ten
     the model."""
     from transformers import get_linear_schedule_with_warmup
 
-    model = load_cross_encoder(resolve_model_dir(spec["model"]), layers=spec["layers"], seed=seed)
-    optim = torch.optim.AdamW(model.parameters(), lr=spec["lr"], eps=spec["eps"], weight_decay=spec["weight_decay"])
+    model = build_ranker(spec, seed).module
+    optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=spec["lr"], eps=spec["eps"],
+                              weight_decay=spec["weight_decay"], fused=True)
     sched = get_linear_schedule_with_warmup(optim, int(round(spec["warmup"] * spec["steps"])), spec["steps"])
     torch.manual_seed(seed)
     model.train()
-    labels = torch.zeros((len(batches[0]["input_ids"]) // group, group))
+    labels = torch.zeros((len(next(iter(batches[0].values()))) // group, group))
     labels[:, 0] = 1.0
     stamps, losses = [time.perf_counter()], []
     for batch in batches:
-        logits = model(**batch).logits.view(-1, group)
+        if spec["ranker"] == "cross_encoder":
+            logits = model(**batch).logits.view(-1, group)
+        else:
+            logits = model(batch["q"], batch["q_mask"], batch["d"], batch["d_mask"]).view(-1, group)
         loss = F.binary_cross_entropy_with_logits(logits, labels)
         optim.zero_grad(set_to_none=True)
         loss.backward()
@@ -129,6 +134,7 @@ def pipeline_loop(data: dict[str, pl.DataFrame], spec: dict[str, Any], args: arg
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranker", default="cross_encoder", choices=["cross_encoder", "convknrm", "cnn_qa", "lstm_qa"])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--layers", type=int, default=2, help="keep the first N of MiniLM's 6 layers")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
@@ -146,7 +152,7 @@ def main() -> None:
                       max_context_turns=10)
     data = {name: df for name, (df, _) in d.tables().items()}
     spec = make_spec(args)
-    tokenizer = load_tokenizer(resolve_model_dir(spec["model"]))
+    featuriser = build_ranker(spec, args.seed)  # its encode/collate build the bare loop's batches
     group = 1 + spec["negatives"]["m"]
     timed = args.steps - 1 - args.skip  # steps skip+1 .. steps-1 (1-based); the last one also evaluates dev
 
@@ -156,11 +162,11 @@ def main() -> None:
         table = difficulty_table(pairs, data["queries"], data["docs"], ["random"], seed=args.seed)
         folder = root / "random"
         cur.write_curriculum(cur.curriculum_order(cur.training_instances(table, "random"), args.seed), folder, 100)
-        batches, sample_s, tok_s = build_batches(data, spec, folder, args.seed, tokenizer)
-        widths = [b["input_ids"].shape[1] for b in batches]
+        batches, sample_s, tok_s = build_batches(data, spec, folder, args.seed, featuriser)
+        widths = [next(iter(b.values())).shape[1] for b in batches]
         print(f"chitchat: {len(cur.Curriculum(folder))} train instances, {data['docs'].height} docs; batch "
               f"{spec['batch_size']} x (1 + {group - 1}) pairs, max_length {spec['max_length']} (padded width mean "
-              f"{np.mean(widths):.1f}); layers {spec['layers']}; pacing root_2; {args.steps} steps, timed "
+              f"{np.mean(widths):.1f}); ranker {spec['ranker']}, layers {spec['layers']}; pacing root_2; {args.steps} steps, timed "
               f"{args.skip + 1}..{args.steps - 1} ({timed}); torch threads {threads}; torch {torch.__version__}")
 
         best = {"pipeline": float("inf"), "bare": float("inf")}
@@ -179,7 +185,8 @@ def main() -> None:
 
         dev = dev_pairs(data, spec["dev_queries"], CONFIG_SEED, 1)
         t0 = time.perf_counter()
-        value = evaluate_pairs(model, tokenizer, dev, data["qrels"], spec, torch.device("cpu"), 1)
+        featuriser.module = model  # the bare loop's final model behind the ranker interface
+        value = evaluate_pairs(featuriser, dev, data["qrels"], spec, torch.device("cpu"), 1)
         eval_s = time.perf_counter() - t0
 
     pipe_sps, bare_sps = timed / best["pipeline"], timed / best["bare"]

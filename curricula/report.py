@@ -146,8 +146,12 @@ def to_markdown(table: pl.DataFrame, key: str, digits: int = 4) -> str:
         cells = []
         for c in values:
             v = row[c]
-            cells.append("–" if v is None or (isinstance(v, float) and math.isnan(v))
-                         else f"{v:.{digits}f}{row.get(f'{c}_mark') or ''}")
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                cells.append("–")
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                cells.append(f"{v:.{digits}f}{row.get(f'{c}_mark') or ''}" if isinstance(v, float) else str(v))
+            else:
+                cells.append(str(v))
         lines.append("| " + " | ".join([str(row[key]), *cells]) + " |")
     return "\n".join(lines) + "\n"
 

@@ -17,6 +17,7 @@ wildcard_constraints:
     experiment=r"[A-Za-z0-9_.-]+",
     seed=r"-?[0-9]+",
     reference=r"bm25|teacher",
+    method=r"random|bald|coreset|dal|dasl|all",
 
 
 def dataset_files(wildcards=None):
@@ -253,4 +254,51 @@ def all_outputs():
         *all_trained(),
         *all_evaluated(),
         *report_outputs().values(),
+        *all_active(),
     ]
+
+
+# ------------------------------------------------------------------------------------------- active learning
+def resolve_active():
+    """The active-learning ranker's resolved spec (curricula.active_loop.active_spec), or None when disabled."""
+    if not config["active"]["enabled"]:
+        return None
+    from curricula.active_loop import active_spec
+
+    try:
+        return active_spec(config, load_schema())
+    except ValueError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
+ACTIVE_SPEC = resolve_active()
+
+
+def active_outputs(method="{method}", seed="{seed}"):
+    return {"curve": f"{RESULTS}/active/{method}/seed={seed}/curve.parquet"}
+
+
+def active_report_outputs():
+    out = f"{RESULTS}/report"
+    return {"table": f"{out}/table_active.csv", "figure": f"{out}/figures_active/learning_curves.png"}
+
+
+def active_inputs(wildcards):
+    """The ingest tables, plus the dense query vectors for Core-Set."""
+    inputs = ingest_outputs()
+    if wildcards.method == "coreset":
+        inputs["query_vectors"] = dense_outputs()["queries"]
+    return inputs
+
+
+def active_settings():
+    """The loop knobs of config `active` (what a job's curve depends on besides the ranker spec)."""
+    skip = ("enabled", "methods", "seeds", "train")
+    return {k: v for k, v in config["active"].items() if k not in skip}
+
+
+def all_active():
+    if ACTIVE_SPEC is None:
+        return []
+    curves = [active_outputs(m, s)["curve"] for m in config["active"]["methods"] for s in config["active"]["seeds"]]
+    return curves + list(active_report_outputs().values())

@@ -31,13 +31,13 @@ TINY_PRECOMPUTE = {
 
 def snakemake(workdir: Path, *args: str, config: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--cores", "2"]
-    if config is not None:
+           "--cores", "2", *args]
+    if config is not None:  # last: --configfile takes every following word as a file
         path = workdir / "config.test.yaml"
         path.write_text(yaml.safe_dump(config))
         cmd += ["--configfile", str(path)]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
 
 
 def test_dry_run_lists_the_dag(tmp_path):
@@ -217,3 +217,27 @@ def test_readme_wikiqa_overlay_runs_ingest(tmp_path, shared_data):
     assert out.returncode == 0, out.stderr[-3000:]
     queries = read_table(tmp_path / "results" / "wikiqa" / "data" / "queries.parquet", QUERIES)
     assert queries.filter(pl.col("split") == "dev").height == 122
+
+
+def test_active_learning_dag_writes_curves_table_and_figure(tmp_path):
+    cfg = {**TINY, "dense": TINY_PRECOMPUTE["dense"],
+           "active": {"enabled": True, "methods": ["random", "coreset", "dasl", "all"], "seeds": [1], "rounds": 2,
+                      "initial": 0.2, "budget": 0.2, "passes": 3, "spl_iterations": 2,
+                      "train": {"steps": 3, "eval_every": 3, "batch_size": 4,
+                                "architecture": {"channels": 8, "hidden": 8, "query_length": 16, "doc_length": 16}}}}
+    out = snakemake(tmp_path, "report_active", config=cfg)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert jobs_of(out.stdout + out.stderr) >= {"ingest", "dense_encode", "active", "report_active"}
+    assert "teacher_train" not in out.stdout + out.stderr  # only what active learning needs
+    root = tmp_path / "results" / "tiny"
+    from curricula.active_loop import ACTIVE_CURVE
+
+    curve = read_table(root / "active" / "dasl" / "seed=1" / "curve.parquet", ACTIVE_CURVE)
+    assert curve["labeled"].to_list() == [8, 16]  # 20% of 40 train queries, then +20%
+    assert not (root / "active" / "dasl" / "seed=1" / "state").exists()  # cleared after a finished job
+    assert read_table(root / "active" / "all" / "seed=1" / "curve.parquet", ACTIVE_CURVE)["labeled"].to_list() == [40]
+    table = pl.read_csv(root / "report" / "table_active.csv")
+    assert sorted(table["method"].to_list()) == ["coreset", "dasl", "random"]
+    assert (root / "report" / "figures_active" / "learning_curves.png").stat().st_size > 1000
+    again = snakemake(tmp_path, "report_active", config=cfg)
+    assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr[-2000:]

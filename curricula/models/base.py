@@ -154,3 +154,25 @@ def score_pair_frame(ranker: Ranker, pairs, *, batch_size: int, device: torch.de
     scores = score_pairs(ranker, pairs["context"].to_list(), pairs["response"].to_list(), batch_size=batch_size,
                          device=device, precision=precision, progress=progress, desc=desc)
     return pairs.select("qid", "docid").with_columns(score=pl.Series(scores.astype(np.float64)))
+
+
+@torch.inference_mode()
+def mc_dropout_probabilities(ranker: Ranker, contexts: Sequence[str], responses: Sequence[str], *, passes: int,
+                             batch_size: int, device: torch.device | None = None, precision: str = "auto",
+                             progress: bool = True, desc: str = "mc-dropout") -> np.ndarray:
+    """(passes, pairs) relevance probabilities (sigmoid of the logit) from ``passes`` stochastic forward passes with
+    dropout on (Wang et al. 2020 eq. 7, Algorithm 1 line 3). Each batch is featurised once and run ``passes``
+    times; the caller seeds torch for reproducible passes."""
+    if not ranker.has_dropout():
+        raise ValueError(f"ranker {ranker.name!r} has no dropout > 0: MC-dropout passes would all be equal")
+    device = device or ranker.device
+    items = ranker.encode(contexts, responses)
+    order = np.argsort([ranker.length(x) for x in items], kind="stable")
+    out = np.empty((passes, len(items)), dtype=np.float32)
+    with ranker.mc_dropout():
+        for start in tqdm(range(0, len(items), batch_size), desc=desc, disable=not progress, unit="batch"):
+            idx = order[start : start + batch_size]
+            batch = {k: v.to(device) for k, v in ranker.collate([items[i] for i in idx]).items()}
+            for t in range(passes):
+                out[t, idx] = torch.sigmoid(ranker.logits(batch, device, precision)).cpu().numpy()
+    return out

@@ -1,0 +1,350 @@
+"""The active-learning loop (Wang et al. 2020 Algorithm 2) with DASL and its baselines as acquisition functions.
+
+One job = one (method, seed). The unit of annotation is a train *query* with all its candidates (Wang's sample X).
+Each round trains a ranker from scratch (same seed every round: Algorithm 2 / Hu et al.) on the labeled queries
+(true labels from the dataset's qrels, simulating the annotator) plus, for ``dasl``, the pseudo-labeled ones, then
+records dev and test MRR/MAP and queries ``budget`` labels:
+
+* ``random``: uniform among the unlabeled queries;
+* ``bald``: highest MC-dropout mutual information on the top-1 choice (:func:`curricula.active.bald`);
+* ``coreset``: k-center greedy on the bi-encoder embeddings of the dense stage (:func:`k_center_greedy`);
+* ``dal``: highest expected loss EL (Algorithm 1), no pseudo-labels;
+* ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = lambda0, train,
+  pseudo-label the unlabeled queries with EL < lambda by the model's top answer, lambda *= mu; stop when dev stops
+  improving or after ``spl_iterations``; pseudo-labels are recomputed every iteration and dropped at the next
+  round), then acquires by EL like ``dal``;
+* ``all``: one round with every train query labeled (the upper reference of Table 1).
+
+After every finished round the state (labeled queries, curve rows) is written atomically to ``state.json`` in the
+job's checkpoint folder; a re-run resumes after the last finished round. All randomness of round r derives from
+(seed, r), so a resumed job ends with the same curve as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from curricula.active import bald, expected_loss, k_center_greedy, pace, pseudo_positive, random_pick, top_uncertain
+from curricula.tables import TableSpec
+
+log = logging.getLogger(__name__)
+
+METHODS = ("random", "bald", "coreset", "dal", "dasl", "all")
+ACTIVE_CURVE = TableSpec(
+    "active_curve",
+    {"round": pl.Int64, "labeled": pl.Int64, "labeled_fraction": pl.Float64, "pseudo_labeled": pl.Int64,
+     "spl_iterations": pl.Int64, "dev_RR": pl.Float64, "dev_AP": pl.Float64, "test_RR": pl.Float64,
+     "test_AP": pl.Float64},
+    key=("round",),
+)
+
+
+@dataclass(frozen=True)
+class ActiveSettings:
+    """Loop knobs (schema ``active``): fractions are of the train queries."""
+
+    rounds: int = 6
+    initial: float = 0.1
+    budget: float = 0.1
+    passes: int = 20
+    lambda0: float = 1e-4
+    mu: float = 2.0
+    spl_iterations: int = 3
+    score_batch_size: int = 256
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> ActiveSettings:
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+
+
+class QueryPool:
+    """The train queries with their candidate pairs, indexed for grouping scores into (Q, J) arrays."""
+
+    def __init__(self, pairs: pl.DataFrame):
+        self.pairs = pairs.sort("qid", "docid")
+        self.qids = self.pairs["qid"].unique(maintain_order=True).to_list()
+        q_index = {q: i for i, q in enumerate(self.qids)}
+        self.row_query = np.array([q_index[q] for q in self.pairs["qid"].to_list()], dtype=np.int64)
+        starts = np.searchsorted(self.row_query, np.arange(len(self.qids)))
+        self.row_pos = np.arange(self.pairs.height) - starts[self.row_query]
+        self.width = int(self.row_pos.max()) + 1 if self.pairs.height else 0
+
+    def __len__(self) -> int:
+        return len(self.qids)
+
+    def rows_of(self, chosen: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(np.isin(self.row_query, np.flatnonzero(chosen)))
+
+    def grid(self, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(queries, (Q', T, J) values, (Q', J) mask) of per-row ``values`` (T, len(rows)) grouped by query."""
+        qs, local = np.unique(self.row_query[rows], return_inverse=True)
+        out = np.zeros((len(qs), values.shape[0], self.width), dtype=np.float64)
+        mask = np.zeros((len(qs), self.width), dtype=bool)
+        out[local, :, self.row_pos[rows]] = values.T
+        mask[local, self.row_pos[rows]] = True
+        return qs, out, mask
+
+
+def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.DataFrame, qrels: pl.DataFrame,
+               device: torch.device, relevant_min: int = 1, progress: bool = False):
+    """Train a ranker from scratch on ``train`` pairs (qid, context, response, rel); best-on-dev weights.
+
+    Each step draws ``batch_size`` queries with a positive and a negative, one positive and ``negatives.m``
+    negatives of each (Wang's tuples (q, a, l) with l = 1 for the best answer), and applies the spec's loss.
+    Returns (ranker, best dev value of ``eval_metric``).
+    """
+    from curricula.losses import element_losses, weighted_mean
+    from curricula.models import build_ranker
+    from curricula.train import _state_dict_cpu, evaluate_pairs, make_optimizer
+
+    rel = train["rel"].to_numpy()
+    q_codes = train["qid"].rank("dense").cast(pl.Int64).to_numpy() - 1
+    pos_rows = [np.flatnonzero((q_codes == q) & (rel > 0)) for q in range(int(q_codes.max()) + 1)]
+    neg_rows = [np.flatnonzero((q_codes == q) & (rel <= 0)) for q in range(int(q_codes.max()) + 1)]
+    usable = np.array([q for q in range(len(pos_rows)) if len(pos_rows[q]) and len(neg_rows[q])])
+    if len(usable) == 0:
+        raise ValueError("no training query has both a relevant and a non-relevant candidate")
+    contexts, responses = train["context"].to_list(), train["response"].to_list()
+    m = int(spec["negatives"].get("m", 1))
+    rng = np.random.default_rng(seed)
+    ranker = build_ranker(spec, seed).to(device)
+    optim, sched = make_optimizer(ranker.module, spec)
+    torch.manual_seed(seed)
+    best = {"value": -math.inf, "state": None}
+    ranker.train()
+    for step in range(int(spec["steps"])):
+        qs = rng.choice(usable, spec["batch_size"])
+        rows = np.array([[rng.choice(pos_rows[q]), *rng.choice(neg_rows[q], m)] for q in qs])  # (B, 1 + m)
+        logits = ranker.pair_logits([contexts[i] for i in rows.reshape(-1)], [responses[i] for i in rows.reshape(-1)],
+                                    device, spec["precision"])
+        loss = weighted_mean(element_losses(spec["loss"], logits.view(rows.shape), spec["margin"]), None)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        optim.step()
+        sched.step()
+        done = step + 1
+        if done % spec["eval_every"] == 0 or done == spec["steps"]:
+            value = evaluate_pairs(ranker, dev, qrels, spec, device, relevant_min, progress)
+            if value > best["value"]:
+                best = {"value": value, "state": _state_dict_cpu(ranker.module)}
+    ranker.module.load_state_dict(best["state"])
+    ranker.eval()
+    return ranker, best["value"]
+
+
+def split_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+                  relevant_min: int) -> dict[str, float]:
+    """MRR (trec_eval ``recip_rank``) and MAP of the ranker on a split's candidate pairs."""
+    from curricula.metrics import mean_metrics
+    from curricula.models import score_pair_frame
+
+    run = score_pair_frame(ranker, pairs, batch_size=spec["score_batch_size"], device=device,
+                           precision=spec["precision"], progress=False)
+    rel = qrels.filter(pl.col("qid").is_in(pairs["qid"].unique().implode()))
+    return mean_metrics(run, rel, ["RR", "AP"], relevant_min)
+
+
+def labeled_pairs(pool: QueryPool, labeled: np.ndarray, pseudo: Mapping[int, int] | None = None) -> pl.DataFrame:
+    """Train pairs of the labeled queries (true rel) and of the pseudo-labeled ones (rel 1 = the pseudo answer)."""
+    parts = [pool.pairs[pool.rows_of(labeled)]]
+    if pseudo:
+        chosen = np.zeros(len(pool), dtype=bool)
+        chosen[list(pseudo)] = True
+        rows = pool.rows_of(chosen)
+        answer = np.array([pseudo[int(q)] for q in pool.row_query[rows]])
+        parts.append(pool.pairs[rows].with_columns(
+            rel=pl.Series((pool.row_pos[rows] == answer).astype(np.int64)).cast(pool.pairs.schema["rel"])))
+    return pl.concat(parts)
+
+
+def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveSettings, spec, device,
+                seed: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query uncertainty over the ``eligible`` queries (EL or BALD; -inf elsewhere) and the mean-score
+    pseudo answer of each query (index within its candidates; -1 elsewhere)."""
+    from curricula.models.base import mc_dropout_probabilities
+
+    rows = pool.rows_of(eligible)
+    scores = np.full(len(pool), -np.inf)
+    answer = np.full(len(pool), -1, dtype=np.int64)
+    if len(rows) == 0:
+        return scores, answer
+    torch.manual_seed(seed)
+    sub = pool.pairs[rows]
+    probs = mc_dropout_probabilities(ranker, sub["context"].to_list(), sub["response"].to_list(),
+                                     passes=settings.passes, batch_size=settings.score_batch_size, device=device,
+                                     precision=spec["precision"], progress=False)
+    qs, grid, mask = pool.grid(probs, rows)
+    scores[qs] = expected_loss(grid, mask) if kind == "el" else bald(grid, mask)
+    answer[qs] = pseudo_positive(grid.mean(axis=1), mask)
+    return scores, answer
+
+
+def _save_state(path: Path, state: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(state, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame, test: pl.DataFrame,
+               qrels: pl.DataFrame, spec: Mapping[str, Any], settings: ActiveSettings,
+               embeddings: np.ndarray | None = None, state_dir: str | Path | None = None, relevant_min: int = 1,
+               fingerprint: str = "", on_round: Callable[[int], None] | None = None) -> pl.DataFrame:
+    """Run the loop for one method and seed; returns the ACTIVE_CURVE rows (one per round).
+
+    ``train``/``dev``/``test`` are candidate pairs (qid, docid, context, response, rel) of the splits;
+    ``embeddings`` (Q, d) are the train queries' bi-encoder vectors in ``sorted(qid)`` order (``coreset`` only).
+    """
+    from curricula.hf import select_device, set_threads
+
+    if method not in METHODS:
+        raise ValueError(f"unknown active-learning method {method!r}; known: {list(METHODS)}")
+    if method == "coreset" and embeddings is None:
+        raise ValueError("coreset needs the train queries' embeddings (dense stage)")
+    set_threads(spec.get("threads"))
+    device = select_device(spec.get("device", "auto"))
+    pool = QueryPool(train)
+    n = len(pool)
+    budget = max(1, int(round(settings.budget * n)))
+    rounds = 1 if method == "all" else settings.rounds
+    state_path = Path(state_dir) / "state.json" if state_dir else None
+    labeled = np.zeros(n, dtype=bool)
+    if method == "all":
+        labeled[:] = True
+    else:
+        first = np.random.default_rng([seed, 0]).choice(n, max(1, int(round(settings.initial * n))), replace=False)
+        labeled[first] = True
+    rows: list[dict] = []
+    start = 0
+    if state_path is not None and state_path.exists():
+        state = json.loads(state_path.read_text())
+        if state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed:
+            labeled = np.isin(np.array(pool.qids), state["labeled"])
+            rows, start = state["rows"], int(state["round"])
+            log.info("resuming %s seed %d after round %d of %d", method, seed, start, rounds)
+    for r in range(start, rounds):
+        pseudo: dict[int, int] = {}
+        iterations = 1
+        el = answer = None
+        if method == "dasl":
+            best = None
+            for it in range(settings.spl_iterations):
+                model, value = fit_ranker(spec, seed, labeled_pairs(pool, labeled, pseudo), dev, qrels, device,
+                                          relevant_min)
+                if best is not None and value <= best[1]:
+                    break  # dev stopped improving: keep the previous model and its pseudo-labels
+                el, answer = uncertainty(model, pool, ~labeled, settings, spec, device, seed * 1000 + r, "el")
+                best = (model, value, dict(pseudo), el, answer)
+                iterations = it + 1
+                lam = pace(settings.lambda0, settings.mu, it)  # Algorithm 2 line 8
+                pool_el = el[~labeled]
+                log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g)",
+                         *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam)
+                reliable = np.flatnonzero((~labeled) & (el < lam))
+                pseudo = {int(q): int(answer[q]) for q in reliable}
+                log.info("round %d, spl iteration %d: dev %.4f, lambda %.3g, %d pseudo-labeled of %d", r, it,
+                         value, lam, len(pseudo), int((~labeled).sum()))
+            model, _, pseudo, el, answer = best
+        else:
+            model, _ = fit_ranker(spec, seed, labeled_pairs(pool, labeled), dev, qrels, device, relevant_min)
+        d = split_metrics(model, dev, qrels, spec, device, relevant_min)
+        t = split_metrics(model, test, qrels, spec, device, relevant_min)
+        rows.append({"round": r, "labeled": int(labeled.sum()), "labeled_fraction": float(labeled.mean()),
+                     "pseudo_labeled": len(pseudo), "spl_iterations": iterations, "dev_RR": d["RR"],
+                     "dev_AP": d["AP"], "test_RR": t["RR"], "test_AP": t["AP"]})
+        log.info("%s seed %d round %d: %d labeled (%.0f%%), %d pseudo; dev MRR %.4f, test MRR %.4f", method, seed,
+                 r, labeled.sum(), 100 * labeled.mean(), len(pseudo), d["RR"], t["RR"])
+        if r < rounds - 1:
+            rng = np.random.default_rng([seed, r + 1])
+            eligible = ~labeled
+            if method == "random":
+                picks = random_pick(eligible, budget, rng)
+            elif method == "coreset":
+                picks = k_center_greedy(embeddings, labeled, budget)
+            elif method == "bald":
+                scores, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "bald")
+                picks = top_uncertain(scores, eligible, budget, rng)
+            else:  # dal, dasl: Algorithm 1's EL of the round's final model
+                if el is None:
+                    el, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "el")
+                picks = top_uncertain(el, eligible, budget, rng)
+            if labeled[picks].any():
+                raise AssertionError("an acquisition picked an already labeled query")
+            labeled[picks] = True
+        if state_path is not None:
+            _save_state(state_path, {"fingerprint": fingerprint, "method": method, "seed": seed, "round": r + 1,
+                                     "labeled": [q for q, x in zip(pool.qids, labeled) if x], "rows": rows})
+        if on_round is not None:
+            on_round(r)
+    return pl.DataFrame(rows, schema=ACTIVE_CURVE.columns, orient="row")
+
+
+#: the active-learning ranker's knobs over the shared ``train`` section (config ``active.train`` overrides them)
+ACTIVE_TRAIN: dict[str, Any] = {"ranker": "lstm_qa", "architecture": {}, "lr": None, "loss": "pointwise_ce",
+                                "steps": 200, "batch_size": 16, "eval_every": 50, "eval_metric": "RR",
+                                "negatives": {"mode": "candidates", "m": 1}, "dev_queries": None}
+
+
+def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The resolved train spec of the active-learning ranker: ``train`` < ACTIVE_TRAIN < ``active.train``."""
+    from curricula.experiments import check_spec, merge_experiment, resolve_ranker
+
+    overrides = merge_experiment(ACTIVE_TRAIN, (config.get("active") or {}).get("train") or {})
+    spec = merge_experiment(config.get("train", {}), overrides)
+    check_spec("active", spec, schema)
+    try:
+        return resolve_ranker(spec)
+    except ValueError as err:
+        raise ValueError(f"active.train: {err}") from None
+
+
+def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, method: str, seed: int,
+                 spec: Mapping[str, Any], settings: Mapping[str, Any], relevant_min: int = 1) -> pl.DataFrame:
+    """Rule ``active``: read the ingest tables (and the dense query vectors for coreset), run, write the curve.
+
+    The per-round state lives in ``<curve folder>/state`` (beside the output, so a killed job resumes).
+    """
+    import hashlib
+
+    from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, VECTORS, read_table, write_table
+    from curricula.teacher import candidate_pairs
+
+    q, d = read_table(inputs["queries"], QUERIES), read_table(inputs["docs"], DOCS)
+    qrels, cands = read_table(inputs["qrels"], QRELS), read_table(inputs["candidates"], CANDIDATES)
+    split = {s: candidate_pairs(q, d, qrels, cands, splits=(s,), relevant_min=relevant_min)
+             for s in ("train", "dev", "test")}
+    for name, frame in split.items():
+        if frame.height == 0:
+            raise ValueError(f"active learning needs {name} candidates; the {name} split is empty")
+    embeddings = None
+    if "query_vectors" in set(inputs.keys()):
+        vec = read_table(inputs["query_vectors"], VECTORS)
+        order = {qid: i for i, qid in enumerate(vec["id"].to_list())}
+        qids = QueryPool(split["train"]).qids
+        missing = [x for x in qids if x not in order]
+        if missing:
+            raise ValueError(f"{inputs['query_vectors']}: no vector for {len(missing)} train queries, e.g. {missing[0]}")
+        embeddings = np.stack(vec["vector"].to_numpy())[[order[x] for x in qids]]
+    fingerprint = hashlib.sha256(json.dumps({"spec": dict(spec), "settings": dict(settings)}, sort_keys=True,
+                                            default=str).encode()).hexdigest()[:16]
+    out = Path(outputs["curve"])
+    state_dir = out.parent / "state"
+    curve = run_active(method, seed, train=split["train"], dev=split["dev"], test=split["test"], qrels=qrels,
+                       spec=spec, settings=ActiveSettings.from_config(settings), embeddings=embeddings,
+                       state_dir=state_dir, relevant_min=relevant_min, fingerprint=fingerprint)
+    write_table(curve, out, ACTIVE_CURVE)
+    import shutil
+
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return curve

@@ -1,0 +1,8 @@
+from curricula.active_loop import active_stage
+from curricula.logs import logged
+
+with logged(snakemake.log[0]):
+    spec = dict(snakemake.params.spec, threads=snakemake.threads)
+    active_stage(snakemake.input, snakemake.output, method=snakemake.wildcards.method,
+                 seed=int(snakemake.wildcards.seed), spec=spec, settings=snakemake.params.settings,
+                 relevant_min=snakemake.params.relevant_min)
