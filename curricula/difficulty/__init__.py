@@ -126,10 +126,9 @@ def difficulty_table(
         elif f == "r_words":
             query_level.append(penha.r_words(base, docs))
         elif f == "sigma_sm":
-            from curricula.hf import load_encoder, load_tokenizer
+            from curricula.hf import input_embeddings, load_tokenizer
 
-            encoder = load_encoder(sm_model)
-            emb = encoder.embeddings.word_embeddings.weight.detach().float().numpy()
+            emb = input_embeddings(sm_model).numpy()
             query_level.append(penha.sigma_sm(base, queries, docs, load_tokenizer(sm_model), emb, sm_words))
         elif f == "sigma_bm25":
             query_level.append(penha.sigma_bm25(base, candidate_scores))
