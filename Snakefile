@@ -23,6 +23,14 @@ validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
 report: "report/workflow.rst"
 
 
+# Shard counts of the expensive precompute stages (config `shards`; `--set-scatter bm25=8` overrides per run).
+scattergather:
+    bm25=config["shards"]["bm25"],
+    encode=config["shards"]["encode"],
+    neighbors=config["shards"]["neighbors"],
+    teacher=config["shards"]["teacher"],
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/bm25.smk"

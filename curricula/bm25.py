@@ -51,7 +51,7 @@ from typing import Any
 import polars as pl
 from tqdm.auto import tqdm
 
-from curricula.tables import CANDIDATE_SCORES, RUN, check_table, conform
+from curricula.tables import CANDIDATE_SCORES, RUN, check_table, conform, remove_stale_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +291,7 @@ def build_index(docs: pl.DataFrame, index_dir: str | Path, threads: int = 1) -> 
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     blank = docs["text"].map_elements(_is_blank, return_dtype=pl.Boolean)
     n_empty = int(blank.sum())
+    remove_stale_temporaries(index_dir)
     work = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
     try:
         collection = work / "collection"
@@ -612,6 +613,7 @@ def write_trec_run(run: pl.DataFrame, path: str | Path, tag: str) -> Path:
         )
     ).to_series()
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:

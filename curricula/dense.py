@@ -38,6 +38,7 @@ from curricula.hf import (
     select_device,
     write_dir_atomically,
 )
+from curricula.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
 from curricula.tables import NEIGHBORS, VECTORS, check_table
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def _embed(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return mean_pool(model(**batch).last_hidden_state, batch["attention_mask"])
 
 
-def encode_matrix(
+def encode_rows(
     texts: Sequence[str],
     model,
     tokenizer,
@@ -112,36 +113,35 @@ def encode_matrix(
     progress: bool = True,
     desc: str = "encode",
     truncation_side: str = "right",
-) -> np.ndarray:
-    """Vectors of ``texts`` as a C-contiguous float32 matrix (rows in input order) with an already-loaded model."""
+    shard: Shard = WHOLE,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, vectors) of the texts shard ``shard`` encodes, rows in input order (:mod:`curricula.shards`).
+
+    Texts are batched longest first; a shard takes a contiguous run of whole batches, so each vector is bitwise
+    the one the unsharded job computes.
+    """
     if batch_size < 1 or max_length < 2:
         raise ValueError(f"batch_size={batch_size}, max_length={max_length}: expected >= 1 and >= 2")
     device = next(model.parameters()).device
     dim = model.config.hidden_size
-    out = np.empty((len(texts), dim), dtype=np.float32)
     if not len(texts):
-        return out
+        return np.empty(0, dtype=np.int64), np.empty((0, dim), dtype=np.float32)
     tokens = _tokenize(tokenizer, texts, max_length, truncation_side)
-    lengths = np.fromiter((len(x) for x in tokens["input_ids"]), dtype=np.int64, count=len(texts))
-    order = np.argsort(-lengths, kind="stable")  # longest first: a memory problem shows at once
+    lengths = [len(x) for x in tokens["input_ids"]]
+    batches = batch_shard(length_batches(lengths, batch_size, longest_first=True), shard)
+    rows = shard_rows(batches)
+    out = np.empty((len(texts), dim), dtype=np.float32)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode(), autocast(device, precision):
-            for start in tqdm(
-                range(0, len(texts), batch_size),
-                desc=desc,
-                unit="batch",
-                disable=not progress,
-                mininterval=2.0,
-            ):
-                rows = order[start : start + batch_size]
-                vecs = _embed(model, _pad_batch(tokens, rows, pad_id, device))
-                out[rows] = vecs.float().cpu().numpy()
+            for batch in tqdm(batches, desc=desc, unit="batch", disable=not progress, mininterval=2.0):
+                vecs = _embed(model, _pad_batch(tokens, batch, pad_id, device))
+                out[batch] = vecs.float().cpu().numpy()
     finally:
         model.train(was_training)
-    return out
+    return rows, np.ascontiguousarray(out[rows])
 
 
 def vectors_frame(ids: Sequence[str], matrix: np.ndarray) -> pl.DataFrame:
@@ -175,6 +175,7 @@ def encode(
     precision: str = "auto",
     progress: bool = True,
     truncation_side: str = "right",
+    shard: Shard = WHOLE,
 ) -> pl.DataFrame:
     """Encode ``texts`` into a ``VECTORS`` table (``id``, ``vector`` Array(Float32, hidden size)), in input order.
 
@@ -182,6 +183,7 @@ def encode(
     ``model_dir`` is ``"minilm"`` (the packaged all-MiniLM-L6-v2), any local BERT-family checkpoint, or one half
     of a bi-encoder saved by :func:`finetune_biencoder` (``out_dir/context``, ``out_dir/response``).
     ``truncation_side="left"`` keeps the end of texts longer than ``max_length`` (dialogue contexts).
+    With ``shard`` only that shard's texts are encoded (:func:`encode_rows`), still in input order.
     """
     _check_ids(texts, ids)
     dev = select_device(device)
@@ -189,14 +191,14 @@ def encode(
     tokenizer = load_tokenizer(path)
     model = load_encoder(path, layers=layers, device=dev)
     t0 = time.perf_counter()
-    matrix = encode_matrix(
+    rows, matrix = encode_rows(
         texts, model, tokenizer, max_length=max_length, batch_size=batch_size, precision=precision,
-        progress=progress, truncation_side=truncation_side,
+        progress=progress, truncation_side=truncation_side, shard=shard,
     )
     secs = time.perf_counter() - t0
-    log.info("encoded %d texts with %s on %s in %.1f s (%.0f texts/s)", len(texts), path.name, dev, secs,
-             len(texts) / secs if secs > 0 else float("nan"))
-    return vectors_frame(ids, matrix)
+    log.info("encoded %d texts with %s on %s in %.1f s (%.0f texts/s)", len(rows), path.name, dev, secs,
+             len(rows) / secs if secs > 0 else float("nan"))
+    return vectors_frame([ids[i] for i in rows], matrix)
 
 
 # ------------------------------------------------------------------------------------------------- neighbours

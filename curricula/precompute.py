@@ -23,12 +23,13 @@ Outputs (paths relative to ``results/<dataset>/``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from curricula.shards import WHOLE, Shard, block, gather_tables
 from curricula.tables import (
     CANDIDATE_SCORES,
     CANDIDATES,
@@ -38,6 +39,7 @@ from curricula.tables import (
     QUERIES,
     RUN,
     SPLITS,
+    TEACHER_SCORES,
     VECTORS,
     read_table,
     write_table,
@@ -58,18 +60,22 @@ def bm25_index_stage(docs_path: str | Path, index_dir: str | Path, *, threads: i
     return bm25.build_index(read_table(docs_path, DOCS), index_dir, threads=threads)
 
 
-def bm25_query_frame(queries_path: str | Path, query_turns: int | None) -> pl.DataFrame:
-    """(qid, text) BM25 searches with: the whole query/context, or its last ``query_turns`` turns."""
+def bm25_query_frame(queries_path: str | Path, query_turns: int | None, shard: Shard = WHOLE) -> pl.DataFrame:
+    """(qid, text) BM25 searches with: the whole query/context, or its last ``query_turns`` turns.
+
+    With ``shard`` only that shard's contiguous block of queries (:func:`curricula.shards.block`).
+    """
     from curricula import bm25
 
-    return bm25.query_text(read_table(queries_path, QUERIES), query_turns)
+    queries = read_table(queries_path, QUERIES)
+    return bm25.query_text(queries[block(queries.height, shard)], query_turns)
 
 
 def bm25_run_stage(
     index_dir: str | Path,
     queries_path: str | Path,
     run_path: str | Path,
-    trec_path: str | Path,
+    trec_path: str | Path | None,
     *,
     k: int = 100,
     k1: float = 0.9,
@@ -77,24 +83,37 @@ def bm25_run_stage(
     query_turns: int | None = None,
     threads: int = 1,
     heap: str = "4g",
+    shard: Shard = WHOLE,
 ) -> dict:
     """BM25 top-``k`` of every query of every split, as ``bm25/run.parquet`` and a TREC run file.
 
     A query with no terms after analysis (stopwords only) or matching no document has no rows; their count and
-    example qids are logged (documented behaviour, not an error).
+    example qids are logged (documented behaviour, not an error). With ``shard`` (rule ``bm25_run_shard``) only
+    that shard's queries are searched and ``trec_path`` may be None; :func:`gather_run_stage` joins the shards.
     """
     from curricula import bm25
 
     bm25.start_jvm(heap)
-    run, stats = bm25.search(index_dir, bm25_query_frame(queries_path, query_turns), k=k, k1=k1, b=b,
+    run, stats = bm25.search(index_dir, bm25_query_frame(queries_path, query_turns, shard), k=k, k1=k1, b=b,
                              threads=threads)
     if stats["n_no_terms"] or stats["n_no_match"]:
         log.warning("BM25: %d queries without terms after analysis (e.g. %s) and %d matching no document "
                     "(e.g. %s) have no run rows", stats["n_no_terms"], stats["no_terms_qids"][:3],
                     stats["n_no_match"], stats["no_match_qids"][:3])
     write_table(run, run_path, RUN)
-    bm25.write_trec_run(run, trec_path, BM25_TAG)
+    if trec_path is not None:
+        bm25.write_trec_run(run, trec_path, BM25_TAG)
     return stats
+
+
+def gather_run_stage(shard_paths: Sequence[str | Path], run_path: str | Path, trec_path: str | Path) -> int:
+    """Rule ``bm25_run``: the shards of ``bm25_run_shard`` as ``bm25/run.parquet`` and the TREC run; returns rows."""
+    from curricula import bm25
+
+    run = gather_tables(shard_paths, RUN, GATHER_ORDER["run"])
+    write_table(run, run_path, RUN)
+    bm25.write_trec_run(run, trec_path, BM25_TAG)
+    return run.height
 
 
 def bm25_candidates_stage(
@@ -107,13 +126,20 @@ def bm25_candidates_stage(
     b: float = 0.4,
     query_turns: int | None = None,
     heap: str = "4g",
+    shard: Shard = WHOLE,
 ) -> int:
-    """Lucene's BM25 score of every (query, candidate) pair into ``bm25/candidate_scores.parquet``; returns rows."""
+    """Lucene's BM25 score of every (query, candidate) pair into ``bm25/candidate_scores.parquet``; returns rows.
+
+    With ``shard`` only the candidates of that shard's block of queries.
+    """
     from curricula import bm25
 
     bm25.start_jvm(heap)
-    scores = bm25.score_candidates(index_dir, bm25_query_frame(queries_path, query_turns),
-                                   read_table(candidates_path, CANDIDATES), k1=k1, b=b, progress=True)
+    queries = bm25_query_frame(queries_path, query_turns, shard)
+    candidates = read_table(candidates_path, CANDIDATES)
+    if shard.count > 1:
+        candidates = candidates.filter(pl.col("qid").is_in(queries["qid"].implode()))
+    scores = bm25.score_candidates(index_dir, queries, candidates, k1=k1, b=b, progress=True)
     write_table(scores, out_path, CANDIDATE_SCORES)
     return scores.height
 
@@ -167,8 +193,11 @@ def encode_stage(
     out_path: str | Path,
     cfg: Mapping[str, Any],
     biencoder_dir: str | Path | None = None,
+    shard: Shard = WHOLE,
 ) -> int:
     """Encode every query (``kind='queries'``) or doc (``'docs'``) into a ``VECTORS`` table; returns rows.
+
+    With ``shard`` (rule ``dense_encode_shard``) only that shard's batches of texts (:mod:`curricula.shards`).
 
     Queries are dialogue contexts or questions; ``dense.query_truncation`` (default left) decides which end of a
     context longer than ``max_length`` word pieces is kept. Layers are cut only for a model that was not
@@ -190,8 +219,24 @@ def encode_stage(
         table["text"].to_list(), table["id"].to_list(), encoder_dir(cfg, kind, biencoder_dir),
         max_length=cfg.get("max_length", 128), batch_size=cfg.get("batch_size", 64),
         layers=None if biencoder_dir else cfg.get("layers"), device=cfg.get("device", "auto"),
-        precision=cfg.get("precision", "auto"), truncation_side=side, progress=True,
+        precision=cfg.get("precision", "auto"), truncation_side=side, progress=True, shard=shard,
     )
+    write_table(vectors, out_path, VECTORS)
+    return vectors.height
+
+
+def gather_vectors_stage(kind: str, shard_paths: Sequence[str | Path], table_path: str | Path,
+                         out_path: str | Path) -> int:
+    """Rule ``dense_encode``: the shards of ``dense_encode_shard`` as one ``VECTORS`` table in the order of the
+    ingest table at ``table_path`` (every id exactly once); returns rows."""
+    spec, key = (QUERIES, "qid") if kind == "queries" else (DOCS, "docid")
+    ids = read_table(table_path, spec).select(pl.col(key).alias("id"))
+    parts = gather_tables(shard_paths, VECTORS, ["id"])
+    vectors = ids.join(parts, on="id", how="left", maintain_order="left")
+    missing = vectors.filter(pl.col("vector").is_null())
+    if missing.height or parts.height != ids.height:
+        raise ValueError(f"{shard_paths[0]}: the {len(shard_paths)} shards hold {parts.height} vectors for "
+                         f"{ids.height} {kind} in {table_path} (e.g. missing {missing['id'][:3].to_list()})")
     write_table(vectors, out_path, VECTORS)
     return vectors.height
 
@@ -213,12 +258,14 @@ def neighbors_stage(
     within_split: bool = True,
     chunk_size: int = 4096,
     threads: int | None = None,
+    shard: Shard = WHOLE,
 ) -> int:
     """Exact top-``k`` docs by inner product for every query into ``dense/neighbors.parquet``; returns rows.
 
     With ``within_split`` each split's queries search only the docs that split references (``data`` names the
     ingest queries, qrels and candidates tables); otherwise every query searches every doc. ``k`` is capped at the
     pool size. FAISS ``IndexFlatIP`` (a GPU index when faiss-gpu sees a GPU), chunked: never an N x N matrix.
+    With ``shard`` (rule ``dense_neighbors_shard``) only that shard's block of queries; rows are sorted by qid, rank.
     """
     import faiss
 
@@ -227,6 +274,7 @@ def neighbors_stage(
     if threads:
         faiss.omp_set_num_threads(int(threads))
     qv = read_table(query_vectors, VECTORS)
+    qv = qv[block(qv.height, shard)]
     dv = read_table(doc_vectors, VECTORS)
     if not within_split:
         out = dense.neighbors(qv, dv, k, chunk_size=chunk_size)
@@ -243,5 +291,23 @@ def neighbors_stage(
                          min(k, d.height))
                 frames.append(dense.neighbors(q, d, k, chunk_size=chunk_size))
         out = pl.concat(frames) if frames else pl.DataFrame(schema=NEIGHBORS.columns)
-    write_table(out, out_path, NEIGHBORS)
+    write_table(out.sort(GATHER_ORDER["neighbors"]), out_path, NEIGHBORS)
+    return out.height
+
+
+#: The row order of each sharded table (the unsharded stage writes the same order).
+GATHER_ORDER = {
+    "run": ["qid", "rank"],
+    "candidate_scores": ["qid", "docid"],
+    "neighbors": ["qid", "rank"],
+    "teacher_scores": ["qid", "docid"],
+}
+
+
+def gather_stage(table: str, shard_paths: Sequence[str | Path], out_path: str | Path) -> int:
+    """Rules ``bm25_candidate_scores``, ``dense_neighbors`` and ``teacher_score``: concatenate the shard tables of
+    ``table`` (a key of :data:`GATHER_ORDER`) in the unsharded stage's row order; returns rows."""
+    spec = {"candidate_scores": CANDIDATE_SCORES, "neighbors": NEIGHBORS, "teacher_scores": TEACHER_SCORES}[table]
+    out = gather_tables(shard_paths, spec, GATHER_ORDER[table])
+    write_table(out, out_path, spec)
     return out.height

@@ -116,6 +116,29 @@ def _umask() -> int:
     return mask
 
 
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Delete hidden temporaries (``.<name>.*.tmp`` / ``.old``) a killed writer of ``path`` left beside it.
+
+    A SIGKILL skips every cleanup handler, so an atomic write interrupted at that moment leaves its temporary file
+    or folder behind (never a partial ``path``). Snakemake runs one job per output, so at the start of the next
+    write of ``path`` no other writer can own them. Returns what was removed.
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    stale = [p for p in path.parent.glob(f".{glob_escape(path.name)}.*") if p.name.endswith((".tmp", ".old"))]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    return stale
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob metacharacters escaped (``[`` ``]`` ``*`` ``?``), for :meth:`Path.glob`."""
+    import glob
+
+    return glob.escape(name)
+
+
 def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
     """Conform, check and write ``df`` to ``path`` atomically (temporary file in the same folder, then rename).
 
@@ -125,6 +148,7 @@ def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
     path = Path(path)
     df = check_table(conform(df, spec), spec, path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -155,6 +179,7 @@ def write_dir_atomically(out_dir: str | Path, fill: Callable[[Path], None]) -> P
     """
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     old = None
     try:

@@ -22,10 +22,11 @@ import numpy as np
 import polars as pl
 import torch
 
-from curricula.models import load_ranker, score_pairs
+from curricula.models import load_ranker, score_pair_rows, score_pairs
 from curricula.models.cross_encoder import CrossEncoderRanker
 from curricula.data.base import seeded_split
 from curricula.hf import select_device, set_threads
+from curricula.shards import WHOLE, Shard
 
 log = logging.getLogger(__name__)
 
@@ -205,12 +206,16 @@ def teacher_train_stage(data, model_out: str | Path, cfg: TeacherConfig, relevan
 
 
 def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: TeacherConfig,
-                        relevant_min: int = 1) -> pl.DataFrame:
+                        relevant_min: int = 1, shard: Shard = WHOLE) -> pl.DataFrame:
     """Rule ``teacher_score``: the teacher's logit and per-pair loss for every candidate of every split.
 
     Train pairs are scored by the saved teacher, or with ``cfg.folds > 1`` cross-fitted (each fold by a teacher
     trained on the other folds). Dev and test pairs are always scored by the saved teacher (trained on train only),
     which makes the teacher an evaluation reference. ``loss`` is BCE against the label (rel >= relevant_min).
+
+    With ``shard`` (rule ``teacher_score_shard``) only that shard's batches of pairs are scored
+    (:mod:`curricula.shards`); :func:`curricula.precompute.gather_stage` joins the shards. Cross-fitting trains
+    ``folds`` teachers inside the job, so it is not sharded.
     """
     from curricula.tables import TEACHER_SCORES, write_table
 
@@ -218,11 +223,20 @@ def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: 
     train = pairs.filter(pl.col("split") == "train")
     rest = pairs.filter(pl.col("split") != "train")
     if cfg.folds > 1:
+        if shard.count > 1:
+            raise ValueError(f"teacher.folds={cfg.folds} cross-fits {cfg.folds} teachers in one job: "
+                             "set shards.teacher to 1 (or teacher.folds to 1) to shard teacher scoring")
         train_scores = crossfit_scores(train, cfg)
         rest_scores = score_with_model(model_dir, rest, cfg) if rest.height else np.empty(0, np.float32)
+        out = pl.concat([scores_frame(train, train_scores), scores_frame(rest, rest_scores)])
     else:
-        both = score_with_model(model_dir, pl.concat([train, rest]), cfg)
-        train_scores, rest_scores = both[: train.height], both[train.height:]
-    out = pl.concat([scores_frame(train, train_scores), scores_frame(rest, rest_scores)]).sort("qid", "docid")
+        both = pl.concat([train, rest])
+        set_threads(cfg.threads)
+        ranker = load_ranker(model_dir, device=select_device(cfg.device), max_length=cfg.max_length)
+        rows, scores = score_pair_rows(ranker, both["context"].to_list(), both["response"].to_list(),
+                                       batch_size=cfg.score_batch_size, precision=cfg.precision,
+                                       desc="teacher scoring", shard=shard)
+        out = scores_frame(both[rows], scores)
+    out = out.sort("qid", "docid")
     write_table(out, out_path, TEACHER_SCORES)
     return out

@@ -16,6 +16,8 @@ rule active:
     resources:
         mem_mb=4000,
         gpu=lambda wildcards: 1 if ACTIVE_SPEC["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENVS["gpu"]
     script:
         "../workflow_scripts/active.py"
 
@@ -41,5 +43,7 @@ rule report_active:
         f"{BENCHMARKS}/report_active.tsv"
     resources:
         mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/report_active.py"

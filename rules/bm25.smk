@@ -13,46 +13,90 @@ rule bm25_index:
         f"{BENCHMARKS}/bm25_index.tsv"
     resources:
         mem_mb=6000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/bm25_index.py"
 
 
-rule bm25_run:
-    """BM25 top-k of every query of every split (Parquet and TREC run)."""
+rule bm25_run_shard:
+    """BM25 top-k of one shard's block of queries (scatter; `shards.bm25` shards)."""
     input:
         index=bm25_outputs()["index"],
         queries=ingest_outputs()["queries"],
     output:
-        run=bm25_outputs()["run"],
-        trec=bm25_outputs()["trec"],
+        run=temp(shard_path("bm25", "run")),
     params:
         bm25=section("bm25", "k", "k1", "b", "query_turns", "heap"),
     threads: config["bm25"]["threads"]
+    log:
+        f"{LOGS}/bm25_run_shard/{{scatteritem}}.log",
+    benchmark:
+        f"{BENCHMARKS}/bm25_run_shard/{{scatteritem}}.tsv"
+    resources:
+        mem_mb=6000,
+    conda:
+        CONDA_ENVS["cpu"]
+    script:
+        "../workflow_scripts/bm25_run_shard.py"
+
+
+rule bm25_run:
+    """BM25 top-k of every query of every split (Parquet and TREC run), gathered from the shards."""
+    input:
+        shards=gather.bm25(shard_path("bm25", "run")),
+    output:
+        run=bm25_outputs()["run"],
+        trec=bm25_outputs()["trec"],
     log:
         f"{LOGS}/bm25_run.log",
     benchmark:
         f"{BENCHMARKS}/bm25_run.tsv"
     resources:
-        mem_mb=6000,
+        mem_mb=4000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
-        "../workflow_scripts/bm25_run.py"
+        "../workflow_scripts/gather_run.py"
 
 
-rule bm25_candidate_scores:
-    """Lucene BM25 score of every (query, candidate) pair, also those outside the top k."""
+rule bm25_candidate_scores_shard:
+    """Lucene BM25 score of every (query, candidate) pair of one shard's queries, also those outside the top k."""
     input:
         index=bm25_outputs()["index"],
         queries=ingest_outputs()["queries"],
         candidates=ingest_outputs()["candidates"],
     output:
-        scores=bm25_outputs()["candidate_scores"],
+        scores=temp(shard_path("bm25", "candidate_scores")),
     params:
         bm25=section("bm25", "k1", "b", "query_turns", "heap"),
+    log:
+        f"{LOGS}/bm25_candidate_scores_shard/{{scatteritem}}.log",
+    benchmark:
+        f"{BENCHMARKS}/bm25_candidate_scores_shard/{{scatteritem}}.tsv"
+    resources:
+        mem_mb=6000,
+    conda:
+        CONDA_ENVS["cpu"]
+    script:
+        "../workflow_scripts/bm25_candidate_scores_shard.py"
+
+
+rule bm25_candidate_scores:
+    """Lucene BM25 score of every (query, candidate) pair, gathered from the shards."""
+    input:
+        shards=gather.bm25(shard_path("bm25", "candidate_scores")),
+    output:
+        scores=bm25_outputs()["candidate_scores"],
+    params:
+        table="candidate_scores",
     log:
         f"{LOGS}/bm25_candidate_scores.log",
     benchmark:
         f"{BENCHMARKS}/bm25_candidate_scores.tsv"
     resources:
-        mem_mb=6000,
+        mem_mb=4000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
-        "../workflow_scripts/bm25_candidate_scores.py"
+        "../workflow_scripts/gather_table.py"

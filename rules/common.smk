@@ -7,6 +7,8 @@ from snakemake.exceptions import WorkflowError
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = f"logs/{config['dataset']['name']}"
 BENCHMARKS = f"benchmarks/{config['dataset']['name']}"
+# Environments for --software-deployment-method conda: rules that can use a GPU get the CUDA build
+CONDA_ENVS = {"cpu": "../envs/cpu.yaml", "gpu": "../envs/gpu.yaml"}
 
 
 wildcard_constraints:
@@ -18,6 +20,12 @@ wildcard_constraints:
     seed=r"-?[0-9]+",
     reference=r"bm25|teacher",
     method=r"random|bald|coreset|dal|dasl|all",
+    scatteritem=r"[0-9]+-of-[0-9]+",
+
+
+def shard_path(stage, table):
+    """One scatter shard of a stage's table (a temporary file; ``{scatteritem}`` is ``<i>-of-<n>``)."""
+    return f"{RESULTS}/{stage}/shards/{table}.{{scatteritem}}.parquet"
 
 
 def dataset_files(wildcards=None):

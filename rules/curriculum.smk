@@ -13,5 +13,7 @@ rule curriculum:
         f"{BENCHMARKS}/curriculum/{{scoring}}.tsv"
     resources:
         mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/curriculum.py"

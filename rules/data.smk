@@ -13,5 +13,7 @@ rule ingest:
         f"{BENCHMARKS}/ingest.tsv"
     resources:
         mem_mb=4000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/ingest.py"

@@ -17,33 +17,56 @@ rule dense_biencoder:
     resources:
         mem_mb=8000,
         gpu=1 if config["dense"]["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENVS["gpu"]
     script:
         "../workflow_scripts/dense_biencoder.py"
 
 
-rule dense_encode:
-    """Unit-norm MiniLM embeddings of every query (context) or doc (response)."""
+rule dense_encode_shard:
+    """Unit-norm MiniLM embeddings of one shard's batches of queries (contexts) or docs (responses)."""
     input:
         unpack(biencoder_input),
         table=f"{RESULTS}/data/{{kind}}.parquet",
     output:
-        vectors=f"{RESULTS}/dense/{{kind}}.parquet",
+        vectors=temp(shard_path("dense", "{kind}")),
     params:
         dense=section("dense", "model", "layers", "max_length", "query_truncation", "batch_size", "device", "precision"),
     threads: config["dense"]["threads"]
+    log:
+        f"{LOGS}/dense_encode_shard/{{kind}}.{{scatteritem}}.log",
+    benchmark:
+        f"{BENCHMARKS}/dense_encode_shard/{{kind}}.{{scatteritem}}.tsv"
+    resources:
+        mem_mb=6000,
+        gpu=1 if config["dense"]["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENVS["gpu"]
+    script:
+        "../workflow_scripts/dense_encode_shard.py"
+
+
+rule dense_encode:
+    """Unit-norm MiniLM embeddings of every query or doc, gathered from the shards in the ingest table's order."""
+    input:
+        shards=gather.encode(shard_path("dense", "{{kind}}")),
+        table=f"{RESULTS}/data/{{kind}}.parquet",
+    output:
+        vectors=f"{RESULTS}/dense/{{kind}}.parquet",
     log:
         f"{LOGS}/dense_encode_{{kind}}.log",
     benchmark:
         f"{BENCHMARKS}/dense_encode_{{kind}}.tsv"
     resources:
-        mem_mb=6000,
-        gpu=1 if config["dense"]["device"] == "cuda" else 0,
+        mem_mb=4000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
-        "../workflow_scripts/dense_encode.py"
+        "../workflow_scripts/gather_vectors.py"
 
 
-rule dense_neighbors:
-    """Exact top-K responses of every context by inner product (FAISS), chunked: never N x N."""
+rule dense_neighbors_shard:
+    """Exact top-K responses of one shard's block of contexts by inner product (FAISS), chunked: never N x N."""
     input:
         queries_vectors=dense_outputs()["queries"],
         docs_vectors=dense_outputs()["docs"],
@@ -51,16 +74,38 @@ rule dense_neighbors:
         qrels=ingest_outputs()["qrels"],
         candidates=ingest_outputs()["candidates"],
     output:
-        neighbors=dense_outputs()["neighbors"],
+        neighbors=temp(shard_path("dense", "neighbors")),
     params:
         k=config["dense"]["neighbors_k"],
         within_split=config["dense"]["neighbors_within_split"],
     threads: config["dense"]["threads"]
     log:
+        f"{LOGS}/dense_neighbors_shard/{{scatteritem}}.log",
+    benchmark:
+        f"{BENCHMARKS}/dense_neighbors_shard/{{scatteritem}}.tsv"
+    resources:
+        mem_mb=8000,
+    conda:
+        CONDA_ENVS["cpu"]
+    script:
+        "../workflow_scripts/dense_neighbors_shard.py"
+
+
+rule dense_neighbors:
+    """Exact top-K responses of every context, gathered from the shards."""
+    input:
+        shards=gather.neighbors(shard_path("dense", "neighbors")),
+    output:
+        neighbors=dense_outputs()["neighbors"],
+    params:
+        table="neighbors",
+    log:
         f"{LOGS}/dense_neighbors.log",
     benchmark:
         f"{BENCHMARKS}/dense_neighbors.tsv"
     resources:
-        mem_mb=8000,
+        mem_mb=4000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
-        "../workflow_scripts/dense_neighbors.py"
+        "../workflow_scripts/gather_table.py"

@@ -13,6 +13,8 @@ rule difficulty_function:
         f"{BENCHMARKS}/difficulty_function/{{function}}.tsv"
     resources:
         mem_mb=6000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/difficulty_function.py"
 
@@ -31,6 +33,8 @@ rule difficulty:
         f"{BENCHMARKS}/difficulty.tsv"
     resources:
         mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/difficulty.py"
 
@@ -50,5 +54,7 @@ rule difficulty_test:
         f"{BENCHMARKS}/difficulty_test/{{function}}.tsv"
     resources:
         mem_mb=6000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/difficulty_function.py"

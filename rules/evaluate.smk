@@ -18,6 +18,8 @@ rule evaluate:
     resources:
         mem_mb=4000,
         gpu=lambda wildcards: 1 if EXPERIMENTS[wildcards.experiment]["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENVS["gpu"]
     script:
         "../workflow_scripts/evaluate.py"
 
@@ -38,5 +40,7 @@ rule evaluate_reference:
         f"{BENCHMARKS}/evaluate/reference_{{reference}}.tsv"
     resources:
         mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/evaluate.py"

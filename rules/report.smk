@@ -21,6 +21,8 @@ rule report_tables:
         f"{BENCHMARKS}/report_tables.tsv"
     resources:
         mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/report_tables.py"
 
@@ -49,5 +51,7 @@ rule report_figures:
         f"{BENCHMARKS}/report_figures.tsv"
     resources:
         mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/report_figures.py"

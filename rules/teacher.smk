@@ -16,28 +16,52 @@ rule teacher_train:
     resources:
         mem_mb=8000,
         gpu=1 if config["teacher"]["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENVS["gpu"]
     script:
         "../workflow_scripts/teacher_train.py"
 
 
-rule teacher_score:
-    """The teacher's logit and loss for every candidate (train cross-fitted when teacher.folds > 1)."""
+rule teacher_score_shard:
+    """The teacher's logit and loss for one shard's batches of candidates (train cross-fitted when folds > 1)."""
     input:
         **ingest_outputs(),
         model=teacher_outputs()["model"],
     output:
-        scores=teacher_outputs()["scores"],
+        scores=temp(shard_path("teacher", "scores")),
     params:
         teacher=teacher_params("score"),
         seed=config["seed"],
         relevant_min=config["dataset"]["relevant_min"],
     threads: config["teacher"]["threads"]
     log:
+        f"{LOGS}/teacher_score_shard/{{scatteritem}}.log",
+    benchmark:
+        f"{BENCHMARKS}/teacher_score_shard/{{scatteritem}}.tsv"
+    resources:
+        mem_mb=8000,
+        gpu=1 if config["teacher"]["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENVS["gpu"]
+    script:
+        "../workflow_scripts/teacher_score_shard.py"
+
+
+rule teacher_score:
+    """The teacher's logit and loss for every candidate, gathered from the shards."""
+    input:
+        shards=gather.teacher(shard_path("teacher", "scores")),
+    output:
+        scores=teacher_outputs()["scores"],
+    params:
+        table="teacher_scores",
+    log:
         f"{LOGS}/teacher_score.log",
     benchmark:
         f"{BENCHMARKS}/teacher_score.tsv"
     resources:
-        mem_mb=8000,
-        gpu=1 if config["teacher"]["device"] == "cuda" else 0,
+        mem_mb=4000,
+    conda:
+        CONDA_ENVS["cpu"]
     script:
-        "../workflow_scripts/teacher_score.py"
+        "../workflow_scripts/gather_table.py"

@@ -18,5 +18,7 @@ rule train:
     resources:
         mem_mb=6000,
         gpu=lambda wildcards: 1 if EXPERIMENTS[wildcards.experiment]["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENVS["gpu"]
     script:
         "../workflow_scripts/train.py"

@@ -92,3 +92,23 @@ def test_interrupted_write_keeps_old_file_and_no_temp(tmp_path, monkeypatch):
 def test_read_missing_table_says_which(tmp_path):
     with pytest.raises(FileNotFoundError, match="table 'qrels' not found"):
         read_table(tmp_path / "nope.parquet", QRELS)
+
+
+def test_a_write_removes_temporaries_a_killed_writer_left(tmp_path):
+    """SIGKILL skips cleanup: the next write of the same table removes the stale temporaries, and only those."""
+    from curricula.tables import CANDIDATES, write_dir_atomically, write_table
+
+    target = tmp_path / "candidates.parquet"
+    stale_file = tmp_path / ".candidates.parquet.k3j2.tmp"
+    stale_file.write_bytes(b"PAR1 half")
+    stale_dir = tmp_path / ".candidates.parquet.x9.tmp"
+    stale_dir.mkdir()
+    (stale_dir / "part").write_text("x")
+    other = tmp_path / ".other.parquet.a1.tmp"
+    other.write_text("not ours")
+    write_table(pl.DataFrame({"qid": ["q"], "docid": ["d"]}), target, CANDIDATES)
+    assert not stale_file.exists() and not stale_dir.exists() and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.parquet.a1.tmp", "candidates.parquet"]
+    (tmp_path / ".model.zz.tmp").mkdir()
+    write_dir_atomically(tmp_path / "model", lambda d: (d / "w").write_text("1"))
+    assert not (tmp_path / ".model.zz.tmp").exists() and (tmp_path / "model" / "w").read_text() == "1"

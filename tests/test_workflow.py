@@ -128,11 +128,38 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tmp_path):
     # BM25 depth: only the run; a BM25 thread count: nothing; a dense knob: only dense rules
     deeper = {**TINY_PRECOMPUTE, "bm25": {**TINY_PRECOMPUTE["bm25"], "k": 25, "threads": 1}}
     # the BM25 run feeds the difficulty table (D_recip/norm/kde read the candidates' run by default: no)
-    assert dry_jobs(tmp_path, deeper) == {"bm25_run", "all"}
+    assert dry_jobs(tmp_path, deeper) == {"bm25_run_shard", "bm25_run", "all"}
     nk = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "neighbors_k": 40}}
-    assert dry_jobs(tmp_path, nk) == {"dense_neighbors", "all"}
+    assert dry_jobs(tmp_path, nk) == {"dense_neighbors_shard", "dense_neighbors", "all"}
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
-    assert dry_jobs(tmp_path, ml) == {"dense_encode", "dense_neighbors", "difficulty_function", "difficulty", "all"}
+    assert dry_jobs(tmp_path, ml) == {"dense_encode_shard", "dense_encode", "dense_neighbors_shard", "dense_neighbors",
+                                      "difficulty_function", "difficulty", "all"}
+
+
+PRECOMPUTED = ("bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet", "dense/queries.parquet",
+               "dense/docs.parquet", "dense/neighbors.parquet", "teacher/scores.parquet")
+
+
+def test_sharded_precompute_gathers_the_unsharded_tables(tmp_path):
+    """scattergather: 1 and 4 shards of BM25 search and scoring, encoding, neighbours and teacher scoring give
+    byte-identical tables, and the shard files are temporary."""
+    cfg = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "batch_size": 8}}
+    targets = [f"results/tiny/{rel}" for rel in PRECOMPUTED]
+    one, four = tmp_path / "one", tmp_path / "four"
+    for wd, shards in ((one, 1), (four, 4)):
+        wd.mkdir()
+        sharded = {**cfg, "shards": {"bm25": shards, "encode": shards, "neighbors": shards, "teacher": shards}}
+        out = snakemake(wd, *targets, config=sharded)
+        assert out.returncode == 0, out.stderr[-3000:]
+    for rel in PRECOMPUTED:
+        assert (one / "results/tiny" / rel).read_bytes() == (four / "results/tiny" / rel).read_bytes(), rel
+    logs = four / "logs" / "tiny"
+    assert sorted(p.name for p in (logs / "bm25_run_shard").iterdir()) == [f"{i}-of-4.log" for i in range(1, 5)]
+    assert len(list((logs / "dense_encode_shard").iterdir())) == 8  # queries and docs, 4 shards each
+    assert not list((four / "results/tiny").rglob("shards/*.parquet"))
+    # the command-line override needs no config edit; the same tables come back
+    out = snakemake(four, *targets, "--set-scatter", "teacher=2", "-n", config=cfg)
+    assert out.returncode == 0 and jobs_of(out.stdout) >= {"teacher_score_shard", "teacher_score"}, out.stderr[-2000:]
 
 
 def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
@@ -173,7 +200,7 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
     assert out.stdout.count("rule difficulty_function:") == 1
     folds = {**few, "teacher": {**few["teacher"], "folds": 2, "threads": 1}}
     # the teacher's scores feed bert_loss, hence its curriculum and the experiment ordered by it
-    assert dry_jobs(tmp_path, folds) == {"teacher_score", "difficulty_function", "difficulty", "curriculum", "train",
+    assert dry_jobs(tmp_path, folds) == {"teacher_score_shard", "teacher_score", "difficulty_function", "difficulty", "curriculum", "train",
                                          "evaluate", "evaluate_reference", "difficulty_test", "report_tables",
                                          "report_figures", "all"}
     steps = {**few, "teacher": {**few["teacher"], "steps": 7}}

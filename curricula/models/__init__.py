@@ -34,12 +34,12 @@ DEFAULT_LR = {"cross_encoder": 5.0e-5, "convknrm": 1.0e-3, "cnn_qa": 1.0e-3, "ls
 RANKERS = tuple(ARCHITECTURES)
 
 __all__ = ["ARCHITECTURES", "DEFAULT_LR", "RANKERS", "Ranker", "build_ranker", "load_ranker", "ranker_class",
-           "resolve_architecture", "score_pair_frame", "score_pairs"]
+           "resolve_architecture", "score_pair_frame", "score_pair_rows", "score_pairs"]
 
 
 def __getattr__(name: str):
     # Ranker, score_pairs and the classes import torch; keep `import curricula.models` light for Snakemake's parse
-    if name in ("Ranker", "score_pairs", "score_pair_frame"):
+    if name in ("Ranker", "score_pairs", "score_pair_rows", "score_pair_frame"):
         from curricula.models import base
 
         return getattr(base, name)

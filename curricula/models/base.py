@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from curricula.hf import autocast
+from curricula.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
 
 #: the file a saved ranker folder describes itself with
 RANKER_FILE = "ranker.json"
@@ -126,9 +127,22 @@ def score_pairs(ranker: Ranker, contexts: Sequence[str], responses: Sequence[str
     ``stochastic=False`` the module is in eval mode (dropout off), so the result is deterministic on a given
     device; ``stochastic=True`` keeps dropout on (one MC-dropout pass).
     """
+    return score_pair_rows(ranker, contexts, responses, batch_size=batch_size, device=device, precision=precision,
+                           progress=progress, desc=desc, stochastic=stochastic)[1]
+
+
+@torch.inference_mode()
+def score_pair_rows(ranker: Ranker, contexts: Sequence[str], responses: Sequence[str], *, batch_size: int,
+                    device: torch.device | None = None, precision: str = "auto", progress: bool = True,
+                    desc: str = "scoring", stochastic: bool = False,
+                    shard: Shard = WHOLE) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, logits) of the pairs shard ``shard`` scores, rows in input order (:func:`score_pairs` otherwise).
+
+    A shard takes a contiguous run of whole length-sorted batches, so each logit is bitwise the unsharded one.
+    """
     device = device or ranker.device
     items = ranker.encode(contexts, responses)
-    order = np.argsort([ranker.length(x) for x in items], kind="stable")
+    batches = batch_shard(length_batches([ranker.length(x) for x in items], batch_size), shard)
     scores = np.empty(len(items), dtype=np.float32)
     was_training = ranker.module.training
     ctx = ranker.mc_dropout() if stochastic else contextlib.nullcontext()
@@ -136,14 +150,14 @@ def score_pairs(ranker: Ranker, contexts: Sequence[str], responses: Sequence[str
         ranker.eval()
     try:
         with ctx:
-            for start in tqdm(range(0, len(items), batch_size), desc=desc, disable=not progress, unit="batch"):
-                idx = order[start : start + batch_size]
+            for idx in tqdm(batches, desc=desc, disable=not progress, unit="batch"):
                 batch = ranker.collate([items[i] for i in idx])
                 scores[idx] = ranker.logits(batch, device, precision).cpu().numpy()
     finally:
         if not stochastic:
             ranker.train(was_training)
-    return scores
+    rows = shard_rows(batches)
+    return rows, scores[rows]
 
 
 def score_pair_frame(ranker: Ranker, pairs, *, batch_size: int, device: torch.device | None = None,

@@ -1,7 +1,9 @@
 from curricula.logs import logged
 from curricula.precompute import neighbors_stage
+from curricula.shards import parse_scatteritem
 
 with logged(snakemake.log[0]):
     data = {name: snakemake.input[name] for name in ("queries", "qrels", "candidates")}
     neighbors_stage(snakemake.input.queries_vectors, snakemake.input.docs_vectors, data, snakemake.output.neighbors,
-                    k=snakemake.params.k, within_split=snakemake.params.within_split, threads=snakemake.threads)
+                    k=snakemake.params.k, within_split=snakemake.params.within_split, threads=snakemake.threads,
+                    shard=parse_scatteritem(snakemake.wildcards.scatteritem))

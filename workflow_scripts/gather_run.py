@@ -1,0 +1,5 @@
+from curricula.logs import logged
+from curricula.precompute import gather_run_stage
+
+with logged(snakemake.log[0]):
+    gather_run_stage(list(snakemake.input.shards), snakemake.output.run, snakemake.output.trec)
