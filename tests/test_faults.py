@@ -54,8 +54,9 @@ def reference(tmp_path_factory) -> Path:
     return wd
 
 
-def job_pids(script: str) -> list[int]:
-    """PIDs of running workflow-script processes of ``script`` (Snakemake runs a copy named ``tmp*.<script>``)."""
+def job_pids(script: str, workdir: Path) -> list[int]:
+    """PIDs of this workflow's running ``script`` processes: Snakemake runs a copy named
+    ``<workdir>/.snakemake/scripts/tmp*.<script>``, so other workflows on the machine are never touched."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -64,7 +65,8 @@ def job_pids(script: str) -> list[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(a.decode(errors="replace").endswith(f".{script}") for a in argv):
+        if any(a.decode(errors="replace").startswith(f"{workdir}/.snakemake/scripts/")
+               and a.decode(errors="replace").endswith(f".{script}") for a in argv):
             pids.append(int(proc.name))
     return pids
 
@@ -98,7 +100,7 @@ def test_sigkill_mid_job_then_rerun_equals_uninterrupted(rule, reference, tmp_pa
     killed, started = False, None
     deadline = time.time() + 600
     while proc.poll() is None and time.time() < deadline and not killed:
-        pids = job_pids(script)
+        pids = job_pids(script, wd)
         if pids and started is None:
             started = time.time()
         ready = pids and (marker is None and time.time() - started >= share
