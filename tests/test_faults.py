@@ -29,9 +29,9 @@ TARGETS = [str(RES / "dense/neighbors.parquet"), str(RES / "bm25/run.parquet"),
            str(RES / "experiments/baseline/seed=1/dev_curve.parquet")]
 
 
-def command(workdir: Path, *args: str) -> list[str]:
+def command(workdir: Path, targets: list[str] = TARGETS) -> list[str]:
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--cores", "1", *args, *TARGETS, "--configfile", str(workdir / "config.test.yaml")]
+            "--cores", "1", *targets, "--configfile", str(workdir / "config.test.yaml")]
 
 
 def prepare(workdir: Path) -> None:
@@ -82,20 +82,22 @@ def tables(root: Path) -> list[Path]:
 
 
 CASES = {
-    # rule: (workflow script, benchmark file, what shows the job is under way)
-    "ingest": ("ingest.py", "ingest", None),
-    "bm25_index": ("bm25_index.py", "bm25_index", None),
-    "dense_encode_shard": ("dense_encode_shard.py", "dense_encode_shard/docs.1-of-1", None),
-    "train": ("train.py", "train/baseline/seed=1", "experiments/baseline/seed=1/model.checkpoint/checkpoint.pt"),
+    # rule: (workflow script, benchmark file, what shows the job is under way, the targets that need the job)
+    "ingest": ("ingest.py", "ingest", None, [str(RES / "data/queries.parquet")]),
+    "bm25_index": ("bm25_index.py", "bm25_index", None, [TARGETS[1]]),
+    "dense_encode_shard": ("dense_encode_shard.py", "dense_encode_shard/docs.1-of-1", None,
+                           [str(RES / "dense/docs.parquet")]),
+    "train": ("train.py", "train/baseline/seed=1", "experiments/baseline/seed=1/model.checkpoint/checkpoint.pt",
+              [TARGETS[2]]),
 }
 
 
 @pytest.mark.parametrize("rule", list(CASES))
 def test_sigkill_mid_job_then_rerun_equals_uninterrupted(rule, reference, tmp_path):
-    script, bench, marker = CASES[rule]
+    script, bench, marker, targets = CASES[rule]
     wd = tmp_path / "faulted"
     prepare(wd)
-    proc = subprocess.Popen(command(wd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
+    proc = subprocess.Popen(command(wd, targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
     share = 0.5 * benchmark_seconds(reference, bench)
     killed, started = False, None
     deadline = time.time() + 600
@@ -117,7 +119,7 @@ def test_sigkill_mid_job_then_rerun_equals_uninterrupted(rule, reference, tmp_pa
     # every table that exists after the kill is whole (atomic writes: a partial Parquet would not read)
     for table in (wd / RES).rglob("*.parquet"):
         pl.read_parquet(table)
-    again = subprocess.run(command(wd), capture_output=True, text=True, env=env(), timeout=900)
+    again = subprocess.run(command(wd, targets), capture_output=True, text=True, env=env(), timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     # nothing half-written is left: no hidden temporary table or folder, no incomplete marker
     leftovers = [p for p in (wd / RES).rglob(".*") if p.name.endswith((".tmp", ".old"))]
@@ -126,7 +128,7 @@ def test_sigkill_mid_job_then_rerun_equals_uninterrupted(rule, reference, tmp_pa
     assert not incomplete.exists() or not any(incomplete.iterdir())
     if marker is not None:
         assert "resum" in (wd / "logs" / "tiny" / "train" / "baseline" / "seed=1.log").read_text().lower()
-    files = tables(reference)
-    assert files == tables(wd) and len(files) >= 8
+    files = tables(wd)
+    assert set(files) <= set(tables(reference)) and len(files) >= 4
     for rel in files:
         assert (reference / rel).read_bytes() == (wd / rel).read_bytes(), rel
