@@ -100,3 +100,24 @@ def test_gather_sorts_and_rejects_overlapping_shards(tmp_path):
         gather_tables([paths[0], dup], CANDIDATE_SCORES, ["qid", "docid"])
     with pytest.raises(ValueError, match="no shard files"):
         gather_tables([], CANDIDATE_SCORES, ["qid"])
+
+
+def test_cross_fitted_teacher_scoring_refuses_shards(tmp_path):
+    """folds > 1 trains the fold teachers inside the scoring job: sharding it would train them once per shard."""
+    from curricula.tables import CANDIDATES, QRELS, QUERIES
+    from curricula.teacher import TeacherConfig, teacher_score_stage
+
+    data = {
+        "queries": write_table(pl.DataFrame({"qid": ["q1"], "split": ["train"], "text": ["hi"], "turns": [["hi"]],
+                                             "domain": [None]}, schema_overrides={"domain": pl.String}),
+                               tmp_path / "queries.parquet", QUERIES),
+        "docs": write_table(pl.DataFrame({"docid": ["d1"], "text": ["hello"]}), tmp_path / "docs.parquet", DOCS),
+        "qrels": write_table(pl.DataFrame({"qid": ["q1"], "docid": ["d1"], "rel": [1]}), tmp_path / "qrels.parquet",
+                             QRELS),
+        "candidates": write_table(pl.DataFrame({"qid": ["q1"], "docid": ["d1"]}), tmp_path / "cands.parquet",
+                                  CANDIDATES),
+    }
+    with pytest.raises(ValueError, match="shards.teacher to 1"):
+        teacher_score_stage(data, tmp_path / "no-model", tmp_path / "out.parquet", TeacherConfig(folds=2),
+                            shard=Shard(0, 2))
+    assert not (tmp_path / "out.parquet").exists()
