@@ -53,7 +53,7 @@ def test_slurm_profile_run_equals_local_run(cluster, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     out = snakemake(slurm, "--profile", str(REPO / "profiles" / "slurm"), "--jobs", "4",
                     "--slurm-status-command", "squeue",  # no slurmdbd here, so no sacct
-                    "--slurm-init-seconds-before-status-checks", "5", "--slurm-no-account",
+                    "--slurm-init-seconds-before-status-checks", "2", "--slurm-no-account",
                     "--slurm-logdir", str(slurm / "slurm-logs"), config=E2E)
     log_tail = (cluster.folder / "slurmctld.log").read_text()[-2000:] if out.returncode else ""
     assert out.returncode == 0, out.stderr[-4000:] + log_tail
