@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ import polars as pl
 import torch
 
 from curricula.active import bald, expected_loss, k_center_greedy, pace, pseudo_positive, random_pick, top_uncertain
-from curricula.tables import TableSpec
+from curricula.tables import TableSpec, write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +190,7 @@ def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveS
 
 
 def _save_state(path: Path, state: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(state, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(state, sort_keys=True) + "\n")
 
 
 def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame, test: pl.DataFrame,

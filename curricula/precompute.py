@@ -110,8 +110,7 @@ def gather_run_stage(shard_paths: Sequence[str | Path], run_path: str | Path, tr
     """Rule ``bm25_run``: the shards of ``bm25_run_shard`` as ``bm25/run.parquet`` and the TREC run; returns rows."""
     from curricula import bm25
 
-    run = gather_tables(shard_paths, RUN, GATHER_ORDER["run"])
-    write_table(run, run_path, RUN)
+    run = gather_stage("run", shard_paths, run_path)
     bm25.write_trec_run(run, trec_path, BM25_TAG)
     return run.height
 
@@ -135,11 +134,13 @@ def bm25_candidates_stage(
     from curricula import bm25
 
     bm25.start_jvm(heap)
-    queries = bm25_query_frame(queries_path, query_turns, shard)
-    candidates = read_table(candidates_path, CANDIDATES)
-    if shard.count > 1:
-        candidates = candidates.filter(pl.col("qid").is_in(queries["qid"].implode()))
-    scores = bm25.score_candidates(index_dir, queries, candidates, k1=k1, b=b, progress=True)
+    queries = read_table(queries_path, QUERIES)
+    mine = block(queries.height, shard)
+    # drop the other shards' candidates only: a candidate of an unknown query still fails in score_candidates
+    elsewhere = pl.concat([queries[: mine.start], queries[mine.stop :]])["qid"]
+    candidates = read_table(candidates_path, CANDIDATES).filter(~pl.col("qid").is_in(elsewhere.implode()))
+    scores = bm25.score_candidates(index_dir, bm25.query_text(queries[mine], query_turns), candidates, k1=k1, b=b,
+                                   progress=True)
     write_table(scores, out_path, CANDIDATE_SCORES)
     return scores.height
 
@@ -291,23 +292,23 @@ def neighbors_stage(
                          min(k, d.height))
                 frames.append(dense.neighbors(q, d, k, chunk_size=chunk_size))
         out = pl.concat(frames) if frames else pl.DataFrame(schema=NEIGHBORS.columns)
-    write_table(out.sort(GATHER_ORDER["neighbors"]), out_path, NEIGHBORS)
+    write_table(out.sort(GATHERED["neighbors"][1]), out_path, NEIGHBORS)
     return out.height
 
 
-#: The row order of each sharded table (the unsharded stage writes the same order).
-GATHER_ORDER = {
-    "run": ["qid", "rank"],
-    "candidate_scores": ["qid", "docid"],
-    "neighbors": ["qid", "rank"],
-    "teacher_scores": ["qid", "docid"],
+#: The contract and row order of each sharded table (the unsharded stage writes the same order).
+GATHERED = {
+    "run": (RUN, ["qid", "rank"]),
+    "candidate_scores": (CANDIDATE_SCORES, ["qid", "docid"]),
+    "neighbors": (NEIGHBORS, ["qid", "rank"]),
+    "teacher_scores": (TEACHER_SCORES, ["qid", "docid"]),
 }
 
 
-def gather_stage(table: str, shard_paths: Sequence[str | Path], out_path: str | Path) -> int:
-    """Rules ``bm25_candidate_scores``, ``dense_neighbors`` and ``teacher_score``: concatenate the shard tables of
-    ``table`` (a key of :data:`GATHER_ORDER`) in the unsharded stage's row order; returns rows."""
-    spec = {"candidate_scores": CANDIDATE_SCORES, "neighbors": NEIGHBORS, "teacher_scores": TEACHER_SCORES}[table]
-    out = gather_tables(shard_paths, spec, GATHER_ORDER[table])
+def gather_stage(table: str, shard_paths: Sequence[str | Path], out_path: str | Path) -> pl.DataFrame:
+    """Rules ``bm25_run``, ``bm25_candidate_scores``, ``dense_neighbors`` and ``teacher_score``: concatenate the
+    shard tables of ``table`` (a key of :data:`GATHERED`) in the unsharded stage's row order, write and return it."""
+    spec, order = GATHERED[table]
+    out = gather_tables(shard_paths, spec, order)
     write_table(out, out_path, spec)
-    return out.height
+    return out

@@ -7,6 +7,7 @@ destination folder and renamed into place, so a killed job never leaves a half-w
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import tempfile
@@ -126,17 +127,10 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
     path = Path(path)
     if not path.parent.is_dir():
         return []
-    stale = [p for p in path.parent.glob(f".{glob_escape(path.name)}.*") if p.name.endswith((".tmp", ".old"))]
+    stale = [p for p in path.parent.glob(f".{glob.escape(path.name)}.*") if p.name.endswith((".tmp", ".old"))]
     for p in stale:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
     return stale
-
-
-def glob_escape(name: str) -> str:
-    """``name`` with glob metacharacters escaped (``[`` ``]`` ``*`` ``?``), for :meth:`Path.glob`."""
-    import glob
-
-    return glob.escape(name)
 
 
 def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
@@ -160,6 +154,16 @@ def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return path
+
+
+def write_text_atomically(path: str | Path, text: str) -> Path:
+    """Write a small text file (JSON state, a config echo) via a hidden temporary beside it, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 

@@ -126,12 +126,16 @@ def scores_frame(pairs: pl.DataFrame, scores: np.ndarray) -> pl.DataFrame:
                          "loss": loss.astype(np.float64)})
 
 
-def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherConfig,
-                     progress: bool = True) -> np.ndarray:
-    """Logits of a saved cross-encoder for ``pairs`` (columns context, response)."""
+def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = True,
+                     shard: Shard = WHOLE) -> pl.DataFrame:
+    """TEACHER_SCORES rows (:func:`scores_frame`) of a saved cross-encoder for ``pairs`` (columns qid, docid,
+    context, response, rel); with ``shard`` only the pairs in that shard's batches (:mod:`curricula.shards`)."""
     set_threads(cfg.threads)
     ranker = load_ranker(model_dir, device=select_device(cfg.device), max_length=cfg.max_length)
-    return _score(ranker, pairs["context"].to_list(), pairs["response"].to_list(), cfg, progress)
+    rows, scores = score_pair_rows(ranker, pairs["context"].to_list(), pairs["response"].to_list(),
+                                   batch_size=cfg.score_batch_size, precision=cfg.precision, progress=progress,
+                                   desc="teacher scoring", shard=shard)
+    return scores_frame(pairs[rows], scores)
 
 
 def crossfit_scores(pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = True) -> np.ndarray:
@@ -226,17 +230,11 @@ def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: 
         if shard.count > 1:
             raise ValueError(f"teacher.folds={cfg.folds} cross-fits {cfg.folds} teachers in one job: "
                              "set shards.teacher to 1 (or teacher.folds to 1) to shard teacher scoring")
-        train_scores = crossfit_scores(train, cfg)
-        rest_scores = score_with_model(model_dir, rest, cfg) if rest.height else np.empty(0, np.float32)
-        out = pl.concat([scores_frame(train, train_scores), scores_frame(rest, rest_scores)])
+        train_frame = scores_frame(train, crossfit_scores(train, cfg))
+        rest_frame = score_with_model(model_dir, rest, cfg) if rest.height else scores_frame(rest, np.empty(0))
+        out = pl.concat([train_frame, rest_frame])
     else:
-        both = pl.concat([train, rest])
-        set_threads(cfg.threads)
-        ranker = load_ranker(model_dir, device=select_device(cfg.device), max_length=cfg.max_length)
-        rows, scores = score_pair_rows(ranker, both["context"].to_list(), both["response"].to_list(),
-                                       batch_size=cfg.score_batch_size, precision=cfg.precision,
-                                       desc="teacher scoring", shard=shard)
-        out = scores_frame(both[rows], scores)
+        out = score_with_model(model_dir, pl.concat([train, rest]), cfg, shard=shard)
     out = out.sort("qid", "docid")
     write_table(out, out_path, TEACHER_SCORES)
     return out

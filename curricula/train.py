@@ -39,7 +39,7 @@ from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.losses import POINTWISE, element_losses, weighted_mean
 from curricula.models import Ranker, build_ranker, score_pair_frame
 from curricula.negatives import NegativeSampler
-from curricula.tables import TableSpec, write_table
+from curricula.tables import TableSpec, write_table, write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -347,8 +347,6 @@ def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Pa
                          checkpoint_dir=model_out.with_name(model_out.name + ".checkpoint"),
                          relevant_min=relevant_min, config_seed=config_seed, **extra)
     write_table(curve, outputs["dev_curve"], DEV_CURVE)
-    echo = Path(outputs["config"])
-    tmp = echo.with_name(f".{echo.name}.tmp")
-    tmp.write_text(json.dumps({"seed": seed, "spec": dict(spec)}, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, echo)
+    write_text_atomically(outputs["config"],
+                          json.dumps({"seed": seed, "spec": dict(spec)}, indent=2, sort_keys=True, default=str) + "\n")
     return curve

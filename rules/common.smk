@@ -123,14 +123,19 @@ def load_schema():
         return yaml.safe_load(fh)
 
 
-def resolve_experiments():
-    """Every experiment's resolved spec (curricula.experiments); a bad spec stops the run before any job."""
-    from curricula.experiments import experiment_specs
-
+def resolved(resolve):
+    """``resolve(config, schema)``; a bad spec (ValueError) stops the run before any job, naming the key."""
     try:
-        return experiment_specs(config, load_schema())
+        return resolve(config, load_schema())
     except ValueError as err:
         raise WorkflowError(f"config: {err}") from None
+
+
+def resolve_experiments():
+    """Every experiment's resolved spec (curricula.experiments)."""
+    from curricula.experiments import experiment_specs
+
+    return resolved(experiment_specs)
 
 
 EXPERIMENTS = resolve_experiments()
@@ -273,10 +278,7 @@ def resolve_active():
         return None
     from curricula.active_loop import active_spec
 
-    try:
-        return active_spec(config, load_schema())
-    except ValueError as err:
-        raise WorkflowError(f"config: {err}") from None
+    return resolved(active_spec)
 
 
 ACTIVE_SPEC = resolve_active()
