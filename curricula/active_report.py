@@ -21,6 +21,14 @@ ACTIVE_TABLE = TableSpec(
     key=("method", "measure"),
 )
 
+ACTIVE_CURVES = TableSpec(
+    "active_curves",
+    {"method": pl.String, "round": pl.Int64, "labeled_fraction": pl.Float64, "pseudo_labeled": pl.Float64,
+     "mean": pl.Float64, "sd": pl.Float64, "seeds": pl.Int64},
+    key=("method", "round"),
+    nullable=frozenset({"sd"}),  # one seed: no SD
+)
+
 
 def gather_curves(curves: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFrame:
     """One frame of every (method, seed) curve with method and seed columns."""
@@ -29,10 +37,18 @@ def gather_curves(curves: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFram
 
 
 def mean_curves(curves: pl.DataFrame, measure: str) -> pl.DataFrame:
-    """Seed mean and SD of ``measure`` (e.g. ``test_RR``) per method and round (labeled fraction averaged too)."""
-    return (curves.group_by("method", "round").agg(pl.col("labeled_fraction").mean(), mean=pl.col(measure).mean(),
-                                                   sd=pl.col(measure).std(), seeds=pl.len())
+    """Seed mean and SD of ``measure`` (e.g. ``test_RR``) per method and round, with the labeled fraction and the
+    pseudo-labeled count (when the curves have it) averaged over seeds too: the rows of ACTIVE_CURVES."""
+    extra = [pl.col("pseudo_labeled").cast(pl.Float64).mean()] if "pseudo_labeled" in curves.columns else []
+    return (curves.group_by("method", "round").agg(pl.col("labeled_fraction").mean(), *extra,
+                                                   mean=pl.col(measure).mean(), sd=pl.col(measure).std(),
+                                                   seeds=pl.len().cast(pl.Int64))
             .sort("method", "round"))
+
+
+def learning_curve_table(curves: pl.DataFrame, measure: str = "test_RR") -> pl.DataFrame:
+    """ACTIVE_CURVES rows: the learning curve of every method, seed-averaged per round (``mean_curves``)."""
+    return mean_curves(curves, measure).select(list(ACTIVE_CURVES.columns))
 
 
 def label_fraction_table(curves: pl.DataFrame, measure: str = "test_RR") -> pl.DataFrame:
@@ -96,5 +112,9 @@ def report_active_stage(inputs, outputs, *, dataset: str, measure: str = "test_R
                f"all-data model's ({all_data}) on {dataset}; empty = not reached within the rounds "
                "(Wang et al. 2020 Table 1).")
     write_table_files(table, "method", Path(outputs["table"]).with_suffix(""), caption)
+    means = check_table(learning_curve_table(frame, measure), ACTIVE_CURVES, outputs["curves"])
+    write_table_files(means, "method", Path(outputs["curves"]).with_suffix(""),
+                      f"Learning curves on {dataset}: seed mean and SD of {measure} after each round, with the labeled "
+                      "fraction of train queries and the pseudo-labeled count (DASL) averaged over seeds.")
     plot_learning_curves(frame, measure, outputs["figure"], title=f"{dataset}: active learning")
     return table

@@ -34,6 +34,9 @@ rule report_active:
         table=report(active_report_outputs()["table"], caption="../report/table_active.rst", category="Active learning"),
         table_md=active_report_outputs()["table"].replace(".csv", ".md"),
         table_parquet=active_report_outputs()["table"].replace(".csv", ".parquet"),
+        curves=report(active_report_outputs()["curves"], caption="../report/curves_active.rst", category="Active learning"),
+        curves_md=active_report_outputs()["curves"].replace(".csv", ".md"),
+        curves_parquet=active_report_outputs()["curves"].replace(".csv", ".parquet"),
         figure=report(active_report_outputs()["figure"], caption="../report/figure_active.rst", category="Active learning"),
     params:
         dataset=config["dataset"]["name"],

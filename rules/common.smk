@@ -290,7 +290,11 @@ def active_outputs(method="{method}", seed="{seed}"):
 
 def active_report_outputs():
     out = f"{RESULTS}/report"
-    return {"table": f"{out}/table_active.csv", "figure": f"{out}/figures_active/learning_curves.png"}
+    return {
+        "table": f"{out}/table_active.csv",
+        "curves": f"{out}/curves_active.csv",
+        "figure": f"{out}/figures_active/learning_curves.png",
+    }
 
 
 def active_inputs(wildcards):

@@ -230,3 +230,20 @@ def test_label_fraction_table_finds_the_first_fraction_reaching_all_data():
     assert fast["fraction_needed"] == pytest.approx(0.2)  # mean 0.63 >= 0.61 first at 20%
     assert slow["fraction_needed"] is None and slow["best"] == pytest.approx(0.59)
     assert slow["best_fraction"] == pytest.approx(0.3) and fast["seeds"] == 2
+
+
+def test_learning_curve_table_averages_each_round_over_seeds():
+    from curricula.active_report import ACTIVE_CURVES, learning_curve_table
+    from curricula.tables import check_table
+
+    rows = [{"method": "dasl", "seed": seed, "round": r, "labeled_fraction": 0.1 * (r + 1),
+             "pseudo_labeled": pseudo, "test_RR": rr}
+            for seed, r, pseudo, rr in ((1, 0, 4, 0.5), (2, 0, 6, 0.7), (1, 1, 10, 0.6), (2, 1, 20, 0.6))]
+    rows.append({"method": "all", "seed": 1, "round": 0, "labeled_fraction": 1.0, "pseudo_labeled": 0,
+                 "test_RR": 0.65})
+    means = check_table(learning_curve_table(pl.DataFrame(rows), "test_RR"), ACTIVE_CURVES, "t")
+    dasl = means.filter(pl.col("method") == "dasl").sort("round")
+    assert dasl["mean"].to_list() == pytest.approx([0.6, 0.6])
+    assert dasl["pseudo_labeled"].to_list() == [5.0, 15.0] and dasl["seeds"].to_list() == [2, 2]
+    assert dasl["sd"].to_list() == pytest.approx([0.1414, 0.0], abs=1e-4)
+    assert means.filter(pl.col("method") == "all")["sd"].to_list() == [None]  # one seed: no SD
