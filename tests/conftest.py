@@ -23,3 +23,15 @@ def shared_file(shared_data: Path, *parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"sample file {path} is absent")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """One finished run of the whole tiny workflow (tests.workflow_run.TINY_PRECOMPUTE: ingest -> ... -> report),
+    shared by the end-to-end tests that compare against it. Tests must not change it: ``copy_run`` it first."""
+    from tests.workflow_run import TINY_PRECOMPUTE, snakemake
+
+    workdir = tmp_path_factory.mktemp("tiny_run")
+    out = snakemake(workdir, config=TINY_PRECOMPUTE)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return workdir

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.test_workflow import REPO, TINY_PRECOMPUTE
+from tests.workflow_run import REPO, TINY_PRECOMPUTE
 
 # training long enough to be killed between checkpoints (steps are milliseconds on the 1-layer model)
 FAULTS = {**TINY_PRECOMPUTE, "difficulty": {"functions": ["random"]},

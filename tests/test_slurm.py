@@ -12,10 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.slurm_cluster import Cluster, missing_tools
-from tests.test_workflow import REPO, TINY_PRECOMPUTE, snakemake
-
-# the whole DAG (ingest -> ... -> report) with two scoring functions; GPU rules ask the cluster for the pretend GPU
-E2E = {**TINY_PRECOMPUTE, "difficulty": {"functions": ["random", "u_words"]}}
+from tests.workflow_run import REPO, TINY_PRECOMPUTE, snakemake
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +42,14 @@ def compared_files(root: Path) -> list[Path]:
     return sorted(p.relative_to(root) for p in files)
 
 
-def test_slurm_profile_run_equals_local_run(cluster, tmp_path):
-    local, slurm = tmp_path / "local", tmp_path / "slurm"
-    local.mkdir()
+def test_slurm_profile_run_equals_local_run(cluster, tiny_run, tmp_path):
+    """The whole tiny DAG (ingest -> ... -> report); GPU rules ask the cluster for the pretend GPU."""
+    local, slurm = tiny_run, tmp_path / "slurm"
     slurm.mkdir()
-    out = snakemake(local, config=E2E)
-    assert out.returncode == 0, out.stderr[-3000:]
     out = snakemake(slurm, "--profile", str(REPO / "profiles" / "slurm"), "--jobs", "4",
                     "--slurm-status-command", "squeue",  # no slurmdbd here, so no sacct
                     "--slurm-init-seconds-before-status-checks", "2", "--slurm-no-account",
-                    "--slurm-logdir", str(slurm / "slurm-logs"), config=E2E)
+                    "--slurm-logdir", str(slurm / "slurm-logs"), config=TINY_PRECOMPUTE)
     log_tail = (cluster.folder / "slurmctld.log").read_text()[-2000:] if out.returncode else ""
     assert out.returncode == 0, out.stderr[-4000:] + log_tail
     # every job went through sbatch and finished in the cluster

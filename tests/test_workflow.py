@@ -2,43 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
-import yaml
+import pytest
 
 from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = {"dataset": {"name": "tiny", "format": "chitchat",
-                    "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}, "max_context_turns": 4}}}
-
-
-TINY_PRECOMPUTE = {
-    **TINY,
-    "bm25": {"k": 20, "heap": "1g"},
-    "dense": {"layers": 1, "max_length": 32, "batch_size": 32, "neighbors_k": 30},
-    "teacher": {"layers": 1, "max_length": 32, "steps": 6, "batch_size": 8},
-    "train": {"layers": 1, "max_length": 32, "steps": 4, "batch_size": 4, "eval_every": 2, "checkpoint_every": 2},
-    "seeds": [1],
-    "experiments": {},  # the baseline alone (an overlay's experiments replace the default grid)
-}
-
-
-def snakemake(workdir: Path, *args: str, config: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--cores", "2", *args]
-    if config is not None:  # last: --configfile takes every following word as a file
-        path = workdir / "config.test.yaml"
-        path.write_text(yaml.safe_dump(config))
-        cmd += ["--configfile", str(path)]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-
+from tests.workflow_run import TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake
 
 def test_dry_run_lists_the_dag(tmp_path):
     out = snakemake(tmp_path, "-n")
@@ -59,12 +30,11 @@ def test_ingest_runs_and_second_run_does_nothing(tmp_path):
     assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr
 
 
-def test_same_config_gives_identical_bytes(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    for wd in (a, b):
-        wd.mkdir()
-        out = snakemake(wd, config=TINY_PRECOMPUTE)
-        assert out.returncode == 0, out.stderr[-3000:]
+def test_same_config_gives_identical_bytes(tiny_run, tmp_path):
+    a, b = tiny_run, tmp_path / "b"
+    b.mkdir()
+    out = snakemake(b, config=TINY_PRECOMPUTE)
+    assert out.returncode == 0, out.stderr[-3000:]
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
     assert tables == sorted(p.relative_to(b) for p in (b / "results").rglob("*.parquet"))
     # ingest 4, bm25 2, dense 3, teacher 1, difficulty 12 + 1, curriculum (shard + index), dev curve, test
@@ -97,25 +67,9 @@ def test_broken_input_fails_with_position_and_leaves_no_parquet(tmp_path):
     assert not data.exists() or not any(data.iterdir())
 
 
-def jobs_of(dry_run_output: str) -> set[str]:
-    """Rule names of the jobs a (dry) run would run, from its 'Job stats' table (none when it has no table)."""
-    if "Job stats:" not in dry_run_output:
-        return set()
-    lines = dry_run_output.split("Job stats:")[-1].splitlines()
-    return {ln.split()[0] for ln in lines[3:] if ln.strip() and ln.split()[0] not in ("total",)
-            and len(ln.split()) == 2 and ln.split()[1].isdigit()}
-
-
-def dry_jobs(workdir: Path, config: dict) -> set[str]:
-    out = snakemake(workdir, "-n", config=config)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return jobs_of(out.stdout)
-
-
-def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tmp_path):
-    out = snakemake(tmp_path, config=TINY_PRECOMPUTE)
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = tmp_path / "results" / "tiny"
+def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tiny_run, tmp_path):
+    wd = copy_run(tiny_run, tmp_path / "run")  # a copied run is still up to date (checked below)
+    res = wd / "results" / "tiny"
     for rel in ("bm25/index", "bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet",
                 "dense/queries.parquet", "dense/docs.parquet", "dense/neighbors.parquet"):
         assert (res / rel).exists(), rel
@@ -123,16 +77,16 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tmp_path):
         assert (res / rel).exists(), rel
     for rule in ("bm25_index", "bm25_run", "bm25_candidate_scores", "dense_encode_queries", "dense_encode_docs",
                  "dense_neighbors", "teacher_train", "teacher_score", "difficulty"):
-        assert (tmp_path / "logs" / "tiny" / f"{rule}.log").exists(), rule
-    assert dry_jobs(tmp_path, TINY_PRECOMPUTE) == set()
+        assert (wd / "logs" / "tiny" / f"{rule}.log").exists(), rule
+    assert dry_jobs(wd, TINY_PRECOMPUTE) == set()
     # BM25 depth: only the run; a BM25 thread count: nothing; a dense knob: only dense rules
     deeper = {**TINY_PRECOMPUTE, "bm25": {**TINY_PRECOMPUTE["bm25"], "k": 25, "threads": 1}}
     # the BM25 run feeds the difficulty table (D_recip/norm/kde read the candidates' run by default: no)
-    assert dry_jobs(tmp_path, deeper) == {"bm25_run_shard", "bm25_run", "all"}
+    assert dry_jobs(wd, deeper) == {"bm25_run_shard", "bm25_run", "all"}
     nk = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "neighbors_k": 40}}
-    assert dry_jobs(tmp_path, nk) == {"dense_neighbors_shard", "dense_neighbors", "all"}
+    assert dry_jobs(wd, nk) == {"dense_neighbors_shard", "dense_neighbors", "all"}
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
-    assert dry_jobs(tmp_path, ml) == {"dense_encode_shard", "dense_encode", "dense_neighbors_shard", "dense_neighbors",
+    assert dry_jobs(wd, ml) == {"dense_encode_shard", "dense_encode", "dense_neighbors_shard", "dense_neighbors",
                                       "difficulty_function", "difficulty", "all"}
 
 
@@ -140,25 +94,24 @@ PRECOMPUTED = ("bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parqu
                "dense/docs.parquet", "dense/neighbors.parquet", "teacher/scores.parquet")
 
 
-def test_sharded_precompute_gathers_the_unsharded_tables(tmp_path):
-    """scattergather: 1 and 4 shards of BM25 search and scoring, encoding, neighbours and teacher scoring give
-    byte-identical tables, and the shard files are temporary."""
-    cfg = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "batch_size": 8}}
+def test_sharded_precompute_gathers_the_unsharded_tables(tiny_run, tmp_path):
+    """scattergather: 1 and 3 shards (first, middle and last) of BM25 search and scoring, encoding, neighbours and
+    teacher scoring give byte-identical tables, and the shard files are temporary."""
+    cfg = TINY_PRECOMPUTE  # one shard each: the session's tiny run
     targets = [f"results/tiny/{rel}" for rel in PRECOMPUTED]
-    one, four = tmp_path / "one", tmp_path / "four"
-    for wd, shards in ((one, 1), (four, 4)):
-        wd.mkdir()
-        sharded = {**cfg, "shards": {"bm25": shards, "encode": shards, "neighbors": shards, "teacher": shards}}
-        out = snakemake(wd, *targets, config=sharded)
-        assert out.returncode == 0, out.stderr[-3000:]
+    one, three = tiny_run, tmp_path / "three"
+    three.mkdir()
+    sharded = {**cfg, "shards": {"bm25": 3, "encode": 3, "neighbors": 3, "teacher": 3}}
+    out = snakemake(three, *targets, config=sharded)
+    assert out.returncode == 0, out.stderr[-3000:]
     for rel in PRECOMPUTED:
-        assert (one / "results/tiny" / rel).read_bytes() == (four / "results/tiny" / rel).read_bytes(), rel
-    logs = four / "logs" / "tiny"
-    assert sorted(p.name for p in (logs / "bm25_run_shard").iterdir()) == [f"{i}-of-4.log" for i in range(1, 5)]
-    assert len(list((logs / "dense_encode_shard").iterdir())) == 8  # queries and docs, 4 shards each
-    assert not list((four / "results/tiny").rglob("shards/*.parquet"))
+        assert (one / "results/tiny" / rel).read_bytes() == (three / "results/tiny" / rel).read_bytes(), rel
+    logs = three / "logs" / "tiny"
+    assert sorted(p.name for p in (logs / "bm25_run_shard").iterdir()) == [f"{i}-of-3.log" for i in range(1, 4)]
+    assert len(list((logs / "dense_encode_shard").iterdir())) == 6  # queries and docs, 3 shards each
+    assert not list((three / "results/tiny").rglob("shards/*.parquet"))
     # the command-line override needs no config edit; the same tables come back
-    out = snakemake(four, *targets, "--set-scatter", "teacher=2", "-n", config=cfg)
+    out = snakemake(three, *targets, "--set-scatter", "teacher=2", "-n", config=cfg)
     assert out.returncode == 0 and jobs_of(out.stdout) >= {"teacher_score_shard", "teacher_score"}, out.stderr[-2000:]
 
 
@@ -265,6 +218,8 @@ def test_active_learning_dag_writes_curves_table_and_figure(tmp_path):
     assert read_table(root / "active" / "all" / "seed=1" / "curve.parquet", ACTIVE_CURVE)["labeled"].to_list() == [40]
     table = pl.read_csv(root / "report" / "table_active.csv")
     assert sorted(table["method"].to_list()) == ["coreset", "dasl", "random"]
+    curves = pl.read_csv(root / "report" / "curves_active.csv")
+    assert curves.filter(pl.col("method") == "dasl")["labeled_fraction"].to_list() == pytest.approx([0.2, 0.4])
     assert (root / "report" / "figures_active" / "learning_curves.png").stat().st_size > 1000
     again = snakemake(tmp_path, "report_active", config=cfg)
     assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr[-2000:]

@@ -1,0 +1,61 @@
+"""Running the Snakemake workflow in a temporary working directory, as a user would: the tiny configurations and
+the helpers the end-to-end tests share (the session's one full tiny run is the ``tiny_run`` fixture in conftest)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = {"dataset": {"name": "tiny", "format": "chitchat",
+                    "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}, "max_context_turns": 4}}}
+
+
+TINY_PRECOMPUTE = {
+    **TINY,
+    "bm25": {"k": 20, "heap": "1g"},
+    # batches of 8: encoding has several length-sorted batches to split between shards
+    "dense": {"layers": 1, "max_length": 32, "batch_size": 8, "neighbors_k": 30},
+    "teacher": {"layers": 1, "max_length": 32, "steps": 6, "batch_size": 8},
+    "train": {"layers": 1, "max_length": 32, "steps": 4, "batch_size": 4, "eval_every": 2, "checkpoint_every": 2},
+    "seeds": [1],
+    "experiments": {},  # the baseline alone (an overlay's experiments replace the default grid)
+}
+
+
+def snakemake(workdir: Path, *args: str, config: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--cores", "2", *args]
+    if config is not None:  # last: --configfile takes every following word as a file
+        path = workdir / "config.test.yaml"
+        path.write_text(yaml.safe_dump(config))
+        cmd += ["--configfile", str(path)]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+
+
+def jobs_of(dry_run_output: str) -> set[str]:
+    """Rule names of the jobs a (dry) run would run, from its 'Job stats' table (none when it has no table)."""
+    if "Job stats:" not in dry_run_output:
+        return set()
+    lines = dry_run_output.split("Job stats:")[-1].splitlines()
+    return {ln.split()[0] for ln in lines[3:] if ln.strip() and ln.split()[0] not in ("total",)
+            and len(ln.split()) == 2 and ln.split()[1].isdigit()}
+
+
+def dry_jobs(workdir: Path, config: dict) -> set[str]:
+    out = snakemake(workdir, "-n", config=config)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return jobs_of(out.stdout)
+
+
+def copy_run(source: Path, target: Path) -> Path:
+    """A copy of a finished workflow directory (results, logs, benchmarks and Snakemake's metadata, modification
+    times kept), for a test that changes a knob without touching the shared run."""
+    shutil.copytree(source, target, symlinks=True)
+    return target
