@@ -19,6 +19,7 @@ ACTIVE_TABLE = TableSpec(
     {"method": pl.String, "measure": pl.String, "all_data": pl.Float64, "fraction_needed": pl.Float64,
      "best": pl.Float64, "best_fraction": pl.Float64, "seeds": pl.Int64},
     key=("method", "measure"),
+    nullable=frozenset({"fraction_needed"}),  # never reached within the rounds
 )
 
 ACTIVE_CURVES = TableSpec(

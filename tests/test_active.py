@@ -216,7 +216,8 @@ def test_pseudo_labeled_pairs_mark_only_the_model_answer(tiny):
 
 
 def test_label_fraction_table_finds_the_first_fraction_reaching_all_data():
-    from curricula.active_report import label_fraction_table
+    from curricula.active_report import ACTIVE_TABLE, label_fraction_table
+    from curricula.tables import check_table
 
     rows = []
     for seed, shift in ((1, 0.0), (2, 0.02)):
@@ -224,7 +225,7 @@ def test_label_fraction_table_finds_the_first_fraction_reaching_all_data():
         for r, (frac, a, b) in enumerate([(0.1, 0.40, 0.50), (0.2, 0.55, 0.62), (0.3, 0.58, 0.64)]):
             rows.append({"method": "fast", "seed": seed, "round": r, "labeled_fraction": frac, "test_RR": b + shift})
             rows.append({"method": "slow", "seed": seed, "round": r, "labeled_fraction": frac, "test_RR": a + shift})
-    table = label_fraction_table(pl.DataFrame(rows), "test_RR").sort("method")
+    table = check_table(label_fraction_table(pl.DataFrame(rows), "test_RR"), ACTIVE_TABLE, "t").sort("method")
     assert table["all_data"][0] == pytest.approx(0.61)
     fast, slow = table.row(0, named=True), table.row(1, named=True)
     assert fast["fraction_needed"] == pytest.approx(0.2)  # mean 0.63 >= 0.61 first at 20%
