@@ -39,9 +39,9 @@ def gather_curves(curves: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFram
 
 def mean_curves(curves: pl.DataFrame, measure: str) -> pl.DataFrame:
     """Seed mean and SD of ``measure`` (e.g. ``test_RR``) per method and round, with the labeled fraction and the
-    pseudo-labeled count (when the curves have it) averaged over seeds too: the rows of ACTIVE_CURVES."""
-    extra = [pl.col("pseudo_labeled").cast(pl.Float64).mean()] if "pseudo_labeled" in curves.columns else []
-    return (curves.group_by("method", "round").agg(pl.col("labeled_fraction").mean(), *extra,
+    pseudo-labeled count averaged over seeds too: the rows of ACTIVE_CURVES."""
+    return (curves.group_by("method", "round").agg(pl.col("labeled_fraction").mean(),
+                                                   pl.col("pseudo_labeled").cast(pl.Float64).mean(),
                                                    mean=pl.col(measure).mean(), sd=pl.col(measure).std(),
                                                    seeds=pl.len().cast(pl.Int64))
             .sort("method", "round"))

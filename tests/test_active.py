@@ -221,10 +221,12 @@ def test_label_fraction_table_finds_the_first_fraction_reaching_all_data():
 
     rows = []
     for seed, shift in ((1, 0.0), (2, 0.02)):
-        rows.append({"method": "all", "seed": seed, "round": 0, "labeled_fraction": 1.0, "test_RR": 0.60 + shift})
+        rows.append({"method": "all", "seed": seed, "round": 0, "labeled_fraction": 1.0, "pseudo_labeled": 0,
+                     "test_RR": 0.60 + shift})
         for r, (frac, a, b) in enumerate([(0.1, 0.40, 0.50), (0.2, 0.55, 0.62), (0.3, 0.58, 0.64)]):
-            rows.append({"method": "fast", "seed": seed, "round": r, "labeled_fraction": frac, "test_RR": b + shift})
-            rows.append({"method": "slow", "seed": seed, "round": r, "labeled_fraction": frac, "test_RR": a + shift})
+            for method, rr in (("fast", b), ("slow", a)):
+                rows.append({"method": method, "seed": seed, "round": r, "labeled_fraction": frac,
+                             "pseudo_labeled": 0, "test_RR": rr + shift})
     table = check_table(label_fraction_table(pl.DataFrame(rows), "test_RR"), ACTIVE_TABLE, "t").sort("method")
     assert table["all_data"][0] == pytest.approx(0.61)
     fast, slow = table.row(0, named=True), table.row(1, named=True)

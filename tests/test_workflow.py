@@ -11,6 +11,7 @@ import pytest
 from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
 from tests.workflow_run import TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake
 
+
 def test_dry_run_lists_the_dag(tmp_path):
     out = snakemake(tmp_path, "-n")
     assert out.returncode == 0, out.stderr
@@ -87,7 +88,7 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tiny_run, tmp_
     assert dry_jobs(wd, nk) == {"dense_neighbors_shard", "dense_neighbors", "all"}
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
     assert dry_jobs(wd, ml) == {"dense_encode_shard", "dense_encode", "dense_neighbors_shard", "dense_neighbors",
-                                      "difficulty_function", "difficulty", "all"}
+                                "difficulty_function", "difficulty", "all"}
 
 
 PRECOMPUTED = ("bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet", "dense/queries.parquet",
