@@ -50,7 +50,7 @@ from curricula.experiments import merge_experiment, resolve_ranker  # noqa: E402
 from curricula.hf import set_threads  # noqa: E402
 from curricula.models import build_ranker  # noqa: E402
 from curricula.negatives import NegativeSampler  # noqa: E402
-from curricula.teacher import candidate_pairs  # noqa: E402
+from curricula.ingest import candidate_pairs  # noqa: E402
 from curricula.train import dev_pairs, evaluate_pairs, train_ranker  # noqa: E402
 
 CONFIG_SEED = 42
@@ -158,7 +158,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         root = Path(tmp)
-        pairs = candidate_pairs(data["queries"], data["docs"], data["qrels"], data["candidates"])
+        pairs = candidate_pairs(data)
         table = difficulty_table(pairs, data["queries"], data["docs"], ["random"], seed=args.seed)
         folder = root / "random"
         cur.write_curriculum(cur.curriculum_order(cur.training_instances(table, "random"), args.seed), folder, 100)

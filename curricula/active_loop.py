@@ -35,6 +35,7 @@ import polars as pl
 import torch
 
 from curricula.active import bald, expected_loss, k_center_greedy, pace, pseudo_positive, random_pick, top_uncertain
+from curricula.ingest import candidate_pairs, read_ingest
 from curricula.tables import TableSpec, write_text_atomically
 
 log = logging.getLogger(__name__)
@@ -313,13 +314,11 @@ def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | P
     """
     import hashlib
 
-    from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, VECTORS, read_table, write_table
-    from curricula.teacher import candidate_pairs
+    from curricula.tables import VECTORS, read_table, write_table
 
-    q, d = read_table(inputs["queries"], QUERIES), read_table(inputs["docs"], DOCS)
-    qrels, cands = read_table(inputs["qrels"], QRELS), read_table(inputs["candidates"], CANDIDATES)
-    split = {s: candidate_pairs(q, d, qrels, cands, splits=(s,), relevant_min=relevant_min)
-             for s in ("train", "dev", "test")}
+    data = read_ingest(inputs)
+    qrels = data["qrels"]
+    split = {s: candidate_pairs(data, splits=(s,), relevant_min=relevant_min) for s in ("train", "dev", "test")}
     for name, frame in split.items():
         if frame.height == 0:
             raise ValueError(f"active learning needs {name} candidates; the {name} split is empty")

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from curricula.ingest import candidate_pairs, read_ingest
 from curricula.metrics import DEFAULT_MEASURES, per_query
 from curricula.tables import TableSpec
 
@@ -89,10 +90,7 @@ def ranked(scores: pl.DataFrame) -> pl.DataFrame:
 
 def test_pairs(data: Mapping[str, pl.DataFrame], relevant_min: int = 1) -> pl.DataFrame:
     """Test candidate pairs (qid, docid, context, response, rel): what every ranker re-ranks."""
-    from curricula.teacher import candidate_pairs
-
-    return candidate_pairs(data["queries"], data["docs"], data["qrels"], data["candidates"], splits=("test",),
-                           relevant_min=relevant_min)
+    return candidate_pairs(data, splits=("test",), relevant_min=relevant_min)
 
 
 def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, tag: str,
@@ -105,10 +103,9 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
     the candidates: BM25 candidate scores or the teacher's).
     """
     from curricula.bm25 import write_trec_run
-    from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table, write_table
+    from curricula.tables import read_table, write_table
 
-    data = {"queries": read_table(inputs["queries"], QUERIES), "docs": read_table(inputs["docs"], DOCS),
-            "qrels": read_table(inputs["qrels"], QRELS), "candidates": read_table(inputs["candidates"], CANDIDATES)}
+    data = read_ingest(inputs)
     pairs = test_pairs(data, relevant_min)
     if pairs.height == 0:
         raise ValueError("no test candidates to evaluate (the test split is empty)")

@@ -1,7 +1,8 @@
-"""The ingest stage: load the configured dataset, give it train/dev/test, filter queries, write four tables.
+"""The ingest stage's four tables: load the configured dataset, split, filter and write them; read them back.
 
 Everything is checked before anything is written, and each table is written atomically, so a failed ingest
-leaves no Parquet behind (Snakemake also removes the outputs of a failed job).
+leaves no Parquet behind (Snakemake also removes the outputs of a failed job). Every later stage reads the tables
+with :func:`read_ingest` and, where it scores (query, candidate) pairs, builds them with :func:`candidate_pairs`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from curricula.data import get_loader
 from curricula.data.base import RankingData, fill_missing_splits, filter_queries
-from curricula.tables import write_table
+from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, TableSpec, read_table, write_table
 
 log = logging.getLogger(__name__)
+
+#: the ingest tables by name, with their contracts (the keys of a stage's ``data`` inputs and of :func:`read_ingest`)
+INGEST_TABLES: dict[str, TableSpec] = {"queries": QUERIES, "docs": DOCS, "qrels": QRELS, "candidates": CANDIDATES}
 
 
 def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
@@ -57,3 +63,37 @@ def write_ingest(data: RankingData, outputs: Mapping[str, str | Path]) -> None:
     for name, (df, spec) in data.tables().items():
         write_table(df, outputs[name], spec)
         log.info("wrote %s: %d rows -> %s", name, df.height, outputs[name])
+
+
+def read_ingest(paths: Mapping[str, str | Path]) -> dict[str, pl.DataFrame]:
+    """The four ingest tables (queries, docs, qrels, candidates) from ``paths``, each checked against its contract.
+
+    ``paths`` may hold more names (a rule's other inputs); only the ingest tables are read.
+    """
+    return {name: read_table(paths[name], spec) for name, spec in INGEST_TABLES.items()}
+
+
+def candidate_pairs(
+    data: Mapping[str, pl.DataFrame],
+    splits: tuple[str, ...] = ("train",),
+    relevant_min: int = 1,
+) -> pl.DataFrame:
+    """Every (query, candidate) pair of ``splits`` with its text and binary label, sorted by qid, docid.
+
+    Columns qid, docid, split, context (the query text), response (the doc text), rel (1 when the qrel's grade is
+    at least ``relevant_min``, else 0; unjudged candidates are 0). Judged relevant docs that are not candidates
+    are added as candidates (a relevant doc must be rankable). ``data`` holds the ingest frames
+    (:func:`read_ingest`).
+    """
+    queries, docs, qrels, candidates = (data[name] for name in INGEST_TABLES)
+    relevant = qrels.filter(pl.col("rel") >= relevant_min).select("qid", "docid")
+    pairs = pl.concat([candidates.select("qid", "docid"), relevant]).unique()
+    labelled = pairs.join(relevant.with_columns(rel=pl.lit(1, pl.Int64)), on=["qid", "docid"], how="left")
+    return (
+        labelled.with_columns(pl.col("rel").fill_null(0))
+        .join(queries.filter(pl.col("split").is_in(list(splits))).select("qid", "split", pl.col("text").alias("context")),
+              on="qid")
+        .join(docs.select("docid", pl.col("text").alias("response")), on="docid")
+        .select("qid", "docid", "split", "context", "response", "rel")
+        .sort("qid", "docid")
+    )

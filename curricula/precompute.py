@@ -162,7 +162,7 @@ def biencoder_stage(data: Mapping[str, str | Path], out_dir: str | Path, cfg: Ma
 
     ``data`` names the ingest tables (queries, docs, qrels); ``cfg`` is the config's ``dense`` section.
     """
-    from curricula import dense
+    from curricula.biencoder import finetune_biencoder
     from curricula.hf import set_threads
 
     set_threads(cfg.get("threads"))
@@ -170,7 +170,7 @@ def biencoder_stage(data: Mapping[str, str | Path], out_dir: str | Path, cfg: Ma
     pairs = positive_pairs(read_table(data["queries"], QUERIES), read_table(data["docs"], DOCS),
                            read_table(data["qrels"], QRELS))
     log.info("bi-encoder fine-tuning on %d positive train pairs", pairs.height)
-    return dense.finetune_biencoder(
+    return finetune_biencoder(
         pairs["context"].to_list(), pairs["response"].to_list(), cfg.get("model", "minilm"), out_dir,
         steps=ft.get("steps", 500), batch_size=ft.get("batch_size", 32), lr=ft.get("lr", 2e-5),
         max_length=ft.get("max_length", 64), layers=ft.get("layers"), seed=seed,
@@ -181,10 +181,10 @@ def biencoder_stage(data: Mapping[str, str | Path], out_dir: str | Path, cfg: Ma
 
 def encoder_dir(cfg: Mapping[str, Any], kind: str, biencoder_dir: str | Path | None) -> str | Path:
     """The model that encodes ``kind`` ('queries' or 'docs'): a fine-tuned half, or the configured model."""
-    from curricula import dense
+    from curricula.biencoder import CONTEXT_DIR, RESPONSE_DIR
 
     if biencoder_dir:
-        return Path(biencoder_dir) / (dense.CONTEXT_DIR if kind == "queries" else dense.RESPONSE_DIR)
+        return Path(biencoder_dir) / (CONTEXT_DIR if kind == "queries" else RESPONSE_DIR)
     return cfg.get("model", "minilm")
 
 

@@ -26,6 +26,7 @@ from curricula.models import load_ranker, score_pair_rows, score_pairs
 from curricula.models.cross_encoder import CrossEncoderRanker
 from curricula.data.base import seeded_split
 from curricula.hf import select_device, set_threads
+from curricula.ingest import candidate_pairs, read_ingest
 from curricula.shards import WHOLE, Shard
 
 log = logging.getLogger(__name__)
@@ -162,48 +163,14 @@ def _score(ranker, contexts, responses, cfg: TeacherConfig, progress: bool) -> n
 
 
 # ------------------------------------------------------------------------------------------------------ stages
-def candidate_pairs(
-    queries: pl.DataFrame,
-    docs: pl.DataFrame,
-    qrels: pl.DataFrame,
-    candidates: pl.DataFrame,
-    splits: tuple[str, ...] = ("train",),
-    relevant_min: int = 1,
-) -> pl.DataFrame:
-    """Every (query, candidate) pair of ``splits`` with its text and binary label, sorted by qid, docid.
-
-    Columns qid, docid, split, context (the query text), response (the doc text), rel (1 when the qrel's grade is
-    at least ``relevant_min``, else 0; unjudged candidates are 0). Judged relevant docs that are not candidates
-    are added as candidates (a relevant doc must be rankable).
-    """
-    relevant = qrels.filter(pl.col("rel") >= relevant_min).select("qid", "docid")
-    pairs = pl.concat([candidates.select("qid", "docid"), relevant]).unique()
-    labelled = pairs.join(relevant.with_columns(rel=pl.lit(1, pl.Int64)), on=["qid", "docid"], how="left")
-    return (
-        labelled.with_columns(pl.col("rel").fill_null(0))
-        .join(queries.filter(pl.col("split").is_in(list(splits))).select("qid", "split", pl.col("text").alias("context")),
-              on="qid")
-        .join(docs.select("docid", pl.col("text").alias("response")), on="docid")
-        .select("qid", "docid", "split", "context", "response", "rel")
-        .sort("qid", "docid")
-    )
-
-
 def teacher_config(cfg: dict, seed: int) -> TeacherConfig:
     """A :class:`TeacherConfig` from the config's ``teacher`` section (unknown keys are a TypeError)."""
     return TeacherConfig(**{**cfg, "seed": seed})
 
 
-def _ingest(data) -> tuple[pl.DataFrame, ...]:
-    from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
-
-    return (read_table(data["queries"], QUERIES), read_table(data["docs"], DOCS), read_table(data["qrels"], QRELS),
-            read_table(data["candidates"], CANDIDATES))
-
-
 def teacher_train_stage(data, model_out: str | Path, cfg: TeacherConfig, relevant_min: int = 1) -> dict:
     """Rule ``teacher_train``: fine-tune the teacher on the train split's candidate pairs and save it atomically."""
-    pairs = candidate_pairs(*_ingest(data), splits=("train",), relevant_min=relevant_min)
+    pairs = candidate_pairs(read_ingest(data), splits=("train",), relevant_min=relevant_min)
     stats = train_teacher(pairs, cfg, model_out)
     log.info("teacher trained: %s", stats)
     return stats
@@ -223,7 +190,7 @@ def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: 
     """
     from curricula.tables import TEACHER_SCORES, write_table
 
-    pairs = candidate_pairs(*_ingest(data), splits=("train", "dev", "test"), relevant_min=relevant_min)
+    pairs = candidate_pairs(read_ingest(data), splits=("train", "dev", "test"), relevant_min=relevant_min)
     train = pairs.filter(pl.col("split") == "train")
     rest = pairs.filter(pl.col("split") != "train")
     if cfg.folds > 1:

@@ -36,6 +36,7 @@ import polars as pl
 import torch
 
 from curricula.curriculum import Curriculum, CurriculumSampler
+from curricula.ingest import candidate_pairs, read_ingest
 from curricula.losses import POINTWISE, element_losses, weighted_mean
 from curricula.models import Ranker, build_ranker, score_pair_frame
 from curricula.negatives import NegativeSampler
@@ -117,10 +118,7 @@ def dev_pairs(data: Mapping[str, Any], dev_queries: int | None, seed: int, relev
 
     The subset depends on the config seed only, so every experiment and seed is selected on the same queries.
     """
-    from curricula.teacher import candidate_pairs
-
-    pairs = candidate_pairs(data["queries"], data["docs"], data["qrels"], data["candidates"], splits=("dev",),
-                            relevant_min=relevant_min)
+    pairs = candidate_pairs(data, splits=("dev",), relevant_min=relevant_min)
     qids = pairs["qid"].unique().sort()
     if dev_queries and qids.len() > dev_queries:
         pick = np.sort(np.random.default_rng(seed).choice(qids.len(), dev_queries, replace=False))
@@ -330,10 +328,9 @@ def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Pa
     (the weighting function's difficulty table), neighbors, run. The checkpoint folder is ``<model>.checkpoint``.
     """
     from curricula.difficulty import difficulty_spec
-    from curricula.tables import CANDIDATES, DOCS, NEIGHBORS, QRELS, QUERIES, RUN, read_table
+    from curricula.tables import NEIGHBORS, RUN, read_table
 
-    data = {"queries": read_table(inputs["queries"], QUERIES), "docs": read_table(inputs["docs"], DOCS),
-            "qrels": read_table(inputs["qrels"], QRELS), "candidates": read_table(inputs["candidates"], CANDIDATES)}
+    data = read_ingest(inputs)
     names = set(inputs.keys())  # a Snakemake Namedlist's `in` looks at values, not names
     extra = {}
     if spec.get("weighting"):

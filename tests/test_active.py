@@ -21,6 +21,7 @@ from curricula.active import (
     self_paced_indicators,
     top_uncertain,
 )
+from curricula.ingest import candidate_pairs
 
 
 def test_dcg_matches_equation_3_by_hand():
@@ -140,11 +141,10 @@ def test_core_set_greedy_matches_brute_force_on_a_tiny_example():
 @pytest.fixture(scope="module")
 def tiny():
     from curricula.data import chitchat
-    from curricula.teacher import candidate_pairs
 
     d = chitchat.load({}, max_instances={"train": 30, "dev": 6, "test": 6}, seed=0, max_context_turns=4)
     t = {name: df for name, (df, _) in d.tables().items()}
-    split = lambda s: candidate_pairs(t["queries"], t["docs"], t["qrels"], t["candidates"], splits=(s,))  # noqa
+    split = lambda s: candidate_pairs(t, splits=(s,))  # noqa
     return {"train": split("train"), "dev": split("dev"), "test": split("test"), "qrels": t["qrels"]}
 
 

@@ -10,17 +10,8 @@ import polars as pl
 import pytest
 import torch
 
-from curricula.dense import (
-    CONTEXT_DIR,
-    RESPONSE_DIR,
-    encode,
-    faiss_gpu_available,
-    finetune_biencoder,
-    in_batch_loss,
-    neighbors,
-    vectors_frame,
-    vectors_to_numpy,
-)
+from curricula.biencoder import CONTEXT_DIR, RESPONSE_DIR, finetune_biencoder, in_batch_loss
+from curricula.dense import encode, faiss_gpu_available, neighbors, vectors_frame, vectors_to_numpy
 from curricula.hf import load_encoder, load_tokenizer
 from curricula.tables import NEIGHBORS, VECTORS, check_table, read_table, write_table
 from tests.conftest import shared_file

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from curricula.biencoder import CONTEXT_DIR, RESPONSE_DIR
 from curricula import precompute
 from curricula.data import chitchat
 from curricula.ingest import write_ingest
@@ -153,6 +154,6 @@ def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage,
     from curricula import dense
 
     text = ["is anyone there?"]
-    a = dense.encode(text, ["x"], tmp_path / "biencoder" / dense.CONTEXT_DIR, progress=False)["vector"].to_numpy()
-    b = dense.encode(text, ["x"], tmp_path / "biencoder" / dense.RESPONSE_DIR, progress=False)["vector"].to_numpy()
+    a = dense.encode(text, ["x"], tmp_path / "biencoder" / CONTEXT_DIR, progress=False)["vector"].to_numpy()
+    b = dense.encode(text, ["x"], tmp_path / "biencoder" / RESPONSE_DIR, progress=False)["vector"].to_numpy()
     assert not np.allclose(a, b, atol=1e-4)

@@ -12,7 +12,7 @@ from curricula import teacher
 from curricula.models.cross_encoder import collate, pair_token_ids
 from curricula.data import chitchat
 from curricula.hf import load_tokenizer
-from curricula.ingest import write_ingest
+from curricula.ingest import INGEST_TABLES, candidate_pairs, write_ingest
 from curricula.tables import TEACHER_SCORES, read_table
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
@@ -35,10 +35,10 @@ def frames(data):
 
 
 def test_candidate_pairs_label_and_split(data):
-    pairs = teacher.candidate_pairs(*frames(data), splits=("train",))
+    pairs = candidate_pairs(dict(zip(INGEST_TABLES, frames(data))), splits=("train",))
     assert pairs.height == CAPS["train"] * 10 and set(pairs["split"]) == {"train"}
     assert pairs["rel"].sum() == CAPS["train"]
-    both = teacher.candidate_pairs(*frames(data), splits=("train", "dev", "test"))
+    both = candidate_pairs(dict(zip(INGEST_TABLES, frames(data))), splits=("train", "dev", "test"))
     assert both.height == sum(CAPS.values()) * 10
 
 
@@ -48,8 +48,8 @@ def test_relevant_min_binarises_graded_labels():
     d = pl.DataFrame({"docid": ["g", "p", "b"], "text": ["good", "useful", "bad"]})
     qrels = pl.DataFrame({"qid": ["a"] * 3, "docid": ["g", "p", "b"], "rel": [2, 1, 0]})
     cands = qrels.select("qid", "docid")
-    assert teacher.candidate_pairs(q, d, qrels, cands)["rel"].to_list() == [0, 1, 1]  # b, g, p
-    assert teacher.candidate_pairs(q, d, qrels, cands, relevant_min=2)["rel"].to_list() == [0, 1, 0]
+    assert candidate_pairs({"queries": q, "docs": d, "qrels": qrels, "candidates": cands})["rel"].to_list() == [0, 1, 1]  # b, g, p
+    assert candidate_pairs({"queries": q, "docs": d, "qrels": qrels, "candidates": cands}, relevant_min=2)["rel"].to_list() == [0, 1, 0]
 
 
 def test_balanced_batches_have_half_positives():

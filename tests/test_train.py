@@ -17,6 +17,7 @@ from curricula.difficulty import difficulty_table
 from curricula.experiments import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
 from curricula.losses import element_losses, weighted_mean
 from curricula.negatives import NegativeSampler
+from curricula.ingest import candidate_pairs
 from curricula.train import DEV_CURVE, PairEase, train_ranker
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
@@ -34,9 +35,7 @@ def data() -> dict[str, pl.DataFrame]:
 
 @pytest.fixture(scope="module")
 def table(data) -> pl.DataFrame:
-    from curricula.teacher import candidate_pairs
-
-    pairs = candidate_pairs(data["queries"], data["docs"], data["qrels"], data["candidates"])
+    pairs = candidate_pairs(data)
     return difficulty_table(pairs, data["queries"], data["docs"], ["random", "u_words"], seed=5)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from curricula.difficulty import hcl, penha
+from curricula.ingest import candidate_pairs, read_ingest
 from curricula.tables import TableSpec
 
 log = logging.getLogger(__name__)
@@ -204,14 +205,12 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     (:func:`needed_inputs`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function
     to the config computes only that function, and a function's table changes only when its own inputs do.
     """
-    from curricula.tables import (CANDIDATE_SCORES, CANDIDATES, DOCS, QRELS, QUERIES, RUN, TEACHER_SCORES, VECTORS,
-                                  read_table, write_table)
-    from curricula.teacher import candidate_pairs
+    from curricula.tables import CANDIDATE_SCORES, RUN, TEACHER_SCORES, VECTORS, read_table, write_table
 
     bm25_list = knobs.get("bm25_list", "candidates")
-    queries, docs = read_table(data["queries"], QUERIES), read_table(data["docs"], DOCS)
-    pairs = candidate_pairs(queries, docs, read_table(data["qrels"], QRELS), read_table(data["candidates"], CANDIDATES),
-                            splits=(split,), relevant_min=relevant_min)
+    ingest = read_ingest(data)
+    queries, docs = ingest["queries"], ingest["docs"]
+    pairs = candidate_pairs(ingest, splits=(split,), relevant_min=relevant_min)
     specs = {"candidate_scores": CANDIDATE_SCORES, "run": RUN, "teacher": TEACHER_SCORES,
              "query_vectors": VECTORS, "doc_vectors": VECTORS}
     extra = {name: read_table(data[name], specs[name]) for name in needed_inputs([function], bm25_list)}

@@ -1,0 +1,179 @@
+"""The fast ranking model of Su et al. (2021) §3.4, eq. 4: a bi-encoder fine-tuned with in-batch negatives.
+
+G(c, r) = E_c(c)^T E_r(r): a context encoder and a response encoder, both initialised from the same checkpoint but
+with separate weights, mean-pooled and L2-normalised like :func:`curricula.dense.encode`, trained with a softmax
+over each batch's context-response scores whose diagonal holds the positives (Karpukhin et al., 2020).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from curricula.dense import _embed, _pad_batch, _tokenize
+from curricula.hf import autocast, load_encoder, load_tokenizer, quiet_transformers, resolve_model_dir, select_device
+from curricula.tables import write_dir_atomically
+
+log = logging.getLogger(__name__)
+
+#: Sub-folders of a fine-tuned bi-encoder (each a full checkpoint with its tokenizer, loadable by
+#: :func:`curricula.dense.encode`).
+CONTEXT_DIR = "context"
+RESPONSE_DIR = "response"
+
+
+def in_batch_loss(
+    ctx: torch.Tensor, resp: torch.Tensor, scale: float = 20.0, false_negatives: torch.Tensor | None = None
+) -> torch.Tensor:
+    """In-batch negatives loss: cross-entropy of softmax(scale * ctx @ resp^T) rows against the diagonal.
+
+    ``false_negatives`` (bool, B x B, diagonal False) masks off-diagonal pairs that are positives too (the same
+    response or the same context appears twice in the batch).
+    """
+    logits = scale * ctx.float() @ resp.float().T
+    if false_negatives is not None:
+        logits = logits.masked_fill(false_negatives, float("-inf"))
+    return F.cross_entropy(logits, torch.arange(len(ctx), device=logits.device))
+
+
+def _codes(texts: Sequence[str]) -> np.ndarray:
+    return np.unique(np.asarray(texts, dtype=object).astype(str), return_inverse=True)[1].ravel()
+
+
+def finetune_biencoder(
+    contexts: Sequence[str],
+    responses: Sequence[str],
+    model_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    steps: int = 1000,
+    batch_size: int = 32,
+    lr: float = 2e-5,
+    max_length: int = 128,
+    layers: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    precision: str = "auto",
+    scale: float = 20.0,
+    warmup: float = 0.1,
+    weight_decay: float = 0.01,
+    progress: bool = True,
+    context_truncation_side: str = "right",
+) -> dict:
+    """Train the fast ranker G(c, r) = E_c(c)^T E_r(r) of Su et al. (2021) eq. 4 on (context, positive) pairs.
+
+    E_c and E_r start from the same checkpoint (``model_dir``, optionally its first ``layers`` layers) with
+    separate weights; both mean-pool and L2-normalise like :func:`encode`. Each step draws ``batch_size`` pairs
+    (seeded, epoch by epoch without replacement) and minimises the in-batch negatives loss (Karpukhin et al.,
+    2020): the other responses of the batch are the context's negatives. As the vectors are unit-norm, the
+    scores are multiplied by ``scale`` (20, as all-MiniLM-L6-v2 was trained) before the softmax; rankings are
+    unaffected. AdamW with ``warmup`` (fraction of steps) linear warm-up then linear decay, gradient norm 1.
+
+    Saves ``out_dir/context`` and ``out_dir/response`` (model + tokenizer, loadable by :func:`encode`) and
+    ``out_dir/biencoder.json`` atomically. Deterministic for a seed on CPU. Returns training statistics.
+    ``context_truncation_side="left"`` keeps the latest turns of contexts longer than ``max_length``.
+    """
+    if len(contexts) != len(responses):
+        raise ValueError(f"{len(contexts)} contexts but {len(responses)} responses")
+    if len(contexts) < 2:
+        raise ValueError("in-batch negatives need at least 2 pairs")
+    if steps < 1 or batch_size < 2 or lr <= 0:
+        raise ValueError(f"steps={steps}, batch_size={batch_size}, lr={lr}: expected >= 1, >= 2, > 0")
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    dev = select_device(device)
+    path = resolve_model_dir(model_dir)
+    tokenizer = load_tokenizer(path)
+    enc_c = load_encoder(path, layers=layers, device=dev)
+    enc_r = load_encoder(path, layers=layers, device=dev)  # same start, separate weights (paper eq. 4)
+    ctx_tok = _tokenize(tokenizer, contexts, max_length, context_truncation_side)
+    resp_tok = _tokenize(tokenizer, responses, max_length, "right")
+    ctx_code, resp_code = _codes(contexts), _codes(responses)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    n = len(contexts)
+    bs = min(batch_size, n)
+    if bs < batch_size:
+        log.warning("batch_size %d > %d pairs: using %d", batch_size, n, bs)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    params = [p for m in (enc_c, enc_r) for p in m.parameters()]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    warm = int(warmup * steps)
+
+    def lr_factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / (warm + 1)
+        return max(0.0, (steps - step) / max(1, steps - warm))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    enc_c.train()
+    enc_r.train()
+    perm, pos = rng.permutation(n), 0
+    losses: list[float] = []
+    bar = tqdm(range(steps), desc="bi-encoder", unit="step", disable=not progress, mininterval=2.0)
+    for _ in bar:
+        if pos + bs > n:
+            perm, pos = rng.permutation(n), 0
+        rows = perm[pos : pos + bs]
+        pos += bs
+        same = (ctx_code[rows][:, None] == ctx_code[rows][None, :]) | (
+            resp_code[rows][:, None] == resp_code[rows][None, :]
+        )
+        np.fill_diagonal(same, False)
+        with autocast(dev, precision):
+            c = _embed(enc_c, _pad_batch(ctx_tok, rows, pad_id, dev))
+            r = _embed(enc_r, _pad_batch(resp_tok, rows, pad_id, dev))
+        loss = in_batch_loss(c, r, scale, torch.from_numpy(same).to(dev) if same.any() else None)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(float(loss.detach()))
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
+    bar.close()
+    enc_c.eval()
+    enc_r.eval()
+
+    stats = {
+        "model": str(path),
+        "layers": layers if layers is not None else enc_c.config.num_hidden_layers,
+        "pairs": n,
+        "steps": steps,
+        "batch_size": bs,
+        "lr": lr,
+        "max_length": max_length,
+        "scale": scale,
+        "seed": seed,
+        "device": str(dev),
+        "precision": precision,
+        "first_loss": losses[0],
+        "final_loss": losses[-1],
+        "losses": losses,
+    }
+
+    def fill(tmp: Path) -> None:
+        with quiet_transformers():
+            for name, model in ((CONTEXT_DIR, enc_c), (RESPONSE_DIR, enc_r)):
+                model.save_pretrained(tmp / name)
+                tokenizer.save_pretrained(tmp / name)
+        (tmp / "biencoder.json").write_text(json.dumps(stats, indent=2) + "\n")
+
+    write_dir_atomically(out_dir, fill)
+    stats["seconds"] = time.perf_counter() - t0
+    stats["context_dir"] = str(out_dir / CONTEXT_DIR)
+    stats["response_dir"] = str(out_dir / RESPONSE_DIR)
+    log.info(
+        "bi-encoder: %d steps of %d pairs, loss %.4f -> %.4f, %.1f s, saved to %s",
+        steps, bs, losses[0], losses[-1], stats["seconds"], out_dir,
+    )
+    return stats
