@@ -146,3 +146,80 @@ def test_per_function_tables_combine_into_the_joint_table():
     assert function_knobs("kde", cfg, 7) == {"bm25_list": "run"}
     assert function_knobs("random", cfg, 7) == {"seed": 7}
     assert function_knobs("turns", cfg, 7) == {}  # no knob: a changed seed or list never re-runs it
+
+
+# ----------------------------------------------------------------------------------------------- the registry
+def test_builtin_registry_order_levels_and_seed():
+    from curricula.difficulty import FUNCTIONS, pair_level
+
+    assert list(FUNCTIONS) == ["random", "turns", "u_words", "r_words", "sigma_sm", "sigma_bm25", "bert_pred",
+                               "bert_loss", "recip", "norm", "kde", "hcl_corpus"]
+    assert [f for f in FUNCTIONS if pair_level(f)] == ["recip", "norm", "kde"]
+    assert [f for f, fn in FUNCTIONS.items() if fn.uses_seed] == ["random"]
+    assert FUNCTIONS["hcl_corpus"].citation == "Su et al. 2021, eq. 2"
+    assert all(fn.citation and fn.name == f for f, fn in FUNCTIONS.items())
+
+
+@pytest.fixture
+def toy():
+    """A toy pair-level function (docid length), registered for one test and removed afterwards."""
+    from curricula.difficulty import FUNCTIONS, register, unregister
+
+    def compute(x):
+        n = x.pairs.select("qid", "docid", (pl.col("docid").str.len_chars() * x.knobs["toy_k"] + x.knobs["seed"])
+                           .cast(pl.Float64).alias("toy_raw"))
+        return n.with_columns(toy=penha.percentile_difficulty(n["toy_raw"]))
+
+    fn = register("toy", "Toy et al. 2024, eq. 1", level="pair", compute=compute, inputs=("teacher",),
+                  conditional_inputs={"run": {"toy_list": "run"}}, knobs=("toy_k", "toy_list"), uses_seed=True)
+    yield fn
+    unregister("toy")
+    assert "toy" not in FUNCTIONS
+
+
+def test_registered_metadata_drives_needed_inputs_and_function_knobs(toy):
+    from curricula.difficulty import FUNCTIONS, function_knobs, pair_level
+
+    assert list(FUNCTIONS)[-1] == "toy" and pair_level("toy") and toy.key == ("qid", "docid")
+    assert needed_inputs(["toy"]) == {"teacher"}
+    assert needed_inputs(["toy"], knobs={"toy_list": "run"}) == {"teacher", "run"}
+    assert needed_inputs(["toy", "kde"], "run", knobs={"toy_list": "candidates"}) == {"teacher", "candidate_scores",
+                                                                                      "run"}
+    cfg = {"toy_k": 2, "toy_list": "candidates", "bm25_list": "run", "sm_words": 20}
+    assert function_knobs("toy", cfg, 5) == {"toy_k": 2, "toy_list": "candidates", "seed": 5}
+    teacher = pl.DataFrame({"qid": ["q1"], "docid": ["d1"], "score": [0.0], "loss": [0.0]})
+    table = difficulty_table(PAIRS, QUERIES, DOCS, ["toy", "turns"], seed=5, teacher=teacher,
+                             knobs={"toy_k": 2, "toy_list": "candidates"})
+    check_table(table, difficulty_spec(["toy", "turns"]), "difficulty")
+    assert table["toy_raw"].to_list() == [9.0] * 6  # len("d1") * 2 + seed 5
+    with pytest.raises(ValueError, match=r"needs the table\(s\) \['teacher'\]"):
+        difficulty_table(PAIRS, QUERIES, DOCS, ["toy"], knobs={"toy_k": 2, "toy_list": "candidates"})
+    with pytest.raises(ValueError, match=r"no value for knob\(s\) \['toy_k'\]"):
+        difficulty_table(PAIRS, QUERIES, DOCS, ["toy"], teacher=teacher, knobs={"toy_list": "candidates"})
+
+
+def test_register_rejects_bad_metadata(toy):
+    from curricula.difficulty import register
+
+    def reg(name="toy2", **kw):
+        return register(name, "x", **{"level": "query", "compute": lambda x: x.pairs, **kw})
+
+    with pytest.raises(ValueError, match="already registered"):
+        reg("toy")
+    with pytest.raises(ValueError, match="level must be"):
+        reg(level="corpus")
+    with pytest.raises(ValueError, match="unknown input table"):
+        reg(inputs=("bm25",))
+    with pytest.raises(ValueError, match="undeclared knob"):
+        reg(conditional_inputs={"run": {"bm25_list": "run"}})
+    with pytest.raises(ValueError, match="uses_seed"):
+        reg(knobs=("seed",))
+
+
+def test_unknown_function_is_a_clear_value_error():
+    from curricula.difficulty import function_knobs, lookup, pair_level, unregister
+
+    for call in (lambda: function_knobs("nope", {}, 1), lambda: pair_level("nope"), lambda: lookup("nope"),
+                 lambda: unregister("nope"), lambda: difficulty_table(PAIRS, QUERIES, DOCS, ["turns", "nope"])):
+        with pytest.raises(ValueError, match=r"unknown difficulty function.*nope.*known: \['random'"):
+            call()

@@ -186,3 +186,24 @@ def test_macavaney_heuristics_relevant_min_and_errors():
         mac.macavaney_heuristics(PAIRS.drop("rank"), REFERENCE)
     with pytest.raises(ValueError, match="null rel"):
         mac.macavaney_heuristics(PAIRS.with_columns(pl.lit(None, pl.Int32).alias("rel")), REFERENCE)
+
+
+def test_heuristic_subsets_and_difficulty_from_ease():
+    full = mac.macavaney_heuristics(PAIRS, REFERENCE)
+    for h in mac.HEURISTICS:
+        part = mac.macavaney_heuristics(PAIRS, REFERENCE, heuristics=(h,))
+        assert part.columns == [*PAIRS.columns, h, f"{h}_point"]
+        assert part.equals(full.select(part.columns))
+    with pytest.raises(ValueError, match="unknown heuristic"):
+        mac.macavaney_heuristics(PAIRS, REFERENCE, heuristics=("bm25",))
+    # the registered function: raw = h, difficulty = 1 - D_point, over the candidates' own BM25 list
+    pairs = PAIRS.filter(pl.col("score").is_not_null()).select("qid", "docid", "rel")
+    scores = PAIRS.filter(pl.col("score").is_not_null()).select("qid", "docid", "score")
+    got = mac.heuristic_difficulty(pairs, scores, None, "candidates", "recip")
+    with_bm25, ref = mac.bm25_lists(pairs, scores, None, "candidates")
+    h = mac.macavaney_heuristics(with_bm25, ref)
+    assert got.columns == ["qid", "docid", "recip_raw", "recip"]
+    assert got["recip_raw"].to_list() == h["recip"].to_list()
+    assert got["recip"].to_list() == [1.0 - d for d in h["recip_point"].to_list()]
+    with pytest.raises(ValueError, match="needs the BM25 run"):
+        mac.heuristic_difficulty(pairs, scores, None, "run", "kde")

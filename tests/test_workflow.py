@@ -56,6 +56,12 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_an_unregistered_difficulty_function_stops_before_any_job(tmp_path):
+    out = snakemake(tmp_path, "-n", config={**TINY, "difficulty": {"functions": ["random", "nope"]}})
+    assert out.returncode != 0
+    assert "difficulty.functions: unknown difficulty function(s) ['nope']" in out.stderr + out.stdout
+
+
 def test_broken_input_fails_with_position_and_leaves_no_parquet(tmp_path):
     broken = tmp_path / "dataset.json"
     broken.write_text('{\n "x": {"messages": [[{"text": "hi", "sender": "a"}]],\n}\n')

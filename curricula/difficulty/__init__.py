@@ -13,55 +13,108 @@ from these rows:
   paper's D is an *ease*). The pairwise form D_pair(d+, d-) = (h(d+) - h(d-) + 1) / 2 (eq. 7/9/11) is formed from
   two rows' ``f_raw`` by :func:`curricula.difficulty.macavaney.pairwise`.
 
-Which BM25 list defines rank and score for MacAvaney's functions is ``bm25_list``: ``candidates`` ranks the query's
-fixed candidates by their Lucene BM25 scores (the re-ranking pool the ranker trains on); ``run`` uses the BM25 run's
-top k (rank null beyond it, as in the paper, where unretrieved positives still get a KDE value from their score).
+Which BM25 list defines MacAvaney's rank and score is the ``bm25_list`` knob
+(:func:`curricula.difficulty.macavaney.bm25_lists`).
+
+Each function is registered once, below, with its paper, level, inputs, knobs and computation
+(:func:`curricula.difficulty.registry.register`); adding a function is one more ``register(...)`` call.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from curricula.difficulty import hcl, penha
+from curricula.difficulty import hcl, macavaney, penha
+from curricula.difficulty.macavaney import BM25_LISTS, bm25_lists
+from curricula.difficulty.registry import (
+    FUNCTIONS,
+    INPUT_TABLES,
+    DifficultyFunction,
+    Inputs,
+    check_names,
+    lookup,
+    pair_level,
+    register,
+    unregister,
+)
 from curricula.ingest import candidate_pairs, read_ingest
-from curricula.tables import TableSpec
+from curricula.tables import CANDIDATE_SCORES, RUN, TEACHER_SCORES, VECTORS, TableSpec, read_table, write_table
+
+__all__ = [
+    "BM25_LISTS", "FUNCTIONS", "INPUT_TABLES", "DifficultyFunction", "Inputs", "bm25_lists", "check_names",
+    "combine_difficulty",
+    "difficulty_function_stage", "difficulty_spec", "difficulty_stage", "difficulty_table", "function_knobs",
+    "lookup", "needed_inputs", "pair_level", "register", "spearman_matrix", "unregister",
+]
 
 log = logging.getLogger(__name__)
 
-#: function name -> the inputs it needs beyond the ingest tables
-FUNCTIONS: dict[str, tuple[str, ...]] = {
-    "random": (),
-    "turns": (),
-    "u_words": (),
-    "r_words": (),
-    "sigma_sm": (),
-    "sigma_bm25": ("candidate_scores",),
-    "bert_pred": ("teacher",),
-    "bert_loss": ("teacher",),
-    "recip": ("candidate_scores", "run"),
-    "norm": ("candidate_scores", "run"),
-    "kde": ("candidate_scores", "run"),
-    "hcl_corpus": ("query_vectors", "doc_vectors"),
-}
-MACAVANEY = ("recip", "norm", "kde")
-BM25_LISTS = ("candidates", "run")
+#: the table contract of each extra input table
+INPUT_SPECS: dict[str, TableSpec] = {"candidate_scores": CANDIDATE_SCORES, "run": RUN, "teacher": TEACHER_SCORES,
+                                     "query_vectors": VECTORS, "doc_vectors": VECTORS}
 
 
-def needed_inputs(functions: Sequence[str], bm25_list: str = "candidates") -> set[str]:
-    """The extra tables the configured functions read (the difficulty rule's conditional inputs)."""
+# ----------------------------------------------------------------------------------------------- the functions
+def _sigma_sm(x: Inputs) -> pl.DataFrame:
+    # curricula.hf imports torch: only when sigma_SM is computed, never when Snakemake imports this module
+    from curricula.hf import input_embeddings, load_tokenizer
+
+    model = x.knobs["sm_model"]
+    emb = input_embeddings(model).numpy()
+    return penha.sigma_sm(x.pairs, x.queries, x.docs, load_tokenizer(model), emb, x.knobs["sm_words"])
+
+
+def _heuristic(name: str) -> Callable[[Inputs], pl.DataFrame]:
+    def compute(x: Inputs) -> pl.DataFrame:
+        return macavaney.heuristic_difficulty(x.pairs, x.tables["candidate_scores"], x.tables.get("run"),
+                                              x.knobs["bm25_list"], name)
+    return compute
+
+
+PENHA = "Penha & Hauff 2020, Table 2"
+register("random", PENHA, level="query", uses_seed=True,
+         compute=lambda x: penha.by_rank(penha.random(x.pairs, x.knobs["seed"]), x.pairs))
+register("turns", PENHA, level="query", compute=lambda x: penha.by_rank(penha.turns(x.queries), x.pairs))
+register("u_words", PENHA, level="query", compute=lambda x: penha.by_rank(penha.u_words(x.queries), x.pairs))
+register("r_words", PENHA, level="query", compute=lambda x: penha.by_rank(penha.r_words(x.pairs, x.docs), x.pairs))
+register("sigma_sm", PENHA, level="query", knobs=("sm_words", "sm_model"),
+         compute=lambda x: penha.by_rank(_sigma_sm(x), x.pairs))
+register("sigma_bm25", PENHA, level="query", inputs=("candidate_scores",),
+         compute=lambda x: penha.by_rank(penha.sigma_bm25(x.pairs, x.tables["candidate_scores"]), x.pairs))
+register("bert_pred", PENHA, level="query", inputs=("teacher",),
+         compute=lambda x: penha.by_rank(penha.bert_pred(x.pairs, x.tables["teacher"]), x.pairs))
+register("bert_loss", PENHA, level="query", inputs=("teacher",),
+         compute=lambda x: penha.by_rank(penha.bert_loss(x.pairs, x.tables["teacher"]), x.pairs))
+# the BM25 list is the candidates' scores, or the BM25 run's when bm25_list is "run"
+register("recip", "MacAvaney et al. 2020, eq. 5-7", level="pair", inputs=("candidate_scores",),
+         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("recip"))
+register("norm", "MacAvaney et al. 2020, eq. 8-9", level="pair", inputs=("candidate_scores",),
+         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("norm"))
+register("kde", "MacAvaney et al. 2020, eq. 10-11", level="pair", inputs=("candidate_scores",),
+         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("kde"))
+register("hcl_corpus", "Su et al. 2021, eq. 2", level="query", inputs=("query_vectors", "doc_vectors"),
+         compute=lambda x: hcl.hcl_corpus(x.pairs, x.tables["query_vectors"], x.tables["doc_vectors"]))
+
+
+# ----------------------------------------------------------------------------------------------- the pipeline
+def needed_inputs(functions: Sequence[str], bm25_list: str = "candidates", *,
+                  knobs: Mapping[str, Any] | None = None) -> set[str]:
+    """The extra tables the configured functions read (the difficulty rule's conditional inputs).
+
+    A conditional input (:func:`register`'s ``conditional_inputs``) is decided by the knob values: ``bm25_list``,
+    updated by ``knobs`` (e.g. a job's :func:`function_knobs`).
+    """
     unknown = [f for f in functions if f not in FUNCTIONS]
     if unknown:
         raise ValueError(f"unknown difficulty function(s) {unknown}; known: {list(FUNCTIONS)}")
-    out = {name for f in functions for name in FUNCTIONS[f]}
-    if bm25_list != "run":
-        out.discard("run")
-    return out
+    values = {"bm25_list": bm25_list, **(knobs or {})}
+    return {name for f in functions for name in FUNCTIONS[f].needed_inputs(values)}
 
 
 def difficulty_spec(functions: Sequence[str]) -> TableSpec:
@@ -71,29 +124,6 @@ def difficulty_spec(functions: Sequence[str]) -> TableSpec:
         cols[f"{f}_raw"] = pl.Float64
         cols[f] = pl.Float64
     return TableSpec("difficulty", cols, key=("qid", "docid"))
-
-
-def bm25_lists(pairs: pl.DataFrame, candidate_scores: pl.DataFrame, run: pl.DataFrame | None,
-               bm25_list: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(pairs with the doc's ``score`` and ``rank``, the per-query reference list (qid, score)) for MacAvaney.
-
-    ``candidates``: rank among the query's candidates by BM25 score descending, ties by docid ascending (Lucene's
-    order). ``run``: rank in the BM25 run (null when not retrieved); the reference is the run's scores.
-    """
-    if bm25_list not in BM25_LISTS:
-        raise ValueError(f"bm25_list must be one of {BM25_LISTS}, got {bm25_list!r}")
-    scored = pairs.join(candidate_scores.select("qid", "docid", "score"), on=["qid", "docid"], how="left")
-    if bm25_list == "candidates":
-        ranked = scored.with_columns(pl.col("score").fill_null(0.0)).sort(
-            ["qid", "score", "docid"], descending=[False, True, False]
-        ).with_columns(rank=pl.int_range(1, pl.len() + 1).over("qid").cast(pl.Int32))
-        out = pairs.join(ranked.select("qid", "docid", "score", "rank"), on=["qid", "docid"], how="left")
-        return out, ranked.select("qid", "score")
-    if run is None:
-        raise ValueError("bm25_list 'run' needs the BM25 run table")
-    out = scored.join(run.select("qid", "docid", "rank"), on=["qid", "docid"], how="left")
-    ref = run.filter(pl.col("qid").is_in(pairs["qid"].unique().implode())).select("qid", "score")
-    return out, ref
 
 
 def difficulty_table(
@@ -111,51 +141,31 @@ def difficulty_table(
     bm25_list: str = "candidates",
     sm_words: int = penha.SM_WORDS,
     sm_model: str = "minilm",
+    knobs: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
-    """The difficulty table (see the module docstring) of ``pairs`` (qid, docid, rel) for ``functions``."""
-    needed_inputs(functions, bm25_list)
+    """The difficulty table (see the module docstring) of ``pairs`` (qid, docid, rel) for ``functions``.
+
+    The keyword tables are the extra inputs (:data:`INPUT_TABLES`); ``seed``, ``bm25_list``, ``sm_words`` and
+    ``sm_model`` are knob values, updated by ``knobs`` (knobs of functions registered later).
+    """
+    values = {"seed": seed, "bm25_list": bm25_list, "sm_words": sm_words, "sm_model": sm_model, **(knobs or {})}
+    given = {"candidate_scores": candidate_scores, "run": run, "teacher": teacher, "query_vectors": query_vectors,
+             "doc_vectors": doc_vectors}
+    needed_inputs(functions, bm25_list, knobs=values)
     base = pairs.select("qid", "docid", pl.col("rel").cast(pl.Int32)).sort("qid", "docid")
-    query_level: list[pl.DataFrame] = []
-    for f in functions:
-        if f == "random":
-            qids = base["qid"].unique().sort()
-            query_level.append(pl.DataFrame({"qid": qids, "random_raw": penha.random_score(qids, seed)}))
-        elif f == "turns":
-            query_level.append(penha.turns(queries))
-        elif f == "u_words":
-            query_level.append(penha.u_words(queries))
-        elif f == "r_words":
-            query_level.append(penha.r_words(base, docs))
-        elif f == "sigma_sm":
-            from curricula.hf import input_embeddings, load_tokenizer
-
-            emb = input_embeddings(sm_model).numpy()
-            query_level.append(penha.sigma_sm(base, queries, docs, load_tokenizer(sm_model), emb, sm_words))
-        elif f == "sigma_bm25":
-            query_level.append(penha.sigma_bm25(base, candidate_scores))
-        elif f == "bert_pred":
-            query_level.append(penha.bert_pred(base, teacher))
-        elif f == "bert_loss":
-            query_level.append(penha.bert_loss(base, teacher))
-        elif f == "hcl_corpus":
-            query_level.append(hcl.hcl_corpus(base, query_vectors, doc_vectors))
     out = base
-    for frame in query_level:
-        name = next(c for c in frame.columns if c.endswith("_raw"))
-        f = name.removesuffix("_raw")
-        frame = frame.filter(pl.col("qid").is_in(base["qid"].unique().implode())).sort("qid")
-        if f not in frame.columns:  # Penha's functions: rank-based difficulty among the training queries
-            frame = frame.with_columns(penha.percentile_difficulty(frame[name]).alias(f))
-        out = out.join(frame.select("qid", name, f), on="qid", how="left")
-    if any(f in MACAVANEY for f in functions):
-        from curricula.difficulty import macavaney
-
-        with_bm25, reference = bm25_lists(base, candidate_scores, run, bm25_list)
-        heur = macavaney.macavaney_heuristics(with_bm25, reference)
-        for f in MACAVANEY:
-            if f in functions:
-                out = out.join(heur.select("qid", "docid", pl.col(f).alias(f"{f}_raw"),
-                                           (1.0 - pl.col(f"{f}_point")).alias(f)), on=["qid", "docid"], how="left")
+    for f in functions:
+        fn = FUNCTIONS[f]
+        need = fn.needed_inputs(values)
+        absent = sorted(name for name in need if given.get(name) is None)
+        if absent:
+            raise ValueError(f"difficulty {f}: needs the table(s) {absent}")
+        frame = fn.compute(Inputs(base, queries, docs, {name: given[name] for name in need}, fn.knob_values(values)))
+        cols = [*fn.key, f"{f}_raw", f]
+        lacking = [c for c in cols if c not in frame.columns]
+        if lacking:
+            raise ValueError(f"difficulty {f}: its compute returned no column(s) {lacking}")
+        out = out.join(frame.select(cols), on=list(fn.key), how="left")
     ordered = ["qid", "docid", "rel"] + [c for f in functions for c in (f"{f}_raw", f)]
     out = out.select(ordered).sort("qid", "docid")
     missing = {c: out[c].null_count() for c in ordered[3:] if out[c].null_count()}
@@ -166,6 +176,7 @@ def difficulty_table(
 
 def spearman_matrix(table: pl.DataFrame, functions: Sequence[str]) -> pl.DataFrame:
     """Spearman rank correlation between the difficulty columns over the table's rows (function x function)."""
+    # scipy.stats takes ~0.3 s to import: kept out of Snakemake's parse of the workflow (which imports this module)
     from scipy.stats import spearmanr
 
     cols = [f for f in functions if table[f].n_unique() > 1]
@@ -177,19 +188,13 @@ def spearman_matrix(table: pl.DataFrame, functions: Sequence[str]) -> pl.DataFra
     return pl.DataFrame({"function": cols, **{c: [float(x) for x in rho[:, j]] for j, c in enumerate(cols)}})
 
 
-#: the config keys of the ``difficulty`` section each function reads (so a knob re-runs only its functions)
-FUNCTION_KNOBS: dict[str, tuple[str, ...]] = {
-    "sigma_sm": ("sm_words", "sm_model"),
-    "recip": ("bm25_list",),
-    "norm": ("bm25_list",),
-    "kde": ("bm25_list",),
-}
-
-
 def function_knobs(function: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """The knobs one function's job depends on: its ``difficulty`` keys, and the seed for ``random`` only."""
-    knobs = {k: cfg[k] for k in FUNCTION_KNOBS.get(function, ())}
-    if function == "random":
+    """The knobs one function's job depends on: its registered ``difficulty`` keys (read from ``cfg``, the config's
+    ``difficulty`` section), and ``seed`` if it uses the seed (``random`` only). An unknown function is a ValueError.
+    """
+    fn = lookup(function)
+    knobs = {k: cfg[k] for k in fn.knobs}
+    if fn.uses_seed:
         knobs["seed"] = seed
     return knobs
 
@@ -205,18 +210,14 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     (:func:`needed_inputs`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function
     to the config computes only that function, and a function's table changes only when its own inputs do.
     """
-    from curricula.tables import CANDIDATE_SCORES, RUN, TEACHER_SCORES, VECTORS, read_table, write_table
-
     bm25_list = knobs.get("bm25_list", "candidates")
     ingest = read_ingest(data)
     queries, docs = ingest["queries"], ingest["docs"]
     pairs = candidate_pairs(ingest, splits=(split,), relevant_min=relevant_min)
-    specs = {"candidate_scores": CANDIDATE_SCORES, "run": RUN, "teacher": TEACHER_SCORES,
-             "query_vectors": VECTORS, "doc_vectors": VECTORS}
-    extra = {name: read_table(data[name], specs[name]) for name in needed_inputs([function], bm25_list)}
-    options = {k: knobs[k] for k in ("sm_words", "sm_model") if k in knobs}
+    extra = {name: read_table(data[name], INPUT_SPECS[name])
+             for name in needed_inputs([function], bm25_list, knobs=knobs)}
     table = difficulty_table(pairs, queries, docs, [function], seed=knobs.get("seed", 42), bm25_list=bm25_list,
-                             **options, **extra)
+                             knobs=knobs, **extra)
     write_table(table, out_path, difficulty_spec([function]))
     log.info("difficulty %s (%s): %d pairs of %d queries; difficulty mean %.3f, raw range [%.4g, %.4g]",
              function, split, table.height, table["qid"].n_unique(), table[function].mean(),
@@ -241,8 +242,6 @@ def combine_difficulty(tables: Sequence[pl.DataFrame], functions: Sequence[str])
 
 def difficulty_stage(paths: Mapping[str, str | Path], out_path: str | Path, functions: Sequence[str]) -> pl.DataFrame:
     """Rule ``difficulty``: join the per-function tables into ``difficulty/difficulty.parquet``; log Spearman."""
-    from curricula.tables import read_table, write_table
-
     functions = list(functions)
     table = combine_difficulty([read_table(paths[f], difficulty_spec([f])) for f in functions], functions)
     write_table(table, out_path, difficulty_spec(functions))

@@ -14,10 +14,15 @@ are ranked alike. The pipeline's ``difficulty`` has 1 = hardest, i.e. :func:`dif
 
 Everything here is vectorised numpy / polars; the KDE CDF uses the closed form mean_j ndtr((x - x_j) / h), equal to
 ``scipy.stats.gaussian_kde(ref).integrate_box_1d(-inf, x)``, for all queries at once (no loop over queries).
+
+Which BM25 list defines rank and score is ``bm25_list`` (:func:`bm25_lists`): ``candidates`` ranks the query's fixed
+candidates by their Lucene BM25 scores (the re-ranking pool the ranker trains on); ``run`` uses the BM25 run's top k
+(rank null beyond it, as in the paper, where unretrieved positives still get a KDE value from their score).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -27,6 +32,10 @@ from scipy.special import ndtr
 
 #: Default number of evaluation points per KDE chunk: memory is about 3 x chunk_rows x (largest list) x 8 bytes.
 KDE_CHUNK_ROWS = 4096
+#: the heuristics h, eq. 5 / norm / KDE (each is a registered difficulty function of the same name)
+HEURISTICS = ("recip", "norm", "kde")
+#: the values of the ``difficulty.bm25_list`` knob
+BM25_LISTS = ("candidates", "run")
 
 Num = TypeVar("Num", float, NDArray[np.float64], pl.Series, pl.Expr)
 
@@ -194,9 +203,11 @@ def macavaney_heuristics(
     *,
     relevant_min: int = 1,
     chunk_rows: int = KDE_CHUNK_ROWS,
+    heuristics: Sequence[str] = HEURISTICS,
 ) -> pl.DataFrame:
     """``pairs`` with the heuristics h (``recip``, ``norm``, ``kde``, eq. 5 / norm / KDE, 1 = ranked high) and their
-    pointwise D (``recip_point``, ``norm_point``, ``kde_point``, eq. 6 / 8 / 10, 1 = easy) as Float64 columns.
+    pointwise D (``recip_point``, ``norm_point``, ``kde_point``, eq. 6 / 8 / 10, 1 = easy) as Float64 columns;
+    ``heuristics`` names a subset to compute (only the KDE is costly).
 
     ``pairs``: qid, docid, rel (int, relevant when rel >= ``relevant_min``; null is an error), score (the doc's own
     first-stage score, may be null), rank (null when the doc is not in the ranked list), other columns kept.
@@ -211,6 +222,9 @@ def macavaney_heuristics(
     missing += [f"reference.{c}" for c in ("qid", "score") if c not in reference.columns]
     if missing:
         raise ValueError(f"macavaney_heuristics: missing column(s) {missing}")
+    unknown = [h for h in heuristics if h not in HEURISTICS]
+    if unknown:
+        raise ValueError(f"macavaney_heuristics: unknown heuristic(s) {unknown}; known: {list(HEURISTICS)}")
     if pairs["rel"].null_count():
         raise ValueError(f"macavaney_heuristics: {pairs['rel'].null_count()} null rel value(s)")
     ref = reference.select("qid", pl.col("score").cast(pl.Float64)).filter(
@@ -221,14 +235,49 @@ def macavaney_heuristics(
 
     score = _floats(pairs["score"])
     no_score = np.isnan(score)
-    recip = reciprocal_rank(pairs["rank"])
-    norm = minmax_norm(score, keyed["_min"], keyed["_max"])
-    kde = kde_cdf(score, pairs["qid"], ref["score"], ref["qid"], chunk_rows=chunk_rows)
-    for h in (recip, norm, kde):
-        h[no_score] = 0.0
+    compute = {
+        "recip": lambda: reciprocal_rank(pairs["rank"]),
+        "norm": lambda: minmax_norm(score, keyed["_min"], keyed["_max"]),
+        "kde": lambda: kde_cdf(score, pairs["qid"], ref["score"], ref["qid"], chunk_rows=chunk_rows),
+    }
     relevant = (pairs["rel"] >= relevant_min).to_numpy()
     cols = {}
-    for name, h in (("recip", recip), ("norm", norm), ("kde", kde)):
+    for name in (h for h in HEURISTICS if h in heuristics):
+        h = compute[name]()
+        h[no_score] = 0.0
         cols[name] = pl.Series(name, h, dtype=pl.Float64, nan_to_null=True)
         cols[f"{name}_point"] = pl.Series(f"{name}_point", pointwise(h, relevant), dtype=pl.Float64, nan_to_null=True)
     return pairs.with_columns(**cols)
+
+
+def bm25_lists(pairs: pl.DataFrame, candidate_scores: pl.DataFrame, run: pl.DataFrame | None,
+               bm25_list: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(pairs with the doc's ``score`` and ``rank``, the per-query reference list (qid, score)) for the heuristics.
+
+    ``candidates``: rank among the query's candidates by BM25 score descending, ties by docid ascending (Lucene's
+    order). ``run``: rank in the BM25 run (null when not retrieved); the reference is the run's scores.
+    """
+    if bm25_list not in BM25_LISTS:
+        raise ValueError(f"bm25_list must be one of {BM25_LISTS}, got {bm25_list!r}")
+    scored = pairs.join(candidate_scores.select("qid", "docid", "score"), on=["qid", "docid"], how="left")
+    if bm25_list == "candidates":
+        ranked = scored.with_columns(pl.col("score").fill_null(0.0)).sort(
+            ["qid", "score", "docid"], descending=[False, True, False]
+        ).with_columns(rank=pl.int_range(1, pl.len() + 1).over("qid").cast(pl.Int32))
+        out = pairs.join(ranked.select("qid", "docid", "score", "rank"), on=["qid", "docid"], how="left")
+        return out, ranked.select("qid", "score")
+    if run is None:
+        raise ValueError("bm25_list 'run' needs the BM25 run table")
+    out = scored.join(run.select("qid", "docid", "rank"), on=["qid", "docid"], how="left")
+    ref = run.filter(pl.col("qid").is_in(pairs["qid"].unique().implode())).select("qid", "score")
+    return out, ref
+
+
+def heuristic_difficulty(pairs: pl.DataFrame, candidate_scores: pl.DataFrame, run: pl.DataFrame | None,
+                         bm25_list: str, heuristic: str) -> pl.DataFrame:
+    """One heuristic as a difficulty function of the pairs (qid, docid, rel): (qid, docid, ``{h}_raw`` = h,
+    ``{h}`` = :func:`difficulty_from_ease` of the pointwise D, eq. 6 / 8 / 10), with the BM25 list ``bm25_list``."""
+    with_bm25, reference = bm25_lists(pairs, candidate_scores, run, bm25_list)
+    heur = macavaney_heuristics(with_bm25, reference, heuristics=(heuristic,))
+    return heur.select("qid", "docid", pl.col(heuristic).alias(f"{heuristic}_raw"),
+                       difficulty_from_ease(pl.col(f"{heuristic}_point")).alias(heuristic))

@@ -148,3 +148,17 @@ def percentile_difficulty(raw: pl.Series) -> pl.Series:
     if ranks.min() == ranks.max():
         return pl.Series(raw.name, [0.5] * n, dtype=pl.Float64)
     return ((ranks - 1) / (n - 1)).cast(pl.Float64).alias(raw.name)
+
+
+def by_rank(raw: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
+    """(qid, ``f_raw``, ``f``) for the queries of ``pairs``, sorted by qid, from a (qid, ``f_raw``) frame of any
+    queries: ``f`` is :func:`percentile_difficulty` of the raw value among the scored queries only (1 = hardest)."""
+    name = next(c for c in raw.columns if c.endswith("_raw"))
+    frame = raw.filter(pl.col("qid").is_in(pairs["qid"].unique().implode())).sort("qid")
+    return frame.select("qid", name, percentile_difficulty(frame[name]).alias(name.removesuffix("_raw")))
+
+
+def random(pairs: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """Table 2 *random* of the queries of ``pairs``: (qid, random_raw), see :func:`random_score`."""
+    qids = pairs["qid"].unique().sort()
+    return pl.DataFrame({"qid": qids, "random_raw": random_score(qids, seed)})
