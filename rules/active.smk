@@ -5,17 +5,17 @@ rule active:
     output:
         **active_outputs(),
     params:
-        spec=lambda wildcards: {k: v for k, v in ACTIVE_SPEC.items() if k != "threads"},
+        spec=active_params,
         settings=active_settings(),
         relevant_min=config["dataset"]["relevant_min"],
-    threads: lambda wildcards: ACTIVE_SPEC["threads"]
+    threads: active_threads
     log:
-        f"{LOGS}/active/{{method}}/seed={{seed}}.log",
+        log_path("active/{method}/seed={seed}"),
     benchmark:
-        f"{BENCHMARKS}/active/{{method}}/seed={{seed}}.tsv"
+        benchmark_path("active/{method}/seed={seed}")
     resources:
         mem_mb=4000,
-        gpu=lambda wildcards: 1 if ACTIVE_SPEC["device"] == "cuda" else 0,
+        gpu=active_gpus,
     conda:
         CONDA_ENVS["gpu"]
     script:
@@ -25,25 +25,21 @@ rule active:
 rule report_active:
     """Learning curves (test MRR by labeled fraction) and the Wang Table 1-style label-fraction table."""
     input:
-        **{
-            f"curve|{m}|{s}": active_outputs(m, s)["curve"]
-            for m in config["active"]["methods"]
-            for s in config["active"]["seeds"]
-        },
+        **active_curves(),
     output:
         table=report(active_report_outputs()["table"], caption="../report/table_active.rst", category="Active learning"),
-        table_md=active_report_outputs()["table"].replace(".csv", ".md"),
-        table_parquet=active_report_outputs()["table"].replace(".csv", ".parquet"),
+        table_md=active_report_outputs()["table_md"],
+        table_parquet=active_report_outputs()["table_parquet"],
         curves=report(active_report_outputs()["curves"], caption="../report/curves_active.rst", category="Active learning"),
-        curves_md=active_report_outputs()["curves"].replace(".csv", ".md"),
-        curves_parquet=active_report_outputs()["curves"].replace(".csv", ".parquet"),
+        curves_md=active_report_outputs()["curves_md"],
+        curves_parquet=active_report_outputs()["curves_parquet"],
         figure=report(active_report_outputs()["figure"], caption="../report/figure_active.rst", category="Active learning"),
     params:
         dataset=config["dataset"]["name"],
     log:
-        f"{LOGS}/report_active.log",
+        log_path("report_active"),
     benchmark:
-        f"{BENCHMARKS}/report_active.tsv"
+        benchmark_path("report_active")
     resources:
         mem_mb=2000,
     conda:

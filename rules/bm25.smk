@@ -8,9 +8,9 @@ rule bm25_index:
         heap=config["bm25"]["heap"],
     threads: config["bm25"]["threads"]
     log:
-        f"{LOGS}/bm25_index.log",
+        log_path("bm25_index"),
     benchmark:
-        f"{BENCHMARKS}/bm25_index.tsv"
+        benchmark_path("bm25_index")
     resources:
         mem_mb=6000,
     conda:
@@ -30,9 +30,9 @@ rule bm25_run_shard:
         bm25=section("bm25", "k", "k1", "b", "query_turns", "heap"),
     threads: config["bm25"]["threads"]
     log:
-        f"{LOGS}/bm25_run_shard/{{scatteritem}}.log",
+        log_path("bm25_run_shard/{scatteritem}"),
     benchmark:
-        f"{BENCHMARKS}/bm25_run_shard/{{scatteritem}}.tsv"
+        benchmark_path("bm25_run_shard/{scatteritem}")
     resources:
         mem_mb=6000,
     conda:
@@ -49,9 +49,9 @@ rule bm25_run:
         run=bm25_outputs()["run"],
         trec=bm25_outputs()["trec"],
     log:
-        f"{LOGS}/bm25_run.log",
+        log_path("bm25_run"),
     benchmark:
-        f"{BENCHMARKS}/bm25_run.tsv"
+        benchmark_path("bm25_run")
     resources:
         mem_mb=4000,
     conda:
@@ -71,9 +71,9 @@ rule bm25_candidate_scores_shard:
     params:
         bm25=section("bm25", "k1", "b", "query_turns", "heap"),
     log:
-        f"{LOGS}/bm25_candidate_scores_shard/{{scatteritem}}.log",
+        log_path("bm25_candidate_scores_shard/{scatteritem}"),
     benchmark:
-        f"{BENCHMARKS}/bm25_candidate_scores_shard/{{scatteritem}}.tsv"
+        benchmark_path("bm25_candidate_scores_shard/{scatteritem}")
     resources:
         mem_mb=6000,
     conda:
@@ -91,9 +91,9 @@ rule bm25_candidate_scores:
     params:
         table="candidate_scores",
     log:
-        f"{LOGS}/bm25_candidate_scores.log",
+        log_path("bm25_candidate_scores"),
     benchmark:
-        f"{BENCHMARKS}/bm25_candidate_scores.tsv"
+        benchmark_path("bm25_candidate_scores")
     resources:
         mem_mb=4000,
     conda:

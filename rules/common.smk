@@ -2,7 +2,11 @@
 import os
 from pathlib import Path
 
+import yaml
 from snakemake.exceptions import WorkflowError
+
+from curricula.difficulty import check_names, function_knobs, needed_inputs
+from curricula.experiments import experiment_specs, job_params, needed_tables
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = f"logs/{config['dataset']['name']}"
@@ -23,6 +27,24 @@ wildcard_constraints:
     scatteritem=r"[0-9]+-of-[0-9]+",
 
 
+def log_path(stem):
+    """A rule's log file; ``stem``: the rule's name and wildcards in plain braces, e.g. ``"curriculum/{scoring}"``."""
+    return f"{LOGS}/{stem}.log"
+
+
+def benchmark_path(stem):
+    """A rule's benchmark file, under the same ``stem`` as its log."""
+    return f"{BENCHMARKS}/{stem}.tsv"
+
+
+def gpus(device):
+    """Cards a job on ``device`` asks for (resource ``gpu``): 1 for ``cuda`` or ``cuda:N``, else 0.
+
+    ``auto`` asks for none: it picks CUDA only where the node has a GPU (profiles/slurm gives the GPU-capable rules
+    ``gpu: 1`` itself)."""
+    return 1 if device == "cuda" or str(device).startswith("cuda:") else 0
+
+
 def shard_path(stage, table):
     """One scatter shard of a stage's table (a temporary file; ``{scatteritem}`` is ``<i>-of-<n>``)."""
     return f"{RESULTS}/{stage}/shards/{table}.{{scatteritem}}.parquet"
@@ -36,8 +58,12 @@ def dataset_files(wildcards=None):
     return sorted(out)
 
 
+def ingest_table(name="{kind}"):
+    return f"{RESULTS}/data/{name}.parquet"
+
+
 def ingest_outputs():
-    return {name: f"{RESULTS}/data/{name}.parquet" for name in ("queries", "docs", "qrels", "candidates")}
+    return {name: ingest_table(name) for name in ("queries", "docs", "qrels", "candidates")}
 
 
 def bm25_outputs():
@@ -49,11 +75,15 @@ def bm25_outputs():
     }
 
 
+def dense_vectors(kind="{kind}"):
+    return f"{RESULTS}/dense/{kind}.parquet"
+
+
 def dense_outputs():
     return {
         "biencoder": f"{RESULTS}/dense/biencoder",
-        "queries": f"{RESULTS}/dense/queries.parquet",
-        "docs": f"{RESULTS}/dense/docs.parquet",
+        "queries": dense_vectors("queries"),
+        "docs": dense_vectors("docs"),
         "neighbors": f"{RESULTS}/dense/neighbors.parquet",
     }
 
@@ -97,8 +127,6 @@ def difficulty_function_path(function):
 
 def difficulty_function_inputs(wildcards):
     """Ingest tables plus only what this scoring function reads (the teacher only for bert_*)."""
-    from curricula.difficulty import needed_inputs
-
     paths = {
         "candidate_scores": bm25_outputs()["candidate_scores"],
         "run": bm25_outputs()["run"],
@@ -111,14 +139,10 @@ def difficulty_function_inputs(wildcards):
 
 
 def difficulty_function_knobs(wildcards):
-    from curricula.difficulty import function_knobs
-
     return function_knobs(wildcards.function, config["difficulty"], config["seed"])
 
 
 def load_schema():
-    import yaml
-
     with open(os.path.join(workflow.basedir, "schemas", "config.schema.yaml")) as fh:
         return yaml.safe_load(fh)
 
@@ -133,20 +157,23 @@ def resolved(resolve):
 
 def resolve_experiments():
     """Every experiment's resolved spec (curricula.experiments)."""
-    from curricula.experiments import experiment_specs
-
     return resolved(experiment_specs)
 
 
 EXPERIMENTS = resolve_experiments()
 
 
+def check_difficulty_functions(config, schema):
+    """The difficulty functions the config names must be registered (curricula.difficulty.FUNCTIONS)."""
+    check_names(config["difficulty"]["functions"], "difficulty.functions")
+    check_names(config["report"]["difficulty_functions"], "report.difficulty_functions")
+
+
+resolved(check_difficulty_functions)
+
+
 def curriculum_dir(scoring):
     return f"{RESULTS}/curricula/{scoring}"
-
-
-def curriculum_scorings():
-    return sorted({spec["scoring"] for spec in EXPERIMENTS.values()})
 
 
 def experiment_dir(experiment="{experiment}", seed="{seed}"):
@@ -160,8 +187,6 @@ def train_outputs(experiment="{experiment}", seed="{seed}"):
 
 def train_inputs(wildcards):
     """Ingest tables, the experiment's curriculum shards, and only the extra tables its axes read."""
-    from curricula.experiments import needed_tables
-
     spec = EXPERIMENTS[wildcards.experiment]
     extra = {
         "weights": lambda: difficulty_function_path(spec["weighting"]["scoring"]),
@@ -176,21 +201,22 @@ def train_inputs(wildcards):
 
 
 def train_params(wildcards):
-    from curricula.experiments import job_params
-
     return job_params(EXPERIMENTS[wildcards.experiment])
 
 
 def experiment_params():
     """Every experiment's spec without runtime knobs (params of rules that read all of them)."""
-    from curricula.experiments import job_params
-
     return {name: job_params(spec) for name, spec in EXPERIMENTS.items()}
 
 
 def experiment_knob(key):
     """A per-experiment knob for threads:/resources: (runtime knobs are not params, so they never re-run a job)."""
     return lambda wildcards: EXPERIMENTS[wildcards.experiment][key]
+
+
+def experiment_gpus(wildcards):
+    """The ``gpu`` resource of a per-experiment job (its spec's device)."""
+    return gpus(EXPERIMENTS[wildcards.experiment]["device"])
 
 
 def evaluate_outputs(experiment="{experiment}", seed="{seed}"):
@@ -230,9 +256,19 @@ def difficulty_test_path(function):
     return f"{RESULTS}/difficulty/test/{function}.parquet"
 
 
+def table_outputs(name, stem):
+    """The files of one report table ``<stem>.{csv,md,parquet}``, keyed ``name``, ``name_md`` and ``name_parquet``
+    (the CSV is the one shown in the Snakemake report)."""
+    return {name: f"{stem}.csv", f"{name}_md": f"{stem}.md", f"{name}_parquet": f"{stem}.parquet"}
+
+
 def report_outputs():
     out = f"{RESULTS}/report"
-    return {"seeds": f"{out}/table_seeds.csv", "metrics": f"{out}/table_metrics.csv", "figures": f"{out}/figures"}
+    return {
+        **table_outputs("seeds", f"{out}/table_seeds"),
+        **table_outputs("metrics", f"{out}/table_metrics"),
+        "figures": f"{out}/figures",
+    }
 
 
 def runs_by_key(kind):
@@ -291,10 +327,29 @@ def active_outputs(method="{method}", seed="{seed}"):
 def active_report_outputs():
     out = f"{RESULTS}/report"
     return {
-        "table": f"{out}/table_active.csv",
-        "curves": f"{out}/curves_active.csv",
+        **table_outputs("table", f"{out}/table_active"),
+        **table_outputs("curves", f"{out}/curves_active"),
         "figure": f"{out}/figures_active/learning_curves.png",
     }
+
+
+def active_params(wildcards):
+    """The active-learning ranker's spec without its thread count (a function: ACTIVE_SPEC is None when disabled)."""
+    return {k: v for k, v in ACTIVE_SPEC.items() if k != "threads"}
+
+
+def active_threads(wildcards):
+    return ACTIVE_SPEC["threads"]
+
+
+def active_gpus(wildcards):
+    return gpus(ACTIVE_SPEC["device"])
+
+
+def active_curves():
+    """{"curve|<method>|<seed>": path} of every (method, seed)'s learning curve, as a flat input dict."""
+    methods, seeds = config["active"]["methods"], config["active"]["seeds"]
+    return {f"curve|{m}|{s}": active_outputs(m, s)["curve"] for m in methods for s in seeds}
 
 
 def active_inputs(wildcards):
@@ -314,5 +369,4 @@ def active_settings():
 def all_active():
     if ACTIVE_SPEC is None:
         return []
-    curves = [active_outputs(m, s)["curve"] for m in config["active"]["methods"] for s in config["active"]["seeds"]]
-    return curves + list(active_report_outputs().values())
+    return [*active_curves().values(), *active_report_outputs().values()]

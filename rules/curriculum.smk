@@ -8,9 +8,9 @@ rule curriculum:
         shard_size=config["curriculum"]["shard_size"],
         seed=config["seed"],
     log:
-        f"{LOGS}/curriculum/{{scoring}}.log",
+        log_path("curriculum/{scoring}"),
     benchmark:
-        f"{BENCHMARKS}/curriculum/{{scoring}}.tsv"
+        benchmark_path("curriculum/{scoring}")
     resources:
         mem_mb=2000,
     conda:

@@ -8,9 +8,9 @@ rule ingest:
         dataset=config["dataset"],
         seed=config["seed"],
     log:
-        f"{LOGS}/ingest.log",
+        log_path("ingest"),
     benchmark:
-        f"{BENCHMARKS}/ingest.tsv"
+        benchmark_path("ingest")
     resources:
         mem_mb=4000,
     conda:

@@ -11,12 +11,12 @@ rule dense_biencoder:
         seed=config["seed"],
     threads: config["dense"]["threads"]
     log:
-        f"{LOGS}/dense_biencoder.log",
+        log_path("dense_biencoder"),
     benchmark:
-        f"{BENCHMARKS}/dense_biencoder.tsv"
+        benchmark_path("dense_biencoder")
     resources:
         mem_mb=8000,
-        gpu=1 if config["dense"]["device"] == "cuda" else 0,
+        gpu=gpus(config["dense"]["device"]),
     conda:
         CONDA_ENVS["gpu"]
     script:
@@ -27,19 +27,19 @@ rule dense_encode_shard:
     """Unit-norm MiniLM embeddings of one shard's batches of queries (contexts) or docs (responses)."""
     input:
         unpack(biencoder_input),
-        table=f"{RESULTS}/data/{{kind}}.parquet",
+        table=ingest_table("{kind}"),
     output:
         vectors=temp(shard_path("dense", "{kind}")),
     params:
         dense=section("dense", "model", "layers", "max_length", "query_truncation", "batch_size", "device", "precision"),
     threads: config["dense"]["threads"]
     log:
-        f"{LOGS}/dense_encode_shard/{{kind}}.{{scatteritem}}.log",
+        log_path("dense_encode_shard/{kind}.{scatteritem}"),
     benchmark:
-        f"{BENCHMARKS}/dense_encode_shard/{{kind}}.{{scatteritem}}.tsv"
+        benchmark_path("dense_encode_shard/{kind}.{scatteritem}")
     resources:
         mem_mb=6000,
-        gpu=1 if config["dense"]["device"] == "cuda" else 0,
+        gpu=gpus(config["dense"]["device"]),
     conda:
         CONDA_ENVS["gpu"]
     script:
@@ -50,13 +50,13 @@ rule dense_encode:
     """Unit-norm MiniLM embeddings of every query or doc, gathered from the shards in the ingest table's order."""
     input:
         shards=gather.encode(shard_path("dense", "{{kind}}")),
-        table=f"{RESULTS}/data/{{kind}}.parquet",
+        table=ingest_table("{kind}"),
     output:
-        vectors=f"{RESULTS}/dense/{{kind}}.parquet",
+        vectors=dense_vectors("{kind}"),
     log:
-        f"{LOGS}/dense_encode_{{kind}}.log",
+        log_path("dense_encode_{kind}"),
     benchmark:
-        f"{BENCHMARKS}/dense_encode_{{kind}}.tsv"
+        benchmark_path("dense_encode_{kind}")
     resources:
         mem_mb=4000,
     conda:
@@ -80,9 +80,9 @@ rule dense_neighbors_shard:
         within_split=config["dense"]["neighbors_within_split"],
     threads: config["dense"]["threads"]
     log:
-        f"{LOGS}/dense_neighbors_shard/{{scatteritem}}.log",
+        log_path("dense_neighbors_shard/{scatteritem}"),
     benchmark:
-        f"{BENCHMARKS}/dense_neighbors_shard/{{scatteritem}}.tsv"
+        benchmark_path("dense_neighbors_shard/{scatteritem}")
     resources:
         mem_mb=8000,
     conda:
@@ -100,9 +100,9 @@ rule dense_neighbors:
     params:
         table="neighbors",
     log:
-        f"{LOGS}/dense_neighbors.log",
+        log_path("dense_neighbors"),
     benchmark:
-        f"{BENCHMARKS}/dense_neighbors.tsv"
+        benchmark_path("dense_neighbors")
     resources:
         mem_mb=4000,
     conda:

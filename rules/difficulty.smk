@@ -8,9 +8,9 @@ rule difficulty_function:
         knobs=difficulty_function_knobs,
         relevant_min=config["dataset"]["relevant_min"],
     log:
-        f"{LOGS}/difficulty_function/{{function}}.log",
+        log_path("difficulty_function/{function}"),
     benchmark:
-        f"{BENCHMARKS}/difficulty_function/{{function}}.tsv"
+        benchmark_path("difficulty_function/{function}")
     resources:
         mem_mb=6000,
     conda:
@@ -28,9 +28,9 @@ rule difficulty:
     params:
         functions=config["difficulty"]["functions"],
     log:
-        f"{LOGS}/difficulty.log",
+        log_path("difficulty"),
     benchmark:
-        f"{BENCHMARKS}/difficulty.tsv"
+        benchmark_path("difficulty")
     resources:
         mem_mb=2000,
     conda:
@@ -48,10 +48,11 @@ rule difficulty_test:
     params:
         knobs=difficulty_function_knobs,
         relevant_min=config["dataset"]["relevant_min"],
+        split="test",
     log:
-        f"{LOGS}/difficulty_test/{{function}}.log",
+        log_path("difficulty_test/{function}"),
     benchmark:
-        f"{BENCHMARKS}/difficulty_test/{{function}}.tsv"
+        benchmark_path("difficulty_test/{function}")
     resources:
         mem_mb=6000,
     conda:

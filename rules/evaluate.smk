@@ -12,12 +12,12 @@ rule evaluate:
         seed=config["seed"],
     threads: experiment_knob("threads")
     log:
-        f"{LOGS}/evaluate/{{experiment}}/seed={{seed}}.log",
+        log_path("evaluate/{experiment}/seed={seed}"),
     benchmark:
-        f"{BENCHMARKS}/evaluate/{{experiment}}/seed={{seed}}.tsv"
+        benchmark_path("evaluate/{experiment}/seed={seed}")
     resources:
         mem_mb=4000,
-        gpu=lambda wildcards: 1 if EXPERIMENTS[wildcards.experiment]["device"] == "cuda" else 0,
+        gpu=experiment_gpus,
     conda:
         CONDA_ENVS["gpu"]
     script:
@@ -35,9 +35,9 @@ rule evaluate_reference:
         relevant_min=config["dataset"]["relevant_min"],
         seed=config["seed"],
     log:
-        f"{LOGS}/evaluate/reference_{{reference}}.log",
+        log_path("evaluate/reference_{reference}"),
     benchmark:
-        f"{BENCHMARKS}/evaluate/reference_{{reference}}.tsv"
+        benchmark_path("evaluate/reference_{reference}")
     resources:
         mem_mb=2000,
     conda:

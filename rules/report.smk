@@ -6,19 +6,19 @@ rule report_tables:
     output:
         seeds=report(report_outputs()["seeds"], caption="../report/table_seeds.rst", category="Tables"),
         metrics=report(report_outputs()["metrics"], caption="../report/table_metrics.rst", category="Tables"),
-        seeds_md=report_outputs()["seeds"].replace(".csv", ".md"),
-        seeds_parquet=report_outputs()["seeds"].replace(".csv", ".parquet"),
-        metrics_md=report_outputs()["metrics"].replace(".csv", ".md"),
-        metrics_parquet=report_outputs()["metrics"].replace(".csv", ".parquet"),
+        seeds_md=report_outputs()["seeds_md"],
+        seeds_parquet=report_outputs()["seeds_parquet"],
+        metrics_md=report_outputs()["metrics_md"],
+        metrics_parquet=report_outputs()["metrics_parquet"],
     params:
         measure=config["report"]["measure"],
         measures=config["evaluate"]["measures"],
         holm=config["report"]["holm"],
         dataset=config["dataset"]["name"],
     log:
-        f"{LOGS}/report_tables.log",
+        log_path("report_tables"),
     benchmark:
-        f"{BENCHMARKS}/report_tables.tsv"
+        benchmark_path("report_tables")
     resources:
         mem_mb=2000,
     conda:
@@ -46,9 +46,9 @@ rule report_figures:
         measure=config["report"]["measure"],
         turn_edges=config["report"]["turn_edges"],
     log:
-        f"{LOGS}/report_figures.log",
+        log_path("report_figures"),
     benchmark:
-        f"{BENCHMARKS}/report_figures.tsv"
+        benchmark_path("report_figures")
     resources:
         mem_mb=2000,
     conda:

@@ -10,12 +10,12 @@ rule teacher_train:
         relevant_min=config["dataset"]["relevant_min"],
     threads: config["teacher"]["threads"]
     log:
-        f"{LOGS}/teacher_train.log",
+        log_path("teacher_train"),
     benchmark:
-        f"{BENCHMARKS}/teacher_train.tsv"
+        benchmark_path("teacher_train")
     resources:
         mem_mb=8000,
-        gpu=1 if config["teacher"]["device"] == "cuda" else 0,
+        gpu=gpus(config["teacher"]["device"]),
     conda:
         CONDA_ENVS["gpu"]
     script:
@@ -35,12 +35,12 @@ rule teacher_score_shard:
         relevant_min=config["dataset"]["relevant_min"],
     threads: config["teacher"]["threads"]
     log:
-        f"{LOGS}/teacher_score_shard/{{scatteritem}}.log",
+        log_path("teacher_score_shard/{scatteritem}"),
     benchmark:
-        f"{BENCHMARKS}/teacher_score_shard/{{scatteritem}}.tsv"
+        benchmark_path("teacher_score_shard/{scatteritem}")
     resources:
         mem_mb=8000,
-        gpu=1 if config["teacher"]["device"] == "cuda" else 0,
+        gpu=gpus(config["teacher"]["device"]),
     conda:
         CONDA_ENVS["gpu"]
     script:
@@ -56,9 +56,9 @@ rule teacher_score:
     params:
         table="teacher_scores",
     log:
-        f"{LOGS}/teacher_score.log",
+        log_path("teacher_score"),
     benchmark:
-        f"{BENCHMARKS}/teacher_score.tsv"
+        benchmark_path("teacher_score")
     resources:
         mem_mb=4000,
     conda:

@@ -12,12 +12,12 @@ rule train:
         config_seed=config["seed"],
     threads: experiment_knob("threads")
     log:
-        f"{LOGS}/train/{{experiment}}/seed={{seed}}.log",
+        log_path("train/{experiment}/seed={seed}"),
     benchmark:
-        f"{BENCHMARKS}/train/{{experiment}}/seed={{seed}}.tsv"
+        benchmark_path("train/{experiment}/seed={seed}")
     resources:
         mem_mb=6000,
-        gpu=lambda wildcards: 1 if EXPERIMENTS[wildcards.experiment]["device"] == "cuda" else 0,
+        gpu=experiment_gpus,
     conda:
         CONDA_ENVS["gpu"]
     script:
