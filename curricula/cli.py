@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+import polars as pl
+
 from curricula.config import load_config, results_dir
+from curricula.metrics import split_metrics
+from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
 
 
 def outputs(config_files: list[str]) -> int:
@@ -18,8 +22,6 @@ def outputs(config_files: list[str]) -> int:
         print(f"  {stage.name}/: {len(files)} file(s), e.g. {files[0].relative_to(root) if files else '-'}")
     curves = sorted(root.glob("experiments/*/seed=*/dev_curve.parquet")) if root.is_dir() else []
     if curves:
-        import polars as pl
-
         print("Best dev value per trained ranker (model selection on dev; test is evaluated later):")
         for path in curves:
             curve = pl.read_parquet(path)
@@ -37,11 +39,6 @@ def outputs(config_files: list[str]) -> int:
 
 def references(config_files: list[str], split: str) -> int:
     """Print the metrics of the reference rankers of the candidates: BM25 (Lucene scores) and the teacher."""
-    import polars as pl
-
-    from curricula.metrics import split_metrics
-    from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
-
     config = load_config(*config_files)
     root = results_dir(config)
     queries = read_table(root / "data" / "queries.parquet", QUERIES)

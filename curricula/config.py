@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from snakemake.utils import validate
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -18,8 +19,6 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
 
     An unknown key or a wrong type raises snakemake's WorkflowError naming the key.
     """
-    from snakemake.utils import validate
-
     validate(config, str(SCHEMA), set_default=True)
     return config
 

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from curricula.difficulty import difficulty_spec
+from curricula.pacing import pace_fraction, pace_mode
 from curricula.tables import TableSpec, check_table, read_table, write_dir_atomically
 
 log = logging.getLogger(__name__)
@@ -99,8 +101,6 @@ def write_curriculum(ordered: pl.DataFrame, out_dir: str | Path, shard_size: int
 def curriculum_stage(difficulty_path: str | Path, out_dir: str | Path, scoring: str, *, shard_size: int,
                      seed: int) -> pl.DataFrame:
     """Rule ``curriculum``: the training instances in ``scoring`` order, sharded into ``out_dir``."""
-    from curricula.difficulty import difficulty_spec
-
     table = read_table(difficulty_path, difficulty_spec([scoring]))
     ordered = curriculum_order(training_instances(table, scoring), seed)
     index = write_curriculum(ordered, out_dir, shard_size)
@@ -179,8 +179,6 @@ class CurriculumSampler:
 
     def __init__(self, curriculum: Curriculum, pacing: Mapping, total_steps: int, batch_size: int, seed: int,
                  min_allowed: int | None = None):
-        from curricula.pacing import pace_mode
-
         self.curriculum = curriculum
         self.pacing = dict(pacing)
         self.mode = pace_mode(self.pacing)
@@ -190,8 +188,6 @@ class CurriculumSampler:
         self.min_allowed = min(len(curriculum), batch_size if min_allowed is None else min_allowed)
 
     def pace(self, step: int) -> float:
-        from curricula.pacing import pace_fraction
-
         return float(np.asarray(pace_fraction(self.pacing, step, self.total_steps)))
 
     def allowed(self, step: int) -> int:

@@ -9,27 +9,29 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
+from curricula.pacing import pace_fraction, pace_mode
+from curricula.report import load_metrics
+from curricula.tables import QUERIES, read_table, write_dir_atomically
 
-def _pyplot():
-    import matplotlib
 
+def _use_agg() -> None:
+    """Draw with the Agg backend (no display needed; pyplot resolves its backend only when first used) and the
+    figures' style."""
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 9, "svg.hashsalt": "curricula"})
-    return plt
 
 
 def _save(fig, path: str | Path) -> Path:
-    import os
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
@@ -40,9 +42,7 @@ def _save(fig, path: str | Path) -> Path:
 
 def plot_pacing(specs: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
     """f_pace(s) of each experiment (fraction of the easiest data, or HCL's difficulty threshold) over its steps."""
-    from curricula.pacing import pace_fraction, pace_mode
-
-    plt = _pyplot()
+    _use_agg()
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for name, spec in specs.items():
         steps = np.arange(0, int(spec["steps"]) + 1)
@@ -64,7 +64,7 @@ def plot_dev_curves(curves: pl.DataFrame, path: str | Path) -> Path:
 
     ``curves``: experiment, seed, step, metric, value (the train stage's dev curves stacked).
     """
-    plt = _pyplot()
+    _use_agg()
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     mean = curves.group_by("experiment", "step").agg(pl.col("value").mean()).sort("experiment", "step")
     for (name,), g in mean.group_by("experiment", maintain_order=True):
@@ -96,7 +96,7 @@ def group_means(metrics: pl.DataFrame, groups: pl.DataFrame, measure: str) -> pl
 def plot_by_group(metrics: pl.DataFrame, groups: pl.DataFrame, measure: str, xlabel: str, path: str | Path,
                   order: Sequence[str] | None = None) -> Path:
     """Grouped bars: the measure per group (x) and experiment (bars); group sizes under the axis labels."""
-    plt = _pyplot()
+    _use_agg()
     table = group_means(metrics, groups, measure)
     present = set(table["group"])
     labels = [g for g in order if g in present] if order else sorted(present)
@@ -143,9 +143,6 @@ def figures_stage(*, specs: Mapping[str, Mapping[str, Any]], curve_paths: Mappin
                   difficulty_paths: Mapping[str, str | Path], out_dir: str | Path, measure: str,
                   turn_edges: Sequence[int] = (2, 4, 6, 8)) -> list[Path]:
     """Rule ``report_figures``: every figure into ``out_dir`` (written whole, atomically)."""
-    from curricula.report import load_metrics
-    from curricula.tables import QUERIES, read_table, write_dir_atomically
-
     curves = pl.concat([pl.read_parquet(p).with_columns(experiment=pl.lit(e), seed=pl.lit(str(s)))
                         for (e, s), p in curve_paths.items()])
     metrics = load_metrics(metric_paths)

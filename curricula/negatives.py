@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from curricula.pacing import instance_pace_k
+
 log = logging.getLogger(__name__)
 
 MODES = ("random", "candidates", "neighbors", "bm25")
@@ -112,8 +114,6 @@ class NegativeSampler:
     # ------------------------------------------------------------------ sampling space
     def space(self, step: int) -> int:
         """k, the size of the ranked sampling space at ``step`` (neighbors/bm25), from the instance pacing."""
-        from curricula.pacing import instance_pace_k
-
         pacing = self.spec.get("pacing")
         if self.mode == "neighbors":
             pacing = pacing or {}

@@ -107,7 +107,8 @@ def root(step: Any, delta: float, T: float, n: float) -> np.ndarray:
     """Penha & Hauff (2020), Table 3, *root* (Platanios et al. 2019): ``min(1, (s (1 - δ^n) / T + δ^n)^(1/n))``.
 
     ``f(0) = delta``, ``f(T) = 1`` (returned exactly for ``step >= T``); larger ``n`` adds harder data earlier
-    (Fig. 2: with δ = 0.33, T = 1000, *root_10* passes 0.8 at ~108 steps). Units: ``step`` and ``T`` in optimiser
+    (Fig. 2: with δ = 0.33, T = 1000, *root_10* passes 0.8 at ~108 steps by Table 3's formula; the text says
+    "after 125 iterations", read off the figure). Units: ``step`` and ``T`` in optimiser
     updates (0-based); the result is the fraction of the easiest-sorted data available, in (0, 1], non-decreasing.
     """
     _check_delta_T(delta, T)

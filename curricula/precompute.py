@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from curricula import bm25
 from curricula.shards import WHOLE, Shard, block, gather_tables
 from curricula.tables import (
     CANDIDATE_SCORES,
@@ -43,6 +44,7 @@ from curricula.tables import (
     VECTORS,
     read_table,
     write_table,
+    write_trec_run,
 )
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,6 @@ BM25_TAG = "bm25"
 # ------------------------------------------------------------------------------------------------------ BM25
 def bm25_index_stage(docs_path: str | Path, index_dir: str | Path, *, threads: int = 1, heap: str = "4g") -> dict:
     """Index ``data/docs.parquet`` with Lucene (Anserini) into ``index_dir``; returns index stats."""
-    from curricula import bm25
-
     bm25.start_jvm(heap)
     return bm25.build_index(read_table(docs_path, DOCS), index_dir, threads=threads)
 
@@ -65,8 +65,6 @@ def bm25_query_frame(queries_path: str | Path, query_turns: int | None, shard: S
 
     With ``shard`` only that shard's contiguous block of queries (:func:`curricula.shards.block`).
     """
-    from curricula import bm25
-
     queries = read_table(queries_path, QUERIES)
     return bm25.query_text(queries[block(queries.height, shard)], query_turns)
 
@@ -91,8 +89,6 @@ def bm25_run_stage(
     example qids are logged (documented behaviour, not an error). With ``shard`` (rule ``bm25_run_shard``) only
     that shard's queries are searched and ``trec_path`` may be None; :func:`gather_run_stage` joins the shards.
     """
-    from curricula import bm25
-
     bm25.start_jvm(heap)
     run, stats = bm25.search(index_dir, bm25_query_frame(queries_path, query_turns, shard), k=k, k1=k1, b=b,
                              threads=threads)
@@ -102,16 +98,14 @@ def bm25_run_stage(
                     stats["n_no_match"], stats["no_match_qids"][:3])
     write_table(run, run_path, RUN)
     if trec_path is not None:
-        bm25.write_trec_run(run, trec_path, BM25_TAG)
+        write_trec_run(run, trec_path, BM25_TAG)
     return stats
 
 
 def gather_run_stage(shard_paths: Sequence[str | Path], run_path: str | Path, trec_path: str | Path) -> int:
     """Rule ``bm25_run``: the shards of ``bm25_run_shard`` as ``bm25/run.parquet`` and the TREC run; returns rows."""
-    from curricula import bm25
-
     run = gather_stage("run", shard_paths, run_path)
-    bm25.write_trec_run(run, trec_path, BM25_TAG)
+    write_trec_run(run, trec_path, BM25_TAG)
     return run.height
 
 
@@ -131,8 +125,6 @@ def bm25_candidates_stage(
 
     With ``shard`` only the candidates of that shard's block of queries.
     """
-    from curricula import bm25
-
     bm25.start_jvm(heap)
     queries = read_table(queries_path, QUERIES)
     mine = block(queries.height, shard)

@@ -18,19 +18,19 @@ Written as Markdown, CSV and Parquet.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+from scipy.stats import ttest_rel
 
 BASELINE = "baseline"
 
 
 def paired_ttest(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided paired t-test p value of a vs b (scipy ``ttest_rel``); 1.0 when the differences are all equal."""
-    from scipy.stats import ttest_rel
-
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"paired test needs equal lengths, got {a.shape} and {b.shape}")
@@ -158,8 +158,6 @@ def to_markdown(table: pl.DataFrame, key: str, digits: int = 4) -> str:
 
 def write_table_files(table: pl.DataFrame, key: str, stem: str | Path, caption: str) -> dict[str, Path]:
     """``<stem>.md`` (caption + table), ``<stem>.csv`` and ``<stem>.parquet``, each written atomically."""
-    import os
-
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     out = {}

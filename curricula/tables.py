@@ -141,13 +141,22 @@ def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
     """
     path = Path(path)
     df = check_table(conform(df, spec), spec, path)
+    return _write_file_atomically(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True))
+
+
+def _write_file_atomically(path: Path, write: Callable[[str], None]) -> Path:
+    """Call ``write(tmp)`` on a hidden temporary file beside ``path``, fsync it and rename it to ``path``.
+
+    Stale temporaries of ``path`` are removed first; on any error the temporary is removed and an existing
+    ``path`` stays as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
-        df.write_parquet(tmp, compression="zstd", statistics=True)
+        write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -155,6 +164,42 @@ def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_trec_run(run: pl.DataFrame, path: str | Path, tag: str) -> Path:
+    """Write a ``RUN`` table in TREC format (``qid Q0 docid rank score tag``), atomically.
+
+    Rows are written by qid, then rank; scores in their shortest round-trip decimal form, so no two distinct scores
+    collapse. Note that trec_eval and ir-measures ignore the rank column and order tied scores by docid
+    *descending*, while :func:`curricula.bm25.search` ranks ties by docid ascending; with exact BM25 ties the
+    evaluated order inside a tie can therefore differ from ``rank`` (Anserini avoids that by perturbing scores,
+    which the BM25 stage deliberately does not). The file goes to a temporary name in the same folder, is fsynced
+    and renamed.
+    """
+    path = Path(path)
+    if not tag or any(ch.isspace() for ch in tag):
+        raise ValueError(f"run tag must be non-empty without whitespace, got {tag!r}")
+    run = check_table(conform(run, RUN), RUN, path)
+    for col in ("qid", "docid"):
+        bad = run.filter(pl.col(col).str.contains(r"\s") | (pl.col(col) == ""))
+        if bad.height:
+            raise ValueError(f"{path}: {col} {bad[col][0]!r} is empty or contains whitespace; TREC run files "
+                             "are whitespace-separated")
+    lines = run.sort("qid", "rank").select(
+        pl.concat_str(
+            [pl.col("qid"), pl.lit("Q0"), pl.col("docid"), pl.col("rank").cast(pl.String),
+             pl.col("score").cast(pl.String), pl.lit(tag)],
+            separator=" ",
+        )
+    ).to_series()
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            for line in lines:
+                fh.write(line)
+                fh.write("\n")
+
+    return _write_file_atomically(path, write)
 
 
 def write_text_atomically(path: str | Path, text: str) -> Path:

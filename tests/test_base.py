@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 import pytest
 
+from curricula.data import dailydialog_pp, msdialog, wikiqa
 from curricula.data.base import (
+    RankingColumns,
     RankingData,
     fill_missing_splits,
     filter_queries,
@@ -37,6 +41,21 @@ def test_read_lines_empty_and_missing(tmp_path):
     with pytest.raises(InputFormatError, match="file not found"):
         list(read_lines(tmp_path / "missing.tsv"))
 
+
+
+@pytest.mark.parametrize("load", [dailydialog_pp.load, msdialog.load, wikiqa.load],
+                         ids=["dailydialog_pp", "msdialog", "wikiqa"])
+def test_loaders_report_read_errors_with_path_and_line(tmp_path, load):
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\xff\tnot text\n")
+    with pytest.raises(InputFormatError, match=f"^{re.escape(str(bad))}:1: invalid UTF-8 at byte 0"):
+        load({"train": bad})
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with pytest.raises(InputFormatError, match=f"^{re.escape(str(empty))}: file is empty"):
+        load({"train": empty})
+    with pytest.raises(InputFormatError, match=f"^{re.escape(str(tmp_path / 'missing'))}: file not found"):
+        load({"train": tmp_path / "missing"})
 
 def test_parse_label():
     assert parse_label(" 1 ", "f", 3) == 1
@@ -120,3 +139,30 @@ def test_filter_queries_honours_relevant_min():
     assert filter_queries(data, "with_positive", relevant_min=2)[0].queries["qid"].to_list() == ["a"]
     # with_positive_and_negative: a grade below relevant_min is a negative
     assert filter_queries(data, "with_positive_and_negative", relevant_min=2)[0].queries["qid"].to_list() == ["a"]
+
+
+def test_ranking_columns_share_recurring_docs_and_reject_conflicts(tmp_path):
+    p = tmp_path / "f.tsv"
+    cols = RankingColumns(query_label="QuestionID", doc_label="SentenceID", text_label="sentence")
+    cols.add_query("q1", "train", ["hi", "there"], at=(p, 2))
+    cols.add_candidate("q1", "d1", "one", 1, at=(p, 2))
+    cols.add_query("q2", "dev", ["why"], "topic", at=(p, 3))
+    cols.add_candidate("q2", "d1", "one", 0, at=(p, 3))  # the same doc again: judged again, stored once
+    data = cols.data().validate("t")
+    assert data.queries.rows() == [("q1", "train", "hi\nthere", ["hi", "there"], None),
+                                   ("q2", "dev", "why", ["why"], "topic")]
+    assert data.docs.rows() == [("d1", "one")]
+    assert data.qrels.rows() == [("q1", "d1", 1), ("q2", "d1", 0)] and data.candidates.height == 2
+    with pytest.raises(InputFormatError, match=rf"^{p}:4: SentenceID d1 has sentence 'other' here but 'one' at {p}:2$"):
+        cols.add_candidate("q2", "d1", "other", 0, at=(p, 4))
+    with pytest.raises(InputFormatError, match=rf"^{p}:5: QuestionID q1 also appears in {p}:2$"):
+        cols.add_query("q1", "test", ["again"], at=(p, 5))
+
+
+def test_ranking_columns_without_positions_append_every_doc():
+    cols = RankingColumns()
+    cols.add_query("c1", "test", ["a", "b"])
+    for i, rel in enumerate([1, 0], start=1):
+        cols.add_candidate("c1", f"c1:{i}", "same text", rel)
+    data = cols.data()
+    assert data.docs["docid"].to_list() == ["c1:1", "c1:2"] and data.qrels["rel"].to_list() == [1, 0]

@@ -209,23 +209,6 @@ def test_rebuilding_replaces_the_index(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
 
 
-def test_write_trec_run(run, tmp_path):
-    df = run[0]
-    path = bm25.write_trec_run(df, tmp_path / "bm25.run", tag="bm25")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == df.height
-    parsed = pl.DataFrame([line.split(" ") for line in lines], schema=["qid", "q0", "docid", "rank", "score", "tag"],
-                          orient="row")
-    assert set(parsed["q0"]) == {"Q0"} and set(parsed["tag"]) == {"bm25"}
-    back = parsed.select("qid", "docid", pl.col("rank").cast(pl.Int32), pl.col("score").cast(pl.Float64))
-    assert back.equals(df.sort("qid", "rank"))
-    assert [p.name for p in tmp_path.iterdir()] == ["bm25.run"]
-    bad = df.head(1).with_columns(docid=pl.lit("has space"))
-    with pytest.raises(ValueError, match="whitespace"):
-        bm25.write_trec_run(bad, tmp_path / "bad.run", tag="bm25")
-    assert not (tmp_path / "bad.run").exists()
-
-
 def test_query_text_last_turns():
     queries = pl.DataFrame({"qid": ["c1"], "text": ["hi\nhow are you\nfine thanks"],
                             "turns": [["hi", "how are you", "fine thanks"]]})

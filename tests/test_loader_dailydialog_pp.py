@@ -107,16 +107,6 @@ def test_empty_responses_dropped_or_rejected(tmp_path, dev_path):
         dailydialog_pp.load({"train": p}, drop_empty_responses=False)
 
 
-def test_no_positive(tmp_path, dev_path):
-    lines = raw_lines(dev_path, 3)
-    rec = json.loads(lines[2])
-    rec["positive_responses"] = ["", " "]
-    lines[2] = json.dumps(rec)
-    p = write(tmp_path, lines)
-    with pytest.raises(InputFormatError, match=at(p, 3) + "no positive response"):
-        dailydialog_pp.load({"dev": p})
-
-
 def test_bad_json_and_not_an_object(tmp_path, dev_path):
     lines = raw_lines(dev_path, 4)
     lines[2] = lines[2][:-1]  # drop the closing brace
@@ -135,54 +125,35 @@ def test_bad_json_and_not_an_object(tmp_path, dev_path):
         dailydialog_pp.load({"dev": p})
 
 
-def test_missing_key_and_wrong_type(tmp_path, dev_path):
+DROP = object()  # a change that deletes the key
+
+#: one record of the first four lines changed -> the error reported at its line
+BROKEN_RECORDS = {
+    "no positive": (2, {"positive_responses": ["", " "]}, "no positive response"),
+    "missing key": (3, {"random_negative_responses": DROP}, "missing key 'random_negative_responses'"),
+    "context not a list": (1, {"context": "one string"}, "'context' must be a list of strings, got str"),
+    "context item not a string": (1, {"context": ["fine", None]}, "'context' item 2 must be a string, got null"),
+    "float id": (1, {"id": 1.5}, "'id' must be an integer or a non-empty string"),
+    "blank id": (1, {"id": " "}, "'id' must be an integer or a non-empty string"),
+    "duplicate id": (3, {"id": 1}, r"duplicate id 1 \(first on line 2\)"),
+}
+
+
+@pytest.mark.parametrize("index, changes, message", BROKEN_RECORDS.values(), ids=BROKEN_RECORDS)
+def test_a_broken_record_is_reported_at_its_line(tmp_path, dev_path, index, changes, message):
     lines = raw_lines(dev_path, 4)
-    rec = json.loads(lines[3])
-    del rec["random_negative_responses"]
-    lines[3] = json.dumps(rec)
+    rec = json.loads(lines[index])
+    for key, value in changes.items():
+        if value is DROP:
+            del rec[key]
+        else:
+            rec[key] = value
+    lines[index] = json.dumps(rec)
     p = write(tmp_path, lines)
-    with pytest.raises(InputFormatError, match=at(p, 4) + "missing key 'random_negative_responses'"):
-        dailydialog_pp.load({"dev": p})
-    lines = raw_lines(dev_path, 4)
-    rec = json.loads(lines[1])
-    rec["context"] = "one string"
-    lines[1] = json.dumps(rec)
-    p = write(tmp_path, lines)
-    with pytest.raises(InputFormatError, match=at(p, 2) + "'context' must be a list of strings, got str"):
-        dailydialog_pp.load({"dev": p})
-    rec["context"] = ["fine", None]
-    lines[1] = json.dumps(rec)
-    p = write(tmp_path, lines)
-    with pytest.raises(InputFormatError, match=at(p, 2) + "'context' item 2 must be a string, got null"):
-        dailydialog_pp.load({"dev": p})
-    rec["context"] = ["fine"]
-    rec["id"] = 1.5
-    lines[1] = json.dumps(rec)
-    p = write(tmp_path, lines)
-    with pytest.raises(InputFormatError, match=at(p, 2) + "'id' must be an integer or a non-empty string"):
+    with pytest.raises(InputFormatError, match=at(p, index + 1) + message):
         dailydialog_pp.load({"dev": p})
 
 
-def test_duplicate_id(tmp_path, dev_path):
-    lines = raw_lines(dev_path, 4)
-    rec = json.loads(lines[3])
-    rec["id"] = 1
-    lines[3] = json.dumps(rec)
-    p = write(tmp_path, lines)
-    with pytest.raises(InputFormatError, match=at(p, 4) + r"duplicate id 1 \(first on line 2\)"):
-        dailydialog_pp.load({"dev": p})
-
-
-def test_invalid_utf8_empty_file_and_bad_role(tmp_path, dev_path):
-    raw = dev_path.read_bytes().split(b"\n")[:3]
-    raw[2] = raw[2].replace(b"a", b"\xff", 1)
-    p = tmp_path / "bad.json"
-    p.write_bytes(b"\n".join(raw))
-    with pytest.raises(InputFormatError, match=at(p, 3) + "invalid UTF-8"):
-        dailydialog_pp.load({"dev": p})
-    empty = tmp_path / "empty.json"
-    empty.write_bytes(b"")
-    with pytest.raises(InputFormatError, match=at(empty, None) + "file is empty"):
-        dailydialog_pp.load({"dev": empty})
+def test_bad_role(dev_path):
     with pytest.raises(ValueError, match="unknown file role 'valid'"):
         dailydialog_pp.load({"valid": dev_path})

@@ -170,55 +170,57 @@ def test_part_loads(files, tmp_path):
     assert semeval_cqa.load({"dev": p}).queries.height == 0  # its only thread is skip-flagged
 
 
-def test_truncated_xml(files, tmp_path):
-    part = dev_part(files)
-    p = write(tmp_path / "part.xml", part[:60] + [part[60][:30]])
-    with pytest.raises(InputFormatError, match=at(p, 61) + r"malformed XML: unclosed token \(column 3\)$"):
-        semeval_cqa.load({"dev": p})
-    write(p, part[:60])
-    with pytest.raises(InputFormatError, match=at(p, 61) + r"malformed XML: no element found"):
-        semeval_cqa.load({"dev": p})
+def replaced(index: int, old: bytes, new: bytes):
+    """An edit of a ``dev_part``: ``old`` -> ``new`` in line ``index`` (0-based), which must contain ``old``."""
+    def edit(part: list[bytes]) -> None:
+        assert old in part[index]
+        part[index] = part[index].replace(old, new)
+    return edit
 
 
-def test_unknown_label_value(files, tmp_path):
-    part = dev_part(files)
-    assert b'RELC_ID="Q268_R4_C1"' in part[52] and b'RELC_RELEVANCE2RELQ="Good"' in part[52]
-    part[52] = part[52].replace(b'RELC_RELEVANCE2RELQ="Good"', b'RELC_RELEVANCE2RELQ="Great"')
-    p = write(tmp_path / "part.xml", part)
-    with pytest.raises(InputFormatError, match=at(p, 53) + r"RELC_RELEVANCE2RELQ='Great' is not a relevance label; "
-                                               r"expected one of Good, PotentiallyUseful, Bad$"):
-        semeval_cqa.load({"dev": p})
-    # task C reads the other label, which is intact
-    assert semeval_cqa.load({"dev": p}, task="C").qrels.height == 10
+def cut_inside_line_61(part: list[bytes]) -> None:
+    part[60:] = [part[60][:30]]
 
 
-def test_missing_attribute_and_child(files, tmp_path):
+def cut_before_line_61(part: list[bytes]) -> None:
+    del part[60:]
+
+
+#: an edit of the dev part, the task it is loaded for, and the error's line (1-based) and message
+BROKEN_PARTS = {
+    "unclosed token": (cut_inside_line_61, "A", 61, r"malformed XML: unclosed token \(column 3\)$"),
+    "no end": (cut_before_line_61, "A", 61, r"malformed XML: no element found"),
+    "unknown label": (replaced(52, b'RELC_RELEVANCE2RELQ="Good"', b'RELC_RELEVANCE2RELQ="Great"'), "A", 53,
+                      r"RELC_RELEVANCE2RELQ='Great' is not a relevance label; expected one of Good, "
+                      r"PotentiallyUseful, Bad$"),
+    "missing attribute": (replaced(52, b'RELC_ID="Q268_R4_C1" ', b""), "A", 53,
+                          r"<RelComment> lacks the required attribute RELC_ID$"),
+    "missing category": (replaced(47, b' RELQ_CATEGORY="Advice and Help"', b""), "C", 48,
+                         r"<RelQuestion> lacks the required attribute RELQ_CATEGORY"),
+    "missing child": (lambda part: part.pop(53), "A", 53,
+                      r"<RelComment> lacks the required child <RelCText>$"),
+    "unexpected element": (lambda part: part.insert(53, b"\t\t\t<Note>x</Note>\r\n"), "A", 54,
+                           r"unexpected element <Note> inside <RelComment>; expected <RelCText>$"),
+    "invalid UTF-8": (replaced(53, b"Commercial", b"Comm\xe9rcial"), "A", 54, r"invalid UTF-8 at byte offset \d+$"),
+    "empty file": (list.clear, "A", None, r"file is empty"),
+}
+
+
+@pytest.mark.parametrize("edit, task, line, message", BROKEN_PARTS.values(), ids=BROKEN_PARTS)
+def test_broken_part_is_reported_at_its_line(files, tmp_path, edit, task, line, message):
     part = dev_part(files)
-    part[52] = part[52].replace(b'RELC_ID="Q268_R4_C1" ', b"")
-    p = write(tmp_path / "part.xml", part)
-    with pytest.raises(InputFormatError, match=at(p, 53) + r"<RelComment> lacks the required attribute RELC_ID$"):
-        semeval_cqa.load({"dev": p})
-    part = dev_part(files)
-    assert part[47].lstrip().startswith(b"<RelQuestion ")
-    part[47] = re.sub(rb' RELQ_CATEGORY="[^"]*"', b"", part[47])
-    write(p, part)
-    with pytest.raises(InputFormatError, match=at(p, 48) + r"<RelQuestion> lacks the required attribute RELQ_CATEGORY"):
-        semeval_cqa.load({"dev": p}, task="C")
-    part = dev_part(files)
+    assert part[47].lstrip().startswith(b"<RelQuestion ") and part[52].lstrip().startswith(b"<RelComment ")
     assert part[53].strip().startswith(b"<RelCText>")
-    del part[53]
-    write(p, part)
-    with pytest.raises(InputFormatError, match=at(p, 53) + r"<RelComment> lacks the required child <RelCText>$"):
-        semeval_cqa.load({"dev": p})
-
-
-def test_unexpected_element(files, tmp_path):
-    part = dev_part(files)
-    part.insert(53, b"\t\t\t<Note>x</Note>\r\n")
+    edit(part)
     p = write(tmp_path / "part.xml", part)
-    with pytest.raises(InputFormatError, match=at(p, 54) + r"unexpected element <Note> inside <RelComment>; "
-                                               r"expected <RelCText>$"):
-        semeval_cqa.load({"dev": p})
+    with pytest.raises(InputFormatError, match=at(p, line) + message):
+        semeval_cqa.load({"dev": p}, task=task)
+
+
+def test_task_c_reads_its_own_label(files, tmp_path):
+    part = dev_part(files)
+    replaced(52, b'RELC_RELEVANCE2RELQ="Good"', b'RELC_RELEVANCE2RELQ="Great"')(part)  # task A's label
+    assert semeval_cqa.load({"dev": write(tmp_path / "part.xml", part)}, task="C").qrels.height == 10
 
 
 def test_repeated_org_question_must_agree(files, tmp_path):
@@ -231,14 +233,3 @@ def test_repeated_org_question_must_agree(files, tmp_path):
     with pytest.raises(InputFormatError, match=at(p, second + 1) + r"ORGQ_ID Q268 repeats with a different "
                                                r"OrgQSubject/OrgQBody than at line 43$"):
         semeval_cqa.load({"dev": p}, task="C")
-
-
-def test_invalid_utf8_and_empty_file(files, tmp_path):
-    part = dev_part(files)
-    part[53] = part[53].replace(b"Commercial", b"Comm\xe9rcial")
-    p = write(tmp_path / "part.xml", part)
-    with pytest.raises(InputFormatError, match=at(p, 54) + r"invalid UTF-8 at byte offset \d+$"):
-        semeval_cqa.load({"dev": p})
-    write(p, [])
-    with pytest.raises(InputFormatError, match=at(p, None) + r"file is empty"):
-        semeval_cqa.load({"dev": p})

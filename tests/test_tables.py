@@ -8,7 +8,17 @@ import polars as pl
 import pytest
 
 from curricula.errors import SchemaError
-from curricula.tables import NEIGHBORS, QRELS, QUERIES, VECTORS, check_table, read_table, write_table
+from curricula.tables import (
+    NEIGHBORS,
+    QRELS,
+    QUERIES,
+    RUN,
+    VECTORS,
+    check_table,
+    read_table,
+    write_table,
+    write_trec_run,
+)
 
 
 def qrels(**cols):
@@ -112,3 +122,24 @@ def test_a_write_removes_temporaries_a_killed_writer_left(tmp_path):
     (tmp_path / ".model.zz.tmp").mkdir()
     write_dir_atomically(tmp_path / "model", lambda d: (d / "w").write_text("1"))
     assert not (tmp_path / ".model.zz.tmp").exists() and (tmp_path / "model" / "w").read_text() == "1"
+
+
+def test_write_trec_run(tmp_path):
+    run = pl.DataFrame({"qid": ["q2", "q1", "q1", "q1"], "docid": ["a", "c", "b", "a"], "rank": [1, 3, 2, 1],
+                        "score": [1 / 3, 0.1 + 0.2, 2.5, 2.5]})
+    path = write_trec_run(run, tmp_path / "bm25.run", tag="bm25")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[:2] == ["q1 Q0 a 1 2.5 bm25", "q1 Q0 b 2 2.5 bm25"]  # by qid, then rank
+    parsed = pl.DataFrame([line.split(" ") for line in lines], schema=["qid", "q0", "docid", "rank", "score", "tag"],
+                          orient="row")
+    assert set(parsed["q0"]) == {"Q0"} and set(parsed["tag"]) == {"bm25"}
+    back = parsed.select("qid", "docid", pl.col("rank").cast(pl.Int32), pl.col("score").cast(pl.Float64))
+    assert back.equals(check_table(run.cast({"rank": pl.Int32}), RUN, "run").sort("qid", "rank"))  # scores round-trip
+    assert oct(os.stat(path).st_mode & 0o777) != oct(0o600)
+    assert [p.name for p in tmp_path.iterdir()] == ["bm25.run"]
+    bad = run.head(1).with_columns(docid=pl.lit("has space"))
+    with pytest.raises(ValueError, match="whitespace"):
+        write_trec_run(bad, tmp_path / "bad.run", tag="bm25")
+    with pytest.raises(ValueError, match="run tag"):
+        write_trec_run(run, tmp_path / "bad.run", tag="bm 25")
+    assert [p.name for p in tmp_path.iterdir()] == ["bm25.run"]

@@ -110,6 +110,58 @@ class RankingData:
         return RankingData(queries, self.docs.filter(pl.col("docid").is_in(used)), qrels, candidates)
 
 
+
+class RankingColumns:
+    """The column lists a streaming loader fills, query by query; :meth:`data` makes them a :class:`RankingData`.
+
+    Every candidate is judged (a qrels row) and the candidates are the judged pairs. Documents come two ways: a
+    loader that makes docids unique per query (``{qid}:{i}``) calls :meth:`add_candidate` without ``at`` and the
+    document is simply appended; a loader whose documents recur across queries (WikiQA's sentences, SemEval's
+    comments) passes ``at=(path, line)``, and then a docid keeps its first text, may reappear with the same text,
+    and reappearing with another text is an :class:`InputFormatError` naming both places. Likewise
+    :meth:`add_query` with ``at`` rejects a qid added before. ``query_label``, ``doc_label`` and ``text_label``
+    name the query id, document id and document text in those errors in the format's own words.
+    """
+
+    def __init__(self, query_label: str = "query", doc_label: str = "docid", text_label: str = "text") -> None:
+        self.query_label, self.doc_label, self.text_label = query_label, doc_label, text_label
+        self.queries: dict[str, list] = {"qid": [], "split": [], "text": [], "turns": [], "domain": []}
+        self.docs: dict[str, list] = {"docid": [], "text": []}
+        self.qrels: dict[str, list] = {"qid": [], "docid": [], "rel": []}
+        self._query_at: dict[str, tuple[Path, int]] = {}
+        self._doc_at: dict[str, tuple[str, Path, int]] = {}
+
+    def add_query(self, qid: str, split: str, turns: list[str], domain: str | None = None, *,
+                  at: tuple[Path, int] | None = None) -> None:
+        """A query of ``split`` whose text is its ``turns`` joined by newlines (``[text]`` for a single turn)."""
+        if at is not None:
+            if qid in self._query_at:
+                first_path, first_line = self._query_at[qid]
+                raise InputFormatError(at[0], at[1],
+                                       f"{self.query_label} {qid} also appears in {first_path}:{first_line}")
+            self._query_at[qid] = at
+        for key, value in (("qid", qid), ("split", split), ("text", "\n".join(turns)), ("turns", list(turns)),
+                           ("domain", domain)):
+            self.queries[key].append(value)
+
+    def add_candidate(self, qid: str, docid: str, text: str, rel: int, *, at: tuple[Path, int] | None = None) -> None:
+        """Document ``docid`` with ``text`` as a candidate of ``qid``, judged ``rel``."""
+        known = None if at is None else self._doc_at.get(docid)
+        if known is None:
+            self.docs["docid"].append(docid)
+            self.docs["text"].append(text)
+            if at is not None:
+                self._doc_at[docid] = (text, *at)
+        elif known[0] != text:
+            raise InputFormatError(at[0], at[1], f"{self.doc_label} {docid} has {self.text_label} {text!r} here but "
+                                   f"{known[0]!r} at {known[1]}:{known[2]}")
+        self.qrels["qid"].append(qid)
+        self.qrels["docid"].append(docid)
+        self.qrels["rel"].append(rel)
+
+    def data(self) -> RankingData:
+        return RankingData.from_columns(self.queries, self.docs, self.qrels)
+
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` (1-based, line ending stripped: LF or CRLF) of a UTF-8 text file.
 

@@ -2,7 +2,7 @@
 
 The package ships ``dataset.json``: ``{conversation UUID: {"messages": [turn, ...], ...}}`` where a turn is the list
 of consecutive messages ``{"text", "timestamp", "sender"}`` of one sender. We build a response-ranking benchmark the
-way MSDialog/Ubuntu/Douban-style corpora are built (Penha & Hauff 2020 §4.1; Su et al. 2021 §5.1):
+way MSDialog/Ubuntu/Douban-style corpora are built (Penha & Hauff 2020 §4; Su et al. 2021 §5.1):
 
 * a turn's text is its non-empty messages joined by a space; empty turns are dropped and adjacent turns of the same
   sender merged (consecutive messages of one speaker form one turn);
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import chitchat_dataset
 import numpy as np
 import polars as pl
 
@@ -37,8 +38,6 @@ DEFAULT_FRACTIONS = {"train": 0.8, "dev": 0.1, "test": 0.1}
 
 def default_path() -> Path:
     """``dataset.json`` inside the installed ``chitchat_dataset`` package."""
-    import chitchat_dataset
-
     return Path(chitchat_dataset.__file__).resolve().parent / "dataset.json"
 
 

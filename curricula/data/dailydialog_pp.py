@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-
-from curricula.data.base import RankingData, read_lines, split_roles
+from curricula.data.base import RankingColumns, RankingData, read_lines, split_roles
 from curricula.errors import InputFormatError
 
 #: record key -> (docid prefix, kind, rel)
@@ -94,15 +93,7 @@ def load(files: Mapping[str, Any], *, drop_empty_responses: bool = True) -> Rank
 
     ``drop_empty_responses``: drop empty/whitespace responses (default) instead of raising an error.
     """
-    q_id: list[str] = []
-    q_split: list[str] = []
-    q_text: list[str] = []
-    q_turns: list[list[str]] = []
-    d_id: list[str] = []
-    d_text: list[str] = []
-    r_qid: list[str] = []
-    r_rel: list[int] = []
-
+    columns = RankingColumns()
     for split, path in split_roles(files):
         first_line: dict[str, int] = {}
         for line, text in read_lines(path):
@@ -129,18 +120,7 @@ def load(files: Mapping[str, Any], *, drop_empty_responses: bool = True) -> Rank
                     responses.append((f"{qid}:{prefix}{i}", response, rel))
             if not any(rel > 0 for _, _, rel in responses):
                 raise InputFormatError(path, line, "no positive response ('positive_responses' has no non-empty text)")
-            q_id.append(qid)
-            q_split.append(split)
-            q_text.append("\n".join(turns))
-            q_turns.append(turns)
+            columns.add_query(qid, split, turns)
             for docid, response, rel in responses:
-                d_id.append(docid)
-                d_text.append(response)
-                r_qid.append(qid)
-                r_rel.append(rel)
-
-    return RankingData.from_columns(
-        {"qid": q_id, "split": q_split, "text": q_text, "turns": q_turns},
-        {"docid": d_id, "text": d_text},
-        {"qid": r_qid, "docid": d_id, "rel": r_rel},
-    )
+                columns.add_candidate(qid, docid, response, rel)
+    return columns.data()

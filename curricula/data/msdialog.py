@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-from curricula.data.base import RankingData, parse_label, read_lines, split_roles
+from curricula.data.base import RankingColumns, RankingData, parse_label, read_lines, split_roles
 from curricula.errors import InputFormatError
 
 VARIANTS = ("msdialog", "ubuntu")
@@ -159,15 +158,7 @@ def load(
     if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1):
         raise ValueError(f"group_size must be a positive integer or None, got {group_size!r}")
 
-    q_id: list[str] = []
-    q_split: list[str] = []
-    q_text: list[str] = []
-    q_turns: list[list[str]] = []
-    d_id: list[str] = []
-    d_text: list[str] = []
-    r_qid: list[str] = []
-    r_rel: list[int] = []
-
+    columns = RankingColumns()
     for split, path in split_roles(files):
         for n, ctx in enumerate(read_contexts(path, variant, group_size), start=1):
             if not allow_no_positive and not any(label > 0 for label in ctx.labels):
@@ -176,18 +167,7 @@ def load(
                     f"{len(ctx.labels)} labels are 0); set allow_no_positive to keep such contexts"
                 )
             qid = f"{split}-{n}"
-            q_id.append(qid)
-            q_split.append(split)
-            q_text.append("\n".join(ctx.turns))
-            q_turns.append(list(ctx.turns))
+            columns.add_query(qid, split, list(ctx.turns))
             for i, (label, response) in enumerate(zip(ctx.labels, ctx.responses), start=1):
-                d_id.append(f"{qid}:{i}")
-                d_text.append(response)
-                r_qid.append(qid)
-                r_rel.append(label)
-
-    return RankingData.from_columns(
-        {"qid": q_id, "split": q_split, "text": q_text, "turns": q_turns},
-        {"docid": d_id, "text": d_text},
-        {"qid": r_qid, "docid": d_id, "rel": r_rel},
-    )
+                columns.add_candidate(qid, f"{qid}:{i}", response, label)
+    return columns.data()

@@ -40,8 +40,7 @@ from pathlib import Path
 from typing import Any
 from xml.parsers import expat
 
-
-from curricula.data.base import RankingData
+from curricula.data.base import RankingColumns, RankingData
 from curricula.errors import InputFormatError
 from curricula.tables import SPLITS
 
@@ -288,31 +287,13 @@ def load(files: Mapping[str, Any], *, task: str = "A", skip_duplicates: bool = T
     if not files:
         raise ValueError("semeval_cqa: files must map at least one split to a SemEval CQA XML file")
 
-    q_rows: dict[str, list] = {"qid": [], "split": [], "text": [], "turns": [], "domain": []}
-    doc_text: dict[str, tuple[str, Path, int]] = {}
-    qid_at: dict[str, tuple[Path, int]] = {}
-    pair_q: list[str] = []
-    pair_d: list[str] = []
-    rels: list[int] = []
+    columns = RankingColumns(query_label="query", doc_label="RELC_ID", text_label="RelCText")
 
     def add_query(qid: str, split: str, text: str, domain: str | None, comments: list[Comment],
                   path: Path, line: int) -> None:
-        if qid in qid_at:
-            raise InputFormatError(path, line, f"query {qid} also appears in {qid_at[qid][0]}:{qid_at[qid][1]}")
-        qid_at[qid] = (path, line)
-        for key, value in (("qid", qid), ("split", split), ("text", text), ("turns", [text]), ("domain", domain)):
-            q_rows[key].append(value)
+        columns.add_query(qid, split, [text], domain, at=(path, line))
         for c in comments:
-            known = doc_text.get(c.cid)
-            if known is None:
-                doc_text[c.cid] = (c.text, path, c.line)
-            elif known[0] != c.text:
-                raise InputFormatError(
-                    path, c.line, f"RELC_ID {c.cid} has a different RelCText than at {known[1]}:{known[2]}"
-                )
-            pair_q.append(qid)
-            pair_d.append(c.cid)
-            rels.append(c.rel)
+            columns.add_candidate(qid, c.cid, c.text, c.rel, at=(path, c.line))
 
     for split in SPLITS:
         if split not in files:
@@ -327,9 +308,4 @@ def load(files: Mapping[str, Any], *, task: str = "A", skip_duplicates: bool = T
                     if skip_duplicates and t.skip:
                         continue
                     add_query(t.qid, split, t.text, t.category, list(t.comments), path, t.line)
-
-    return RankingData.from_columns(
-        q_rows,
-        {"docid": list(doc_text), "text": [t for t, _, _ in doc_text.values()]},
-        {"qid": pair_q, "docid": pair_d, "rel": rels},
-    )
+    return columns.data()

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-from curricula.data.base import RankingData, parse_label, read_lines
+from curricula.data.base import RankingColumns, RankingData, parse_label, read_lines
 from curricula.errors import InputFormatError
 from curricula.tables import SPLITS
 
@@ -200,12 +199,7 @@ def load(files: Mapping[str, Any], *, ref: Mapping[str, str] | None = None) -> R
     if not files:
         raise ValueError("wikiqa: files must map at least one split to a WikiQA TSV")
 
-    q_rows: dict[str, list] = {"qid": [], "split": [], "text": [], "turns": []}
-    doc_text: dict[str, tuple[str, Path, int]] = {}
-    qid_at: dict[str, tuple[Path, int]] = {}
-    pair_q: list[str] = []
-    pair_d: list[str] = []
-    rels: list[int] = []
+    columns = RankingColumns(query_label="QuestionID", doc_label="SentenceID", text_label="sentence")
     for split in SPLITS:
         if split not in files:
             continue
@@ -214,31 +208,7 @@ def load(files: Mapping[str, Any], *, ref: Mapping[str, str] | None = None) -> R
         if split in ref:
             questions = check_ref(questions, path, ref[split])
         for q in questions:
-            if q.qid in qid_at:
-                first_path, first_line = qid_at[q.qid]
-                raise InputFormatError(
-                    path, q.line, f"QuestionID {q.qid} also appears in {first_path}:{first_line}"
-                )
-            qid_at[q.qid] = (path, q.line)
-            q_rows["qid"].append(q.qid)
-            q_rows["split"].append(split)
-            q_rows["text"].append(q.text)
-            q_rows["turns"].append([q.text])
+            columns.add_query(q.qid, split, [q.text], at=(path, q.line))
             for c in q.candidates:
-                known = doc_text.get(c.docid)
-                if known is None:
-                    doc_text[c.docid] = (c.text, path, c.line)
-                elif known[0] != c.text:
-                    raise InputFormatError(
-                        path, c.line, f"SentenceID {c.docid} has sentence {c.text!r} here but {known[0]!r} at "
-                        f"{known[1]}:{known[2]}"
-                    )
-                pair_q.append(q.qid)
-                pair_d.append(c.docid)
-                rels.append(c.label)
-
-    return RankingData.from_columns(
-        q_rows,
-        {"docid": list(doc_text), "text": [t for t, _, _ in doc_text.values()]},
-        {"qid": pair_q, "docid": pair_d, "rel": rels},
-    )
+                columns.add_candidate(q.qid, c.docid, c.text, c.label, at=(path, c.line))
+    return columns.data()
