@@ -5,7 +5,7 @@ A *sample* is one query with its J candidates. Scores come from T stochastic for
 relevant (the sigmoid of the ranker's logit, so every score is > 0 as eq. 12 needs), with a boolean ``mask``
 (Q, J) marking the real candidates of queries with fewer than J.
 
-Orientation: a *higher* expected loss EL means a *more uncertain* sample (Algorithm 1: "the sample is more
+Orientation: a *higher* expected loss EL means a *more uncertain* sample (§4.1, on Algorithm 1: "the sample is more
 uncertain ... when its EL value is higher"); self-paced learning pseudo-labels the samples with EL < lambda
 (eq. 14) and active learning queries the ones with the highest EL.
 """
@@ -79,8 +79,11 @@ def self_paced_indicators(el: np.ndarray, lam: float) -> np.ndarray:
     return np.asarray(el) < lam
 
 
-def pace(lam0: float, mu: float, iteration: int) -> float:
-    """Algorithm 2 line 8: lambda after ``iteration`` updates, lambda0 * mu^iteration (mu > 1)."""
+def spl_lambda(lam0: float, mu: float, iteration: int) -> float:
+    """Algorithm 2 line 8, the self-paced threshold: lambda after ``iteration`` updates, lambda0 * mu^iteration.
+
+    ``mu`` > 1 is the pace factor; lambda is on the scale of EL (eq. 14 pseudo-labels samples with EL < lambda).
+    """
     if mu <= 1:
         raise ValueError(f"the pace factor mu must be > 1 (Algorithm 2), got {mu}")
     return lam0 * mu**iteration

@@ -1,9 +1,9 @@
 """The active-learning loop (Wang et al. 2020 Algorithm 2) with DASL and its baselines as acquisition functions.
 
 One job = one (method, seed). The unit of annotation is a train *query* with all its candidates (Wang's sample X).
-Each round trains a ranker from scratch (same seed every round: Algorithm 2 / Hu et al.) on the labeled queries
-(true labels from the dataset's qrels, simulating the annotator) plus, for ``dasl``, the pseudo-labeled ones, then
-records dev and test MRR/MAP and queries ``budget`` labels:
+Each round trains a ranker from scratch (§4.3, after Hu et al.; the same seed every round is this project's
+choice) on the labeled queries (true labels from the dataset's qrels, simulating the annotator) plus, for ``dasl``,
+the pseudo-labeled ones, then records dev and test MRR/MAP and queries ``budget`` labels:
 
 * ``random``: uniform among the unlabeled queries;
 * ``bald``: highest MC-dropout mutual information on the top-1 choice (:func:`curricula.active.bald`);
@@ -22,9 +22,10 @@ job's checkpoint folder; a re-run resumes after the last finished round. All ran
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-import math
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +35,24 @@ import numpy as np
 import polars as pl
 import torch
 
-from curricula.active import bald, expected_loss, k_center_greedy, pace, pseudo_positive, random_pick, top_uncertain
+from curricula.active import (
+    bald,
+    expected_loss,
+    k_center_greedy,
+    pseudo_positive,
+    random_pick,
+    self_paced_indicators,
+    spl_lambda,
+    top_uncertain,
+)
+from curricula.evaluate import ranker_metrics
+from curricula.fitting import FitConfig, fit
+from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
-from curricula.tables import TableSpec, write_text_atomically
+from curricula.losses import element_losses, weighted_mean
+from curricula.models import build_ranker
+from curricula.models.base import mc_dropout_probabilities
+from curricula.tables import VECTORS, TableSpec, read_table, write_table, write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +120,6 @@ def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.
     negatives of each (Wang's tuples (q, a, l) with l = 1 for the best answer), and applies the spec's loss.
     Returns (ranker, best dev value of ``eval_metric``).
     """
-    from curricula.losses import element_losses, weighted_mean
-    from curricula.models import build_ranker
-    from curricula.train import _state_dict_cpu, evaluate_pairs, make_optimizer
-
     rel = train["rel"].to_numpy()
     q_codes = train["qid"].rank("dense").cast(pl.Int64).to_numpy() - 1
     pos_rows = [np.flatnonzero((q_codes == q) & (rel > 0)) for q in range(int(q_codes.max()) + 1)]
@@ -119,40 +131,30 @@ def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.
     m = int(spec["negatives"].get("m", 1))
     rng = np.random.default_rng(seed)
     ranker = build_ranker(spec, seed).to(device)
-    optim, sched = make_optimizer(ranker.module, spec)
-    torch.manual_seed(seed)
-    best = {"value": -math.inf, "state": None}
-    ranker.train()
-    for step in range(int(spec["steps"])):
+
+    def step_loss(step: int) -> torch.Tensor:
         qs = rng.choice(usable, spec["batch_size"])
         rows = np.array([[rng.choice(pos_rows[q]), *rng.choice(neg_rows[q], m)] for q in qs])  # (B, 1 + m)
         logits = ranker.pair_logits([contexts[i] for i in rows.reshape(-1)], [responses[i] for i in rows.reshape(-1)],
                                     device, spec["precision"])
-        loss = weighted_mean(element_losses(spec["loss"], logits.view(rows.shape), spec["margin"]), None)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        optim.step()
-        sched.step()
-        done = step + 1
-        if done % spec["eval_every"] == 0 or done == spec["steps"]:
-            value = evaluate_pairs(ranker, dev, qrels, spec, device, relevant_min, progress)
-            if value > best["value"]:
-                best = {"value": value, "state": _state_dict_cpu(ranker.module)}
-    ranker.module.load_state_dict(best["state"])
-    ranker.eval()
-    return ranker, best["value"]
+        return weighted_mean(element_losses(spec["loss"], logits.view(rows.shape), spec["margin"]), None)
+
+    def evaluate(done: int) -> dict[str, float]:
+        metric = spec["eval_metric"]
+        return {"value": ranker_metrics(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"],
+                                        device=device, precision=spec["precision"], relevant_min=relevant_min,
+                                        progress=progress)[metric]}
+
+    result = fit(ranker.module, step_loss, FitConfig.from_spec(spec, checkpoint_every=0), seed=seed,
+                 evaluate=evaluate, progress=False, desc="active fit")
+    return ranker, result.best_value
 
 
 def split_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
                   relevant_min: int) -> dict[str, float]:
     """MRR (trec_eval ``recip_rank``) and MAP of the ranker on a split's candidate pairs."""
-    from curricula.metrics import mean_metrics
-    from curricula.models import score_pair_frame
-
-    run = score_pair_frame(ranker, pairs, batch_size=spec["score_batch_size"], device=device,
-                           precision=spec["precision"], progress=False)
-    rel = qrels.filter(pl.col("qid").is_in(pairs["qid"].unique().implode()))
-    return mean_metrics(run, rel, ["RR", "AP"], relevant_min)
+    return ranker_metrics(ranker, pairs, qrels, ["RR", "AP"], batch_size=spec["score_batch_size"], device=device,
+                          precision=spec["precision"], relevant_min=relevant_min, desc="scoring")
 
 
 def labeled_pairs(pool: QueryPool, labeled: np.ndarray, pseudo: Mapping[int, int] | None = None) -> pl.DataFrame:
@@ -172,8 +174,6 @@ def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveS
                 seed: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-query uncertainty over the ``eligible`` queries (EL or BALD; -inf elsewhere) and the mean-score
     pseudo answer of each query (index within its candidates; -1 elsewhere)."""
-    from curricula.models.base import mc_dropout_probabilities
-
     rows = pool.rows_of(eligible)
     scores = np.full(len(pool), -np.inf)
     answer = np.full(len(pool), -1, dtype=np.int64)
@@ -203,8 +203,6 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     ``train``/``dev``/``test`` are candidate pairs (qid, docid, context, response, rel) of the splits;
     ``embeddings`` (Q, d) are the train queries' bi-encoder vectors in ``sorted(qid)`` order (``coreset`` only).
     """
-    from curricula.hf import select_device, set_threads
-
     if method not in METHODS:
         raise ValueError(f"unknown active-learning method {method!r}; known: {list(METHODS)}")
     if method == "coreset" and embeddings is None:
@@ -244,11 +242,11 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
                 el, answer = uncertainty(model, pool, ~labeled, settings, spec, device, seed * 1000 + r, "el")
                 best = (model, value, dict(pseudo), el, answer)
                 iterations = it + 1
-                lam = pace(settings.lambda0, settings.mu, it)  # Algorithm 2 line 8
+                lam = spl_lambda(settings.lambda0, settings.mu, it)  # Algorithm 2 line 8
                 pool_el = el[~labeled]
                 log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g)",
                          *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam)
-                reliable = np.flatnonzero((~labeled) & (el < lam))
+                reliable = np.flatnonzero(~labeled & self_paced_indicators(el, lam))  # eq. 14
                 pseudo = {int(q): int(answer[q]) for q in reliable}
                 log.info("round %d, spl iteration %d: dev %.4f, lambda %.3g, %d pseudo-labeled of %d", r, it,
                          value, lam, len(pseudo), int((~labeled).sum()))
@@ -287,35 +285,12 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     return pl.DataFrame(rows, schema=ACTIVE_CURVE.columns, orient="row")
 
 
-#: the active-learning ranker's knobs over the shared ``train`` section (config ``active.train`` overrides them)
-ACTIVE_TRAIN: dict[str, Any] = {"ranker": "lstm_qa", "architecture": {}, "lr": None, "loss": "pointwise_ce",
-                                "steps": 200, "batch_size": 16, "eval_every": 50, "eval_metric": "RR",
-                                "negatives": {"mode": "candidates", "m": 1}, "dev_queries": None}
-
-
-def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The resolved train spec of the active-learning ranker: ``train`` < ACTIVE_TRAIN < ``active.train``."""
-    from curricula.experiments import check_spec, merge_experiment, resolve_ranker
-
-    overrides = merge_experiment(ACTIVE_TRAIN, (config.get("active") or {}).get("train") or {})
-    spec = merge_experiment(config.get("train", {}), overrides)
-    check_spec("active", spec, schema)
-    try:
-        return resolve_ranker(spec)
-    except ValueError as err:
-        raise ValueError(f"active.train: {err}") from None
-
-
 def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, method: str, seed: int,
                  spec: Mapping[str, Any], settings: Mapping[str, Any], relevant_min: int = 1) -> pl.DataFrame:
     """Rule ``active``: read the ingest tables (and the dense query vectors for coreset), run, write the curve.
 
     The per-round state lives in ``<curve folder>/state`` (beside the output, so a killed job resumes).
     """
-    import hashlib
-
-    from curricula.tables import VECTORS, read_table, write_table
-
     data = read_ingest(inputs)
     qrels = data["qrels"]
     split = {s: candidate_pairs(data, splits=(s,), relevant_min=relevant_min) for s in ("train", "dev", "test")}
@@ -339,7 +314,5 @@ def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | P
                        spec=spec, settings=ActiveSettings.from_config(settings), embeddings=embeddings,
                        state_dir=state_dir, relevant_min=relevant_min, fingerprint=fingerprint)
     write_table(curve, out, ACTIVE_CURVE)
-    import shutil
-
     shutil.rmtree(state_dir, ignore_errors=True)
     return curve

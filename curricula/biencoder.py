@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from curricula.dense import _embed, _pad_batch, _tokenize
+from curricula.dense import embed_batch, pad_batch, tokenize_texts
+from curricula.fitting import FitConfig, fit
 from curricula.hf import autocast, load_encoder, load_tokenizer, quiet_transformers, resolve_model_dir, select_device
 from curricula.tables import write_dir_atomically
 
@@ -42,6 +42,17 @@ def in_batch_loss(
     if false_negatives is not None:
         logits = logits.masked_fill(false_negatives, float("-inf"))
     return F.cross_entropy(logits, torch.arange(len(ctx), device=logits.device))
+
+
+def epoch_batches(n: int, batch_size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Row batches of ``batch_size`` from 0..n-1 without replacement within an epoch (a seeded permutation each;
+    the tail that does not fill a batch is left for the next epoch's permutation), forever."""
+    perm, pos = rng.permutation(n), 0
+    while True:
+        if pos + batch_size > n:
+            perm, pos = rng.permutation(n), 0
+        yield perm[pos : pos + batch_size]
+        pos += batch_size
 
 
 def _codes(texts: Sequence[str]) -> np.ndarray:
@@ -75,7 +86,8 @@ def finetune_biencoder(
     (seeded, epoch by epoch without replacement) and minimises the in-batch negatives loss (Karpukhin et al.,
     2020): the other responses of the batch are the context's negatives. As the vectors are unit-norm, the
     scores are multiplied by ``scale`` (20, as all-MiniLM-L6-v2 was trained) before the softmax; rankings are
-    unaffected. AdamW with ``warmup`` (fraction of steps) linear warm-up then linear decay, gradient norm 1.
+    unaffected. AdamW with ``warmup`` (fraction of steps) linear warm-up then linear decay, gradient norm clipped at
+    1 (the training core, :func:`curricula.fitting.fit`).
 
     Saves ``out_dir/context`` and ``out_dir/response`` (model + tokenizer, loadable by :func:`encode`) and
     ``out_dir/biencoder.json`` atomically. Deterministic for a seed on CPU. Returns training statistics.
@@ -94,8 +106,8 @@ def finetune_biencoder(
     tokenizer = load_tokenizer(path)
     enc_c = load_encoder(path, layers=layers, device=dev)
     enc_r = load_encoder(path, layers=layers, device=dev)  # same start, separate weights (paper eq. 4)
-    ctx_tok = _tokenize(tokenizer, contexts, max_length, context_truncation_side)
-    resp_tok = _tokenize(tokenizer, responses, max_length, "right")
+    ctx_tok = tokenize_texts(tokenizer, contexts, max_length, context_truncation_side)
+    resp_tok = tokenize_texts(tokenizer, responses, max_length, "right")
     ctx_code, resp_code = _codes(contexts), _codes(responses)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
@@ -103,46 +115,23 @@ def finetune_biencoder(
     bs = min(batch_size, n)
     if bs < batch_size:
         log.warning("batch_size %d > %d pairs: using %d", batch_size, n, bs)
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    params = [p for m in (enc_c, enc_r) for p in m.parameters()]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    warm = int(warmup * steps)
+    batches = epoch_batches(n, bs, np.random.default_rng(seed))
 
-    def lr_factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / (warm + 1)
-        return max(0.0, (steps - step) / max(1, steps - warm))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    enc_c.train()
-    enc_r.train()
-    perm, pos = rng.permutation(n), 0
-    losses: list[float] = []
-    bar = tqdm(range(steps), desc="bi-encoder", unit="step", disable=not progress, mininterval=2.0)
-    for _ in bar:
-        if pos + bs > n:
-            perm, pos = rng.permutation(n), 0
-        rows = perm[pos : pos + bs]
-        pos += bs
+    def step_loss(step: int) -> torch.Tensor:
+        rows = next(batches)  # steps run in order, one batch each
         same = (ctx_code[rows][:, None] == ctx_code[rows][None, :]) | (
             resp_code[rows][:, None] == resp_code[rows][None, :]
         )
         np.fill_diagonal(same, False)
         with autocast(dev, precision):
-            c = _embed(enc_c, _pad_batch(ctx_tok, rows, pad_id, dev))
-            r = _embed(enc_r, _pad_batch(resp_tok, rows, pad_id, dev))
-        loss = in_batch_loss(c, r, scale, torch.from_numpy(same).to(dev) if same.any() else None)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        scheduler.step()
-        losses.append(float(loss.detach()))
-        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
-    bar.close()
-    enc_c.eval()
-    enc_r.eval()
+            c = embed_batch(enc_c, pad_batch(ctx_tok, rows, pad_id, dev))
+            r = embed_batch(enc_r, pad_batch(resp_tok, rows, pad_id, dev))
+        return in_batch_loss(c, r, scale, torch.from_numpy(same).to(dev) if same.any() else None)
+
+    # both encoders in one module: one optimiser over E_c's then E_r's parameters, one gradient-norm clip
+    pair = torch.nn.ModuleDict({CONTEXT_DIR: enc_c, RESPONSE_DIR: enc_r})
+    cfg = FitConfig(steps=steps, lr=lr, optimizer="adamw", weight_decay=weight_decay, warmup=warmup, clip_norm=1.0)
+    losses = fit(pair, step_loss, cfg, seed=seed, progress=progress, desc="bi-encoder").losses
 
     stats = {
         "model": str(path),

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -32,10 +31,8 @@ from curricula.hf import (
     autocast,
     load_encoder,
     load_tokenizer,
-    quiet_transformers,
     resolve_model_dir,
     select_device,
-    write_dir_atomically,
 )
 from curricula.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
 from curricula.tables import NEIGHBORS, VECTORS, check_table
@@ -47,7 +44,7 @@ GPU_MAX_K = 2048
 
 
 # --------------------------------------------------------------------------------------------------- encoding
-def _tokenize(
+def tokenize_texts(
     tokenizer, texts: Sequence[str], max_length: int, truncation_side: str = "right"
 ) -> dict[str, list[list[int]]]:
     """Token ids (and token type ids when the model uses them), truncated, unpadded.
@@ -67,7 +64,7 @@ def _tokenize(
     return {k: v for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
 
 
-def _pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int], pad_id: int, device) -> dict[str, torch.Tensor]:
+def pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int], pad_id: int, device) -> dict[str, torch.Tensor]:
     """Right-pad the given rows to their longest member; returns model inputs with the attention mask."""
     ids = [tokens["input_ids"][i] for i in rows]
     width = max(len(x) for x in ids)
@@ -94,7 +91,8 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor, normalize: boo
     return F.normalize(pooled, p=2, dim=1) if normalize else pooled
 
 
-def _embed(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def embed_batch(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Unit-norm mean-pooled vectors (batch, hidden) of a padded batch (:func:`pad_batch`)."""
     return mean_pool(model(**batch).last_hidden_state, batch["attention_mask"])
 
 
@@ -122,7 +120,7 @@ def encode_rows(
     dim = model.config.hidden_size
     if not len(texts):
         return np.empty(0, dtype=np.int64), np.empty((0, dim), dtype=np.float32)
-    tokens = _tokenize(tokenizer, texts, max_length, truncation_side)
+    tokens = tokenize_texts(tokenizer, texts, max_length, truncation_side)
     lengths = [len(x) for x in tokens["input_ids"]]
     batches = batch_shard(length_batches(lengths, batch_size, longest_first=True), shard)
     rows = shard_rows(batches)
@@ -133,7 +131,7 @@ def encode_rows(
     try:
         with torch.inference_mode(), autocast(device, precision):
             for batch in tqdm(batches, desc=desc, unit="batch", disable=not progress, mininterval=2.0):
-                vecs = _embed(model, _pad_batch(tokens, batch, pad_id, device))
+                vecs = embed_batch(model, pad_batch(tokens, batch, pad_id, device))
                 out[batch] = vecs.float().cpu().numpy()
     finally:
         model.train(was_training)

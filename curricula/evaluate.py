@@ -20,8 +20,8 @@ import numpy as np
 import polars as pl
 
 from curricula.ingest import candidate_pairs, read_ingest
-from curricula.metrics import DEFAULT_MEASURES, per_query
-from curricula.tables import TableSpec
+from curricula.metrics import DEFAULT_MEASURES, mean_metrics, per_query, trec_order
+from curricula.tables import CANDIDATE_SCORES, TEACHER_SCORES, TableSpec, read_table, write_table, write_trec_run
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +84,21 @@ def mean_table(metrics: pl.DataFrame) -> dict[str, float]:
 
 def ranked(scores: pl.DataFrame) -> pl.DataFrame:
     """A RUN table from (qid, docid, score): rank 1 = highest score; ties as trec_eval orders them (docid desc)."""
-    return scores.sort(["qid", "score", "docid"], descending=[False, True, True]).with_columns(
-        rank=pl.int_range(1, pl.len() + 1).over("qid").cast(pl.Int32)).select("qid", "docid", "rank", "score")
+    return trec_order(scores).select("qid", "docid", pl.col("_pos").cast(pl.Int32).alias("rank"), "score")
+
+
+def ranker_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str], *, batch_size: int,
+                   device, precision: str = "auto", relevant_min: int = 1, progress: bool = False,
+                   desc: str = "dev") -> dict[str, float]:
+    """Mean ``measures`` (ir-measures names, e.g. ``AP``, ``RR``) of a ranker's scores of ``pairs`` (qid, docid,
+    context, response), against the qrels of the queries in ``pairs``: dev selection and active learning's curves.
+    """
+    from curricula.models import score_pair_frame  # imports torch
+
+    run = score_pair_frame(ranker, pairs, batch_size=batch_size, device=device, precision=precision,
+                           progress=progress, desc=desc)
+    rel = qrels.filter(pl.col("qid").is_in(pairs["qid"].unique().implode()))
+    return mean_metrics(run, rel, list(measures), relevant_min)
 
 
 def test_pairs(data: Mapping[str, pl.DataFrame], relevant_min: int = 1) -> pl.DataFrame:
@@ -102,16 +115,13 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
     score_batch_size, precision, device, threads, and max_length for a bare HF checkpoint) or ``scores`` (a reference ranker's scores of
     the candidates: BM25 candidate scores or the teacher's).
     """
-    from curricula.bm25 import write_trec_run
-    from curricula.tables import read_table, write_table
-
     data = read_ingest(inputs)
     pairs = test_pairs(data, relevant_min)
     if pairs.height == 0:
         raise ValueError("no test candidates to evaluate (the test split is empty)")
     names = set(inputs.keys())
     if "model" in names:
-        from curricula.hf import select_device, set_threads
+        from curricula.hf import select_device, set_threads  # imports torch and transformers
         from curricula.models import load_ranker, score_pair_frame
 
         knobs = dict(model_knobs or {})
@@ -121,8 +131,6 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
         scored = score_pair_frame(ranker, pairs, batch_size=knobs.get("score_batch_size", 128), device=device,
                                   precision=knobs.get("precision", "auto"), desc="test")
     else:
-        from curricula.tables import CANDIDATE_SCORES, TEACHER_SCORES
-
         # the teacher's table also has per-pair losses; both contracts hold qid, docid, score
         spec = TEACHER_SCORES if "loss" in pl.read_parquet_schema(inputs["scores"]) else CANDIDATE_SCORES
         ref = read_table(inputs["scores"], spec).select("qid", "docid", "score")

@@ -18,9 +18,17 @@ wrong type in one experiment is reported with the experiment's name before any j
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from typing import Any
+
+import jsonschema
+
+from curricula.difficulty import FUNCTIONS
+from curricula.losses import LOSSES
+from curricula.models import DEFAULT_LR, resolve_architecture
+from curricula.negatives import MODES
+from curricula.pacing import pace_fraction
+from curricula.weighting import DEFAULT_M, m_value
 
 AXES = ("scoring", "pacing", "weighting")
 BASELINE = "baseline"
@@ -47,8 +55,6 @@ def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
 
     Resolved values are what the train job's params show, so changing a default re-runs what it changes.
     """
-    from curricula.models import DEFAULT_LR, resolve_architecture
-
     ranker = spec.setdefault("ranker", "cross_encoder")
     spec["architecture"] = resolve_architecture(ranker, spec.get("architecture"))
     if spec.get("lr") is None:
@@ -79,15 +85,8 @@ def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None
 
 def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
     """Raise ValueError naming the experiment when a spec is invalid or its axes do not fit together."""
-    from curricula.difficulty import FUNCTIONS, MACAVANEY
-    from curricula.losses import LOSSES
-    from curricula.negatives import MODES
-    from curricula.pacing import pace_fraction
-
     where = f"experiments.{name}"
     if schema is not None:
-        import jsonschema
-
         train_schema = schema["properties"]["train"]
         errors = sorted(jsonschema.Draft202012Validator(train_schema).iter_errors(
             {k: v for k, v in spec.items() if k not in AXES}), key=lambda e: list(e.path))
@@ -112,20 +111,14 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
             raise ValueError(f"{where}.weighting: unknown key(s) {sorted(unknown)}")
         if weighting.get("scoring") not in FUNCTIONS:
             raise ValueError(f"{where}.weighting.scoring: unknown function {weighting.get('scoring')!r}")
-        if weighting["scoring"] in MACAVANEY and negatives["mode"] != "candidates":
+        if FUNCTIONS[weighting["scoring"]].pair_level and negatives["mode"] != "candidates":
             raise ValueError(
                 f"{where}: weighting by the pair-level {weighting['scoring']!r} needs the difficulty of every "
                 f"negative, which exists for the dataset's candidates only: set negatives.mode: candidates")
-        weight_m(weighting)
-
-
-def weight_m(weighting: Mapping[str, Any]) -> float:
-    """MacAvaney's m (iterations until equal weights) as a float; ``inf`` (string or number) keeps W = D."""
-    m = weighting.get("m", 10)
-    m = math.inf if m in ("inf", "infinity") else float(m)
-    if not m > 0:
-        raise ValueError(f"weighting.m must be > 0 or 'inf', got {m}")
-    return m
+        try:
+            m_value(weighting.get("m", DEFAULT_M))
+        except ValueError as err:
+            raise ValueError(f"{where}.weighting.m: {err}") from None
 
 
 def needed_tables(spec: Mapping[str, Any]) -> set[str]:
@@ -144,3 +137,21 @@ def needed_tables(spec: Mapping[str, Any]) -> set[str]:
 def job_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The spec without runtime-only knobs: what a train job's output depends on (its Snakemake params)."""
     return {k: v for k, v in spec.items() if k not in RUNTIME_KNOBS}
+
+
+#: the active-learning ranker's knobs over the shared ``train`` section (config ``active.train`` overrides them)
+ACTIVE_TRAIN: dict[str, Any] = {"ranker": "lstm_qa", "architecture": {}, "lr": None, "loss": "pointwise_ce",
+                                "steps": 200, "batch_size": 16, "eval_every": 50, "eval_metric": "RR",
+                                "negatives": {"mode": "candidates", "m": 1}, "dev_queries": None}
+
+
+def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The resolved train spec of the active-learning ranker (:mod:`curricula.active_loop`):
+    ``train`` < ACTIVE_TRAIN < ``active.train``."""
+    overrides = merge_experiment(ACTIVE_TRAIN, (config.get("active") or {}).get("train") or {})
+    spec = merge_experiment(config.get("train", {}), overrides)
+    check_spec("active", spec, schema)
+    try:
+        return resolve_ranker(spec)
+    except ValueError as err:
+        raise ValueError(f"active.train: {err}") from None

@@ -16,22 +16,36 @@ eq. 4: the weight W(t, i) scales each training sample's loss, not the batch mean
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported inside the functions: the Snakefile imports LOSSES (through curricula.experiments) while
+# parsing the workflow, which must not pay for importing torch.
 LOSSES = ("pointwise_ce", "pointwise_mse", "pairwise_ce", "hinge")
 POINTWISE = ("pointwise_ce", "pointwise_mse")
 
 
 def group_labels(scores: torch.Tensor) -> torch.Tensor:
     """1 for column 0 (the positive), 0 for the negatives, shaped like ``scores``."""
+    import torch
+
     labels = torch.zeros_like(scores)
     labels[:, 0] = 1.0
     return labels
 
 
+def binary_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-element binary cross-entropy of logits against 0/1 labels (nats): the pointwise loss and the teacher's
+    per-pair loss (Penha & Hauff 2020 §4, BERT_loss)."""
+    import torch.nn.functional as F
+
+    return F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+
+
 def pointwise_ce(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
-    return F.binary_cross_entropy_with_logits(scores, group_labels(scores), reduction="none")
+    return binary_ce(scores, group_labels(scores))
 
 
 def pointwise_mse(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
@@ -39,10 +53,14 @@ def pointwise_mse(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
 
 
 def pairwise_ce(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
+    import torch.nn.functional as F
+
     return F.softplus(scores[:, 1:] - scores[:, :1])
 
 
 def hinge(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
+    import torch
+
     return torch.clamp(margin - scores[:, :1] + scores[:, 1:], min=0.0)
 
 

@@ -22,12 +22,15 @@ import numpy as np
 import polars as pl
 import torch
 
-from curricula.models import load_ranker, score_pair_rows, score_pairs
-from curricula.models.cross_encoder import CrossEncoderRanker
 from curricula.data.base import seeded_split
+from curricula.fitting import FitConfig, fit
 from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
+from curricula.losses import binary_ce
+from curricula.models import load_ranker, score_pair_rows, score_pairs
+from curricula.models.cross_encoder import CrossEncoderRanker
 from curricula.shards import WHOLE, Shard
+from curricula.tables import TEACHER_SCORES, write_table
 
 log = logging.getLogger(__name__)
 
@@ -66,41 +69,27 @@ def balanced_batches(labels: np.ndarray, steps: int, batch_size: int, rng: np.ra
         yield np.concatenate([rng.choice(pos, n_pos), rng.choice(neg, batch_size - n_pos)])
 
 
-def pair_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Per-pair binary cross-entropy with logits (nats), label 1 = relevant."""
-    return torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none")
-
-
 def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.ndarray, cfg: TeacherConfig,
                         progress: bool = True):
-    """Fine-tune a cross-encoder on balanced batches; returns (the ranker, per-step losses)."""
-    from transformers import get_linear_schedule_with_warmup
-    from tqdm.auto import tqdm
-
+    """Fine-tune a cross-encoder on balanced batches (AdamW, linear warm-up and decay: :func:`curricula.fitting.fit`);
+    returns (the ranker, per-step losses)."""
     set_threads(cfg.threads)
     device = select_device(cfg.device)
     ranker = CrossEncoderRanker.build({"model": cfg.model, "layers": cfg.layers, "max_length": cfg.max_length},
                                       cfg.seed).to(device)
-    model = ranker.module
-    model.train()
     ids = ranker.encode(contexts, responses)
     y = torch.tensor((labels > 0).astype(np.float32))
-    optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, eps=cfg.eps, weight_decay=0.0)
-    sched = get_linear_schedule_with_warmup(optim, int(cfg.warmup * cfg.steps), cfg.steps)
-    rng = np.random.default_rng(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    losses = []
-    batches = balanced_batches(labels, cfg.steps, cfg.batch_size, rng)
-    for idx in tqdm(batches, total=cfg.steps, desc="teacher", disable=not progress, unit="step"):
+    batches = balanced_batches(labels, cfg.steps, cfg.batch_size, np.random.default_rng(cfg.seed))
+
+    def step_loss(step: int) -> torch.Tensor:
+        idx = next(batches)  # steps run in order, one batch each
         batch = ranker.collate([ids[i] for i in idx])
-        loss = pair_losses(ranker.logits(batch, device, cfg.precision), y[idx].to(device)).mean()
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        optim.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-    model.eval()
-    return ranker, losses
+        return binary_ce(ranker.logits(batch, device, cfg.precision), y[idx].to(device)).mean()
+
+    fit_cfg = FitConfig(steps=cfg.steps, lr=cfg.lr, optimizer="adamw", eps=cfg.eps, weight_decay=0.0,
+                        warmup=cfg.warmup)
+    result = fit(ranker.module, step_loss, fit_cfg, seed=cfg.seed, progress=progress, desc="teacher")
+    return ranker, result.losses
 
 
 def training_texts(pairs: pl.DataFrame) -> tuple[list[str], list[str], np.ndarray]:
@@ -122,7 +111,7 @@ def train_teacher(pairs: pl.DataFrame, cfg: TeacherConfig, model_out: str | Path
 def scores_frame(pairs: pl.DataFrame, scores: np.ndarray) -> pl.DataFrame:
     """TEACHER_SCORES: qid, docid, score (the logit), loss (per-pair BCE in nats against rel > 0)."""
     labels = (pairs["rel"].to_numpy() > 0).astype(np.float32)
-    loss = pair_losses(torch.from_numpy(scores.astype(np.float32)), torch.from_numpy(labels)).numpy()
+    loss = binary_ce(torch.from_numpy(scores.astype(np.float32)), torch.from_numpy(labels)).numpy()
     return pl.DataFrame({"qid": pairs["qid"], "docid": pairs["docid"], "score": scores.astype(np.float64),
                          "loss": loss.astype(np.float64)})
 
@@ -188,8 +177,6 @@ def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: 
     (:mod:`curricula.shards`); :func:`curricula.precompute.gather_stage` joins the shards. Cross-fitting trains
     ``folds`` teachers inside the job, so it is not sharded.
     """
-    from curricula.tables import TEACHER_SCORES, write_table
-
     pairs = candidate_pairs(read_ingest(data), splits=("train", "dev", "test"), relevant_min=relevant_min)
     train = pairs.filter(pl.col("split") == "train")
     rest = pairs.filter(pl.col("split") != "train")

@@ -10,19 +10,32 @@ samples weigh the same; the loss of the sample is multiplied by ``W`` (eq. 4). �
 
 Units: an *iteration* is 32 batches of 16 samples (§4), a *step* here is one batch (one optimiser update),
 0-based, so ``iteration = step // 32`` (:func:`iteration_of`). The project's difficulty tables store difficulty
-with 1 = hardest; convert with :func:`ease_from_difficulty` before weighting. Everything is numpy; callers that
-need torch tensors convert the result.
+with 1 = hardest; :func:`ease_from_difficulty` converts. :class:`PairEase` looks up the ease of the pairs a training
+batch scores (pointwise D_point, or MacAvaney's pairwise D_pair for the pair-level functions) and
+:meth:`PairEase.weights` turns it into eq. 3's weights for one step. Everything is numpy; callers that need torch
+tensors convert the result.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import polars as pl
 
-__all__ = ["curriculum_weight", "ease_from_difficulty", "iteration_of"]
+from curricula.difficulty import FUNCTIONS
+from curricula.difficulty.macavaney import pairwise
+from curricula.losses import POINTWISE
+
+__all__ = ["DEFAULT_M", "PairEase", "curriculum_weight", "ease_from_difficulty", "iteration_of", "m_value"]
+
+#: m when an experiment's ``weighting`` leaves it out (MacAvaney et al. 2020 tune m in {1, 5, 10, 20, 50, 100})
+DEFAULT_M = 10
+#: steps per iteration when ``weighting.iteration_steps`` is left out (MacAvaney §4: 32 batches)
+DEFAULT_ITERATION_STEPS = 32
 
 
 def _unit_interval(values: Any, what: str) -> np.ndarray:
@@ -32,7 +45,8 @@ def _unit_interval(values: Any, what: str) -> np.ndarray:
     return a
 
 
-def _m_value(m: float | str) -> float:
+def m_value(m: float | str) -> float:
+    """Eq. 3's m as a float: a number > 0, or ``"inf"`` / ``math.inf`` (W = D throughout, §4.4)."""
     if isinstance(m, str):
         if m.strip().lower() != "inf":
             raise ValueError(f"m must be a number > 0 or 'inf', got {m!r}")
@@ -62,7 +76,7 @@ def curriculum_weight(ease: Any, iteration: Any, m: float | str, anti: bool = Fa
     [0, 1], a negative iteration or ``m <= 0``.
     """
     d = _unit_interval(ease, "ease")
-    m_val = _m_value(m)
+    m_val = m_value(m)
     i = np.asarray(iteration, dtype=np.float64)
     if np.any(~np.isfinite(i)) or np.any(i < 0):
         raise ValueError(f"iteration must be finite and >= 0 (0-based), got {iteration!r}")
@@ -86,3 +100,68 @@ def iteration_of(step: Any, iteration_steps: int = 32) -> np.ndarray:
     if np.any(s < 0):
         raise ValueError(f"steps must be >= 0, got {step!r}")
     return (s.astype(np.int64) // int(iteration_steps)).astype(np.int64)
+
+
+class PairEase:
+    """Ease D in [0, 1] (1 = easy) of training pairs from one function's difficulty table, for eq. 3 weights.
+
+    Pointwise losses weigh each (q, d) by its own D_point = 1 - difficulty. Pairwise losses weigh (q, d+, d-) by
+    MacAvaney's D_pair = (h(d+) - h(d-) + 1) / 2 (eq. 7/9/11) for the pair-level functions, whose raw value is
+    the heuristic h; for query-level functions every pair of a query has the query's ease. Lookups are a binary
+    search in a sorted key array: O(B log N) per batch.
+    """
+
+    def __init__(self, table: pl.DataFrame, scoring: str, q_of: Mapping[str, int], code_of: Mapping[str, int],
+                 n_docs: int, *, m: float | str = DEFAULT_M, anti: bool = False,
+                 iteration_steps: int = DEFAULT_ITERATION_STEPS):
+        self.scoring = scoring
+        self.m = m_value(m)
+        self.anti = anti
+        self.iteration_steps = int(iteration_steps)
+        self.pair_level = FUNCTIONS[scoring].pair_level
+        q = np.array([q_of.get(x, -1) for x in table["qid"].to_list()], dtype=np.int64)
+        d = np.array([code_of.get(x, -1) for x in table["docid"].to_list()], dtype=np.int64)
+        keep = (q >= 0) & (d >= 0)
+        keys = q[keep] * n_docs + d[keep]
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
+        self.n_docs = n_docs
+        self.difficulty = table[scoring].to_numpy()[keep][order].astype(np.float64)
+        self.raw = table[f"{scoring}_raw"].to_numpy()[keep][order].astype(np.float64)
+
+    def _rows(self, q: np.ndarray, d: np.ndarray) -> np.ndarray:
+        keys = q * self.n_docs + d
+        rows = np.searchsorted(self.keys, keys)
+        rows = np.minimum(rows, len(self.keys) - 1)
+        if not np.all(self.keys[rows] == keys):
+            raise KeyError(f"{int((self.keys[rows] != keys).sum())} trained pair(s) have no {self.scoring!r} "
+                           "difficulty (negatives outside the difficulty table's training pairs)")
+        return rows
+
+    def ease(self, q: np.ndarray, docs: np.ndarray, loss: str) -> np.ndarray:
+        """Ease per loss element: (B, 1 + m) for pointwise losses, (B, m) for pairwise ones.
+
+        ``q`` is (B,) query codes, ``docs`` (B, 1 + m) doc codes with the positive in column 0.
+        """
+        width = docs.shape[1] if loss in POINTWISE else docs.shape[1] - 1
+        if not self.pair_level:  # one value per query: the positive's row carries it
+            return np.repeat(ease_from_difficulty(self.difficulty[self._rows(q, docs[:, 0])])[:, None], width, axis=1)
+        rows = self._rows(np.repeat(q[:, None], docs.shape[1], axis=1), docs)
+        if loss in POINTWISE:
+            return ease_from_difficulty(self.difficulty[rows])
+        h = self.raw[rows]
+        return np.asarray(pairwise(h[:, :1], h[:, 1:]), dtype=np.float64)
+
+    @classmethod
+    def from_weighting(cls, table: pl.DataFrame, weighting: Mapping[str, Any], q_of: Mapping[str, int],
+                       code_of: Mapping[str, int], n_docs: int) -> PairEase:
+        """The ease of an experiment's ``weighting`` section ({scoring, m, anti, iteration_steps})."""
+        return cls(table, weighting["scoring"], q_of, code_of, n_docs, m=weighting.get("m", DEFAULT_M),
+                   anti=bool(weighting.get("anti", False)),
+                   iteration_steps=weighting.get("iteration_steps", DEFAULT_ITERATION_STEPS))
+
+    def weights(self, q: np.ndarray, docs: np.ndarray, loss: str, step: int) -> np.ndarray:
+        """Eq. 3's W(t, i) of each loss element of a batch at 0-based ``step`` (shape of :meth:`ease`), with this
+        object's m, anti-curriculum (§4.5) and iteration length."""
+        return curriculum_weight(self.ease(q, docs, loss), iteration_of(step, self.iteration_steps), self.m,
+                                 anti=self.anti)

@@ -6,7 +6,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 
 from curricula.difficulty import check_names, function_knobs, needed_inputs
-from curricula.experiments import experiment_specs, job_params, needed_tables
+from curricula.experiments import active_spec, experiment_specs, job_params, needed_tables
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = f"logs/{config['dataset']['name']}"
@@ -309,11 +309,9 @@ def all_outputs():
 
 # ------------------------------------------------------------------------------------------- active learning
 def resolve_active():
-    """The active-learning ranker's resolved spec (curricula.active_loop.active_spec), or None when disabled."""
+    """The active-learning ranker's resolved spec (curricula.experiments.active_spec), or None when disabled."""
     if not config["active"]["enabled"]:
         return None
-    from curricula.active_loop import active_spec
-
     return resolved(active_spec)
 
 

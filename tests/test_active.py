@@ -15,10 +15,10 @@ from curricula.active import (
     expected_loss,
     k_center_greedy,
     normalise_passes,
-    pace,
     pseudo_positive,
     random_pick,
     self_paced_indicators,
+    spl_lambda,
     top_uncertain,
 )
 from curricula.ingest import candidate_pairs
@@ -78,9 +78,9 @@ def test_el_with_padding_equals_el_of_the_unpadded_query():
 def test_self_paced_selection_honours_lambda_and_the_pace_grows():
     el = np.array([0.0, 0.01, 0.02, 0.05])
     assert self_paced_indicators(el, 0.02).tolist() == [True, True, False, False]
-    assert pace(0.01, 2.0, 0) == 0.01 and pace(0.01, 2.0, 3) == pytest.approx(0.08)
+    assert spl_lambda(0.01, 2.0, 0) == 0.01 and spl_lambda(0.01, 2.0, 3) == pytest.approx(0.08)
     with pytest.raises(ValueError):
-        pace(0.01, 1.0, 1)
+        spl_lambda(0.01, 1.0, 1)
 
 
 def test_pseudo_label_is_the_top_of_the_mean_ordering_among_real_candidates():

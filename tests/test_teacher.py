@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 
 from curricula import teacher
-from curricula.models.cross_encoder import collate, pair_token_ids
 from curricula.data import chitchat
 from curricula.hf import load_tokenizer
 from curricula.ingest import INGEST_TABLES, candidate_pairs, write_ingest
+from curricula.models.cross_encoder import collate, pair_token_ids
 from curricula.tables import TEACHER_SCORES, read_table
 
 CAPS = {"train": 40, "dev": 8, "test": 8}

@@ -15,9 +15,9 @@ from curricula import curriculum as cur
 from curricula.data import chitchat
 from curricula.difficulty import difficulty_table
 from curricula.experiments import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
+from curricula.ingest import candidate_pairs
 from curricula.losses import element_losses, weighted_mean
 from curricula.negatives import NegativeSampler
-from curricula.ingest import candidate_pairs
 from curricula.train import DEV_CURVE, PairEase, train_ranker
 
 CAPS = {"train": 40, "dev": 8, "test": 8}

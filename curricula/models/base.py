@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import polars as pl
 import torch
 from tqdm.auto import tqdm
 
@@ -163,8 +164,6 @@ def score_pair_rows(ranker: Ranker, contexts: Sequence[str], responses: Sequence
 def score_pair_frame(ranker: Ranker, pairs, *, batch_size: int, device: torch.device | None = None,
                      precision: str = "auto", progress: bool = True, desc: str = "scoring"):
     """(qid, docid, score) of a pairs frame with columns qid, docid, context, response (:func:`score_pairs`)."""
-    import polars as pl
-
     scores = score_pairs(ranker, pairs["context"].to_list(), pairs["response"].to_list(), batch_size=batch_size,
                          device=device, precision=precision, progress=progress, desc=desc)
     return pairs.select("qid", "docid").with_columns(score=pl.Series(scores.astype(np.float64)))

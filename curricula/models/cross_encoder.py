@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
+from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir, save_model
 from curricula.models.base import Ranker
 
 
@@ -67,8 +68,6 @@ class CrossEncoderRanker(Ranker):
     @classmethod
     def build(cls, spec, seed: int) -> CrossEncoderRanker:
         """A new ranker from a train spec: ``model``, ``layers``, ``max_length`` (head seeded with ``seed``)."""
-        from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir
-
         model_dir = resolve_model_dir(spec["model"])
         return cls(load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed), load_tokenizer(model_dir),
                    spec["max_length"])
@@ -76,8 +75,6 @@ class CrossEncoderRanker(Ranker):
     @classmethod
     def load(cls, folder, config: dict | None, max_length: int | None = None) -> CrossEncoderRanker:
         """A saved ranker folder (``ranker.json`` gives max_length) or any HF checkpoint with ``max_length``."""
-        from curricula.hf import load_cross_encoder, load_tokenizer
-
         length = (config or {}).get("max_length", max_length)
         if length is None:
             raise ValueError(f"{folder}: a Hugging Face checkpoint without ranker.json needs max_length")
@@ -99,6 +96,4 @@ class CrossEncoderRanker(Ranker):
         return {"max_length": self.max_length}
 
     def save(self, out_dir):
-        from curricula.hf import save_model
-
         return save_model(self.module, self.tokenizer, out_dir, extra_files={"ranker.json": self._ranker_json()})

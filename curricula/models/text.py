@@ -20,8 +20,13 @@ from typing import Any
 
 import numpy as np
 import torch
+import transformers
+from safetensors.torch import load_file, save_file
 
+from curricula.hf import input_embeddings, load_tokenizer, quiet_transformers, resolve_model_dir
+from curricula.models import resolve_architecture
 from curricula.models.base import RANKER_FILE, Ranker
+from curricula.tables import write_dir_atomically
 
 TOKENIZER_DIR = "tokenizer"
 WEIGHTS_FILE = "model.safetensors"
@@ -106,8 +111,6 @@ def read_vec(path: str | Path, vocab: Mapping[str, int], dim_hint: int | None = 
 def embedding_matrix(source: str, model_dir: Path, tokenizer, seed: int = 0) -> torch.Tensor:
     """The initial word embeddings: ``"model"`` = the model's own input embeddings, else a ``.vec`` path."""
     if source == "model":
-        from curricula.hf import input_embeddings
-
         return input_embeddings(model_dir)
     return read_vec(source, tokenizer.get_vocab(), seed=seed)
 
@@ -131,9 +134,6 @@ class TwoSidedRanker(Ranker):
 
     @classmethod
     def build(cls, spec: Mapping[str, Any], seed: int) -> TwoSidedRanker:
-        from curricula.hf import load_tokenizer, resolve_model_dir
-        from curricula.models import resolve_architecture
-
         arch = resolve_architecture(cls.name, spec.get("architecture"))
         model_dir = resolve_model_dir(spec["model"])
         tokenizer = load_tokenizer(model_dir)
@@ -144,9 +144,6 @@ class TwoSidedRanker(Ranker):
 
     @classmethod
     def load(cls, folder: Path, config: Mapping[str, Any]) -> TwoSidedRanker:
-        import transformers
-        from safetensors.torch import load_file
-
         arch = dict(config["architecture"])
         shape = tuple(config["embedding_shape"])
         module = cls.make_module(arch, torch.zeros(shape))
@@ -178,11 +175,6 @@ class TwoSidedRanker(Ranker):
         return {"architecture": self.arch, "embedding_shape": list(emb.shape)}
 
     def save(self, out_dir):
-        from safetensors.torch import save_file
-
-        from curricula.hf import quiet_transformers
-        from curricula.tables import write_dir_atomically
-
         def fill(tmp: Path) -> None:
             state = {k: v.detach().to("cpu").contiguous() for k, v in self.module.state_dict().items()}
             save_file(state, str(tmp / WEIGHTS_FILE))

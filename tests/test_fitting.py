@@ -1,0 +1,143 @@
+"""The training core (curricula.fitting): schedule, optimiser steps, dev selection with rollback, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from curricula.fitting import Checkpointer, FitConfig, fit, linear_schedule_factor, make_optimizer, warmup_steps
+
+DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32))
+TARGET = DATA @ torch.arange(1.0, 7.0) + 0.5
+
+
+def model(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Dropout(0.2), torch.nn.Linear(8, 1))
+
+
+def batch_loss(net: torch.nn.Module, rows: np.ndarray) -> torch.Tensor:
+    return (net(DATA[rows]).squeeze(-1) - TARGET[rows]).pow(2).mean()
+
+
+def weights(net: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in net.state_dict().values()]
+
+
+@pytest.mark.parametrize("steps,warmup", [(10, 0.1), (8, 0.1), (7, 0.0), (20, 0.35), (5, 1.0)])
+def test_schedule_is_transformers_linear_warmup(steps, warmup):
+    warm = warmup_steps(warmup, steps)
+    assert warm == round(warmup * steps)
+    ours, _ = make_optimizer(torch.nn.Linear(2, 1).parameters(), FitConfig(steps=steps, lr=1.0, warmup=warmup))
+    ref = torch.optim.AdamW(torch.nn.Linear(2, 1).parameters(), lr=1.0)
+    ref_sched = get_linear_schedule_with_warmup(ref, warm, steps)
+    for step in range(steps):
+        assert linear_schedule_factor(step, warm, steps) == ref_sched.lr_lambdas[0](step)
+
+
+def test_fit_equals_a_bare_torch_loop():
+    """Same weights, bit for bit, as the hand-written loop the core replaced (AdamW, clipping, HF schedule)."""
+    cfg = FitConfig(steps=12, lr=0.05, optimizer="adamw", weight_decay=0.01, warmup=0.25, clip_norm=1.0)
+    rng = np.random.default_rng(3)
+    rows = [rng.choice(64, 8) for _ in range(cfg.steps)]
+
+    ref = model()
+    optim = torch.optim.AdamW(ref.parameters(), lr=cfg.lr, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    sched = get_linear_schedule_with_warmup(optim, warmup_steps(cfg.warmup, cfg.steps), cfg.steps)
+    torch.manual_seed(5)
+    ref.train()
+    ref_losses = []
+    for step in range(cfg.steps):
+        loss = batch_loss(ref, rows[step])
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(ref.parameters()), cfg.clip_norm)
+        optim.step()
+        sched.step()
+        ref_losses.append(float(loss.detach()))
+
+    net = model()
+    result = fit(net, lambda step: batch_loss(net, rows[step]), cfg, seed=5, progress=False)
+    assert result.losses == ref_losses
+    assert all(torch.equal(a, b) for a, b in zip(weights(net), weights(ref)))
+    assert not net.training and result.curve == [] and result.best_step == -1
+
+
+def test_rollback_restores_the_best_dev_weights_and_records_the_curve():
+    net = model()
+    dev = iter([0.2, 0.5, 0.4, 0.5])  # best at the 2nd evaluation; a later tie does not replace it
+    snapshots = {}
+    cfg = FitConfig(steps=8, lr=0.05, eval_every=2)
+    result = fit(net, lambda step: batch_loss(net, np.arange(step, step + 8)), cfg, seed=1, progress=False,
+                 evaluate=lambda done: {"value": next(dev), "metric": "AP"},
+                 on_step=lambda done: snapshots.__setitem__(done, weights(net)))
+    assert [r["step"] for r in result.curve] == [2, 4, 6, 8]
+    assert [r["value"] for r in result.curve] == [0.2, 0.5, 0.4, 0.5]
+    assert result.curve[0]["metric"] == "AP"
+    np.testing.assert_allclose(result.curve[1]["train_loss"], np.mean(result.losses[2:4]))
+    assert (result.best_step, result.best_value) == (4, 0.5)
+    assert all(torch.equal(a, b) for a, b in zip(weights(net), snapshots[4]))
+    assert not all(torch.equal(a, b) for a, b in zip(snapshots[4], snapshots[8]))
+
+
+def test_the_last_step_is_always_evaluated():
+    net = model()
+    result = fit(net, lambda step: batch_loss(net, np.arange(8)), FitConfig(steps=5, lr=0.01, eval_every=2),
+                 seed=0, progress=False, evaluate=lambda done: {"value": float(done)})
+    assert [r["step"] for r in result.curve] == [2, 4, 5] and result.best_step == 5
+
+
+class Killed(Exception):
+    pass
+
+
+@torch.no_grad()
+def full_loss(net: torch.nn.Module) -> float:
+    return float(batch_loss(net, np.arange(64)))
+
+
+def run(tmp_path, kill_at: int | None = None):
+    """A fit whose batches come from a sequential numpy RNG (state handed to the checkpoint), dropout on."""
+    net = model()
+    rng = np.random.default_rng(11)
+    cfg = FitConfig(steps=9, lr=0.05, eval_every=3, checkpoint_every=2, fused=True)
+
+    def stop(done: int) -> None:
+        if done == kill_at:
+            raise Killed
+
+    def restore(state) -> None:
+        rng.bit_generator.state = state
+
+    result = fit(net, lambda step: batch_loss(net, rng.choice(64, 8)), cfg, seed=2, progress=False,
+                 evaluate=lambda done: {"value": -full_loss(net)},
+                 checkpoint=Checkpointer(tmp_path / "ckpt", "abc"), sampler_state=lambda: rng.bit_generator.state,
+                 restore_sampler=restore, on_step=stop)
+    return net, result
+
+
+def test_a_killed_fit_resumes_to_the_uninterrupted_weights(tmp_path):
+    whole, expected = run(tmp_path / "a")
+    with pytest.raises(Killed):
+        run(tmp_path / "b", kill_at=5)
+    state = torch.load(tmp_path / "b" / "ckpt" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 4 and [r["step"] for r in state["curve"]] == [3]
+    resumed, result = run(tmp_path / "b")
+    assert result.losses == expected.losses and result.curve == expected.curve
+    assert result.best_step == expected.best_step
+    assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(whole)))
+
+
+def test_a_checkpoint_with_another_fingerprint_is_ignored(tmp_path):
+    Checkpointer(tmp_path, "old").save({"step": 3})
+    assert Checkpointer(tmp_path, "new").load() is None
+    assert Checkpointer(tmp_path, "old").load()["step"] == 3
+
+
+@pytest.mark.parametrize("knobs", [{"steps": 0}, {"lr": 0.0}, {"optimizer": "sgd"}, {"warmup": 1.5},
+                                   {"eval_every": -1}])
+def test_bad_knobs_are_clear_errors(knobs):
+    with pytest.raises(ValueError):
+        FitConfig(**{"steps": 3, "lr": 0.1, **knobs})

@@ -1,0 +1,32 @@
+"""What Snakemake imports while it parses the workflow stays light: resolving the config never imports torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.workflow_run import REPO
+
+PARSE = f"""
+import sys, yaml
+from snakemake.utils import validate
+from curricula.difficulty import check_names, function_knobs, needed_inputs
+from curricula.experiments import active_spec, experiment_specs, job_params, needed_tables
+
+config = yaml.safe_load(open({str(REPO / "config.yaml")!r}))
+schema = yaml.safe_load(open({str(REPO / "schemas" / "config.schema.yaml")!r}))
+config["active"] = {{"enabled": True}}
+validate(config, {str(REPO / "schemas" / "config.schema.yaml")!r})  # fills the defaults, as the Snakefile does
+specs = experiment_specs(config, schema)
+active_spec(config, schema)
+check_names(["kde", "bert_pred"], "difficulty.functions")
+needed_inputs(["kde", "hcl_corpus"], "run")
+heavy = sorted(m for m in ("torch", "transformers", "faiss", "jnius") if m in sys.modules)
+print(len(specs), heavy)
+"""
+
+
+def test_resolving_the_config_imports_no_heavy_library():
+    out = subprocess.run([sys.executable, "-c", PARSE], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "4 []", out.stdout
