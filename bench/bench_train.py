@@ -14,7 +14,7 @@ the bare loop's token-id batches are built up front with the pipeline's own ``Cu
   scheduler step only.
 * overhead: building one step's batch the pipeline's way (sampling, then tokenisation + collate), timed while the
   bare loop's batches are built; the pipeline pays it on every step, the bare loop never.
-* one dev evaluation (``evaluate_pairs`` on the same ``--dev-queries`` dev queries), timed on its own and
+* one dev evaluation (``curricula.evaluate.ranker_metrics`` on the same ``--dev-queries`` dev queries), timed on its own and
   excluded from both loops.
 
 With ``--repeat`` the two loops run in interleaved rounds (alternating which goes first) and the best round of
@@ -49,9 +49,10 @@ from curricula.difficulty import difficulty_table  # noqa: E402
 from curricula.experiments import merge_experiment, resolve_ranker  # noqa: E402
 from curricula.hf import set_threads  # noqa: E402
 from curricula.models import build_ranker  # noqa: E402
-from curricula.negatives import NegativeSampler  # noqa: E402
 from curricula.ingest import candidate_pairs  # noqa: E402
-from curricula.train import dev_pairs, evaluate_pairs, train_ranker  # noqa: E402
+from curricula.negatives import NegativeSampler  # noqa: E402
+from curricula.evaluate import ranker_metrics  # noqa: E402
+from curricula.train import dev_pairs, train_ranker  # noqa: E402
 
 CONFIG_SEED = 42
 
@@ -186,7 +187,9 @@ def main() -> None:
         dev = dev_pairs(data, spec["dev_queries"], CONFIG_SEED, 1)
         t0 = time.perf_counter()
         featuriser.module = model  # the bare loop's final model behind the ranker interface
-        value = evaluate_pairs(featuriser, dev, data["qrels"], spec, torch.device("cpu"), 1)
+        metric = spec["eval_metric"]
+        value = ranker_metrics(featuriser, dev, data["qrels"], [metric], batch_size=spec["score_batch_size"],
+                               device=torch.device("cpu"), precision=spec["precision"])[metric]
         eval_s = time.perf_counter() - t0
 
     pipe_sps, bare_sps = timed / best["pipeline"], timed / best["bare"]

@@ -110,7 +110,6 @@ class RankingData:
         return RankingData(queries, self.docs.filter(pl.col("docid").is_in(used)), qrels, candidates)
 
 
-
 class RankingColumns:
     """The column lists a streaming loader fills, query by query; :meth:`data` makes them a :class:`RankingData`.
 
@@ -160,7 +159,9 @@ class RankingColumns:
         self.qrels["rel"].append(rel)
 
     def data(self) -> RankingData:
+        """The collected queries, documents and judgements as a :class:`RankingData`."""
         return RankingData.from_columns(self.queries, self.docs, self.qrels)
+
 
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` (1-based, line ending stripped: LF or CRLF) of a UTF-8 text file.
