@@ -10,7 +10,8 @@ the loss) and, if the model is selected on dev, what one evaluation is (``evalua
 * the steps themselves (zero_grad, backward, optional gradient-norm clipping, optimiser and schedule step), with a
   progress bar and per-step losses;
 * dev evaluation every ``eval_every`` steps and after the last, the best-on-dev weights kept and restored at the
-  end (model selection on dev: MacAvaney et al. 2020 §4 roll back to the best validation model);
+  end (model selection on dev: MacAvaney et al. 2020 §4 roll back to the best validation model), and early
+  stopping after ``patience`` evaluations without improvement (MacAvaney et al.: 15 iterations);
 * checkpoints every ``checkpoint_every`` steps (model, optimiser, schedule, torch RNG, the curve, the best weights
   and the caller's own sampler state) from which a killed job resumes and ends with the same weights.
 
@@ -44,9 +45,11 @@ OPTIMIZERS = ("adam", "adamw")
 class FitConfig:
     """The knobs of one training run. ``steps`` optimiser updates (one batch each); ``lr`` peak learning rate.
 
-    ``warmup`` is the fraction of ``steps`` with a linear warm-up; ``clip_norm`` (None = off) clips the gradient's
-    global L2 norm; ``eval_every`` / ``checkpoint_every`` are in steps (0 = never); ``fused`` uses torch's fused
-    Adam kernel (same update rule, about 4x faster on CPU for large embedding tables, different last float bits).
+    ``steps`` is the budget: training ends there unless ``patience`` (0 = off) evaluations in a row fail to beat
+    the best dev value first. ``warmup`` is the fraction of ``steps`` with a linear warm-up; ``clip_norm`` (None =
+    off) clips the gradient's global L2 norm; ``eval_every`` / ``checkpoint_every`` are in steps (0 = never);
+    ``fused`` uses torch's fused Adam kernel (same update rule, about 4x faster on CPU for large embedding tables,
+    different last float bits).
     """
 
     steps: int
@@ -59,6 +62,7 @@ class FitConfig:
     eval_every: int = 0
     checkpoint_every: int = 0
     fused: bool = False
+    patience: int = 0
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -69,8 +73,11 @@ class FitConfig:
             raise ValueError(f"optimizer {self.optimizer!r}: expected one of {list(OPTIMIZERS)}")
         if not 0 <= self.warmup <= 1:
             raise ValueError(f"warmup={self.warmup}: expected a fraction of the steps in [0, 1]")
-        if self.eval_every < 0 or self.checkpoint_every < 0:
-            raise ValueError(f"eval_every={self.eval_every}, checkpoint_every={self.checkpoint_every}: expected >= 0")
+        if self.eval_every < 0 or self.checkpoint_every < 0 or self.patience < 0:
+            raise ValueError(f"eval_every={self.eval_every}, checkpoint_every={self.checkpoint_every}, "
+                             f"patience={self.patience}: expected >= 0")
+        if self.patience and not self.eval_every:
+            raise ValueError(f"patience={self.patience} counts dev evaluations: set eval_every too")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], **overrides: Any) -> FitConfig:
@@ -154,7 +161,8 @@ class FitResult:
 
     ``curve`` rows are the ``evaluate`` dicts plus ``step`` (1-based count of steps done) and ``train_loss`` (mean
     loss of the steps since the previous evaluation). ``best_step`` is -1 and ``best_value`` -inf without dev
-    evaluation (the final weights are kept).
+    evaluation (the final weights are kept). ``stopped`` says why training ended: ``"budget"`` (all ``steps``) or
+    ``"patience"`` (early stopping, at step ``len(losses)``).
     """
 
     losses: list[float] = field(default_factory=list)
@@ -162,6 +170,11 @@ class FitResult:
     best_step: int = -1
     best_value: float = -math.inf
     seconds: float = 0.0
+    stopped: str = "budget"
+
+    def evaluations_since_best(self) -> int:
+        """Dev evaluations after the best one (what ``patience`` counts)."""
+        return sum(1 for row in self.curve if row["step"] > self.best_step)
 
 
 def fit(
@@ -241,6 +254,13 @@ def fit(
                                if k != "step"), time.time() - t_start)
             if row["value"] > result.best_value:
                 result.best_step, result.best_value, best_state = done, float(row["value"]), state_dict_cpu(module)
+            if cfg.patience and result.evaluations_since_best() >= cfg.patience:
+                result.stopped = "patience"
+                log.info("stopping at step %d: %d evaluations without improvement on dev (best %.4f at step %d)",
+                         done, cfg.patience, result.best_value, result.best_step)
+                if on_step is not None:
+                    on_step(done)
+                break
         elif evaluate is None:
             bar.set_postfix(loss=f"{result.losses[-1]:.4f}", refresh=False)
         if checkpoint is not None and cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
@@ -260,6 +280,6 @@ def fit(
     module.eval()
     result.seconds = time.time() - t_start
     if evaluate is not None:
-        log.info("best dev %.4f at step %d of %d; %.1f s", result.best_value, result.best_step, cfg.steps,
-                 result.seconds)
+        log.info("best dev %.4f at step %d; stopped by %s at step %d of %d; %.1f s", result.best_value,
+                 result.best_step, result.stopped, len(result.losses), cfg.steps, result.seconds)
     return result

@@ -141,3 +141,50 @@ def test_a_checkpoint_with_another_fingerprint_is_ignored(tmp_path):
 def test_bad_knobs_are_clear_errors(knobs):
     with pytest.raises(ValueError):
         FitConfig(**{"steps": 3, "lr": 0.1, **knobs})
+
+
+DEV_BY_STEP = {2: 0.2, 4: 0.5, 6: 0.4, 8: 0.6, 10: 0.5, 12: 0.55, 14: 0.9, 16: 0.1}
+
+
+def patient_fit(net, tmp_path=None, kill_at=None, patience=2, snapshots=None):
+    """Evaluations every 2 steps read DEV_BY_STEP (a pure function of the step, so a resumed fit sees the same)."""
+    def hook(done: int) -> None:
+        if snapshots is not None:
+            snapshots[done] = weights(net)
+        if done == kill_at:
+            raise Killed
+
+    cfg = FitConfig(steps=16, lr=0.05, eval_every=2, checkpoint_every=3, patience=patience)
+    return fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=4, progress=False,
+               evaluate=lambda done: {"value": DEV_BY_STEP[done]}, on_step=hook,
+               checkpoint=Checkpointer(tmp_path, "p") if tmp_path is not None else None)
+
+
+def test_patience_stops_after_evaluations_without_improvement_and_rolls_back():
+    net, snapshots = model(), {}
+    result = patient_fit(net, snapshots=snapshots)
+    # best 0.6 at step 8; 0.5 (step 10) and 0.55 (step 12) do not beat it: stop at step 12, never see step 14's 0.9
+    assert result.stopped == "patience" and len(result.losses) == 12
+    assert [r["step"] for r in result.curve] == [2, 4, 6, 8, 10, 12] and result.best_step == 8
+    assert all(torch.equal(a, b) for a, b in zip(weights(net), snapshots[8]))
+    assert result.evaluations_since_best() == 2
+    longer = patient_fit(model(), patience=3)  # step 14's 0.9 resets the count; the budget ends it at 16
+    assert longer.stopped == "budget" and len(longer.losses) == 16 and longer.best_step == 14
+    budget = patient_fit(model(), patience=0)
+    assert budget.stopped == "budget" and len(budget.losses) == 16 and budget.best_step == 14
+
+
+def test_a_killed_fit_with_patience_resumes_to_the_same_stop_and_weights(tmp_path):
+    whole = model()
+    expected = patient_fit(whole)
+    with pytest.raises(Killed):
+        patient_fit(model(), tmp_path, kill_at=10)
+    resumed = model()
+    result = patient_fit(resumed, tmp_path)
+    assert result.stopped == "patience" and result.losses == expected.losses and result.curve == expected.curve
+    assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(whole)))
+
+
+def test_patience_needs_evaluations():
+    with pytest.raises(ValueError, match="eval_every"):
+        FitConfig(steps=3, lr=0.1, patience=2)
