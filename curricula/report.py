@@ -98,8 +98,15 @@ def _marks(metrics: pl.DataFrame, experiments: Sequence[str], measure: str, seed
     return {e: mark(x, t[1]) for e, x, t in zip(others, p, tests)} | {BASELINE: ""}
 
 
+def _in_order(metrics: pl.DataFrame) -> pl.DataFrame:
+    """The rows in one fixed order, so every mean sums in the same order and the tables are bit-for-bit a function
+    of the rows, not of their order (polars' group_by returns groups in varying order)."""
+    return metrics.sort([c for c in ("experiment", "seed", "measure", "qid") if c in metrics.columns])
+
+
 def seeds_table(metrics: pl.DataFrame, measure: str, use_holm: bool = False) -> pl.DataFrame:
     """Penha Table 5: rows seed.../AVG/SD, a value and a mark column per experiment (baseline first)."""
+    metrics = _in_order(metrics)
     experiments = [BASELINE] + sorted(set(metrics["experiment"]) - {BASELINE})
     seeds = sorted(set(metrics["seed"]), key=lambda s: int(s) if s.lstrip("-").isdigit() else s)
     means = metrics.filter(pl.col("measure") == measure).group_by("experiment", "seed").agg(pl.col("value").mean())
@@ -122,14 +129,15 @@ def seeds_table(metrics: pl.DataFrame, measure: str, use_holm: bool = False) -> 
 def metrics_table(metrics: pl.DataFrame, measures: Sequence[str], references: pl.DataFrame | None = None,
                   use_holm: bool = False) -> pl.DataFrame:
     """MacAvaney Table 3: a row per experiment (then each reference ranker), value and mark per measure."""
+    metrics = _in_order(metrics)
     experiments = [BASELINE] + sorted(set(metrics["experiment"]) - {BASELINE})
-    per_seed = metrics.group_by("experiment", "seed", "measure").agg(pl.col("value").mean())
+    per_seed = _in_order(metrics.group_by("experiment", "seed", "measure").agg(pl.col("value").mean()))
     avg = {(e, m): v for e, m, v in per_seed.group_by("experiment", "measure").agg(pl.col("value").mean()).iter_rows()}
     marks = {m: _marks(metrics, experiments, m, None, use_holm) for m in measures}
     rows = [{"ranker": e, **{m: avg.get((e, m)) for m in measures}, **{f"{m}_mark": marks[m][e] for m in measures}}
             for e in experiments]
     if references is not None and references.height:
-        ref = references.group_by("experiment", "measure").agg(pl.col("value").mean())
+        ref = _in_order(references).group_by("experiment", "measure").agg(pl.col("value").mean())
         ref_avg = {(e, m): v for e, m, v in ref.iter_rows()}
         for e in sorted(set(references["experiment"])):
             rows.append({"ranker": e, **{m: ref_avg.get((e, m)) for m in measures},
