@@ -53,6 +53,7 @@ from curricula.losses import element_losses, weighted_mean
 from curricula.models import build_ranker
 from curricula.models.base import mc_dropout_probabilities
 from curricula.tables import VECTORS, TableSpec, read_table, write_table, write_text_atomically
+from curricula.train import dev_metric
 
 log = logging.getLogger(__name__)
 
@@ -140,13 +141,10 @@ def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.
         return weighted_mean(element_losses(spec["loss"], logits.view(rows.shape), spec["margin"]), None)
 
     def evaluate(done: int) -> dict[str, float]:
-        metric = spec["eval_metric"]
-        return {"value": ranker_metrics(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"],
-                                        device=device, precision=spec["precision"], relevant_min=relevant_min,
-                                        progress=progress)[metric]}
+        return {"value": dev_metric(ranker, dev, qrels, spec, device, relevant_min, progress)}
 
-    result = fit(ranker.module, step_loss, FitConfig.from_spec(spec, checkpoint_every=0), seed=seed,
-                 evaluate=evaluate, progress=False, desc="active fit")
+    result = fit(ranker.module, step_loss, FitConfig.from_spec(spec), seed=seed, evaluate=evaluate, progress=False,
+                 desc="active fit")
     return ranker, result.best_value
 
 

@@ -208,7 +208,6 @@ def fit(
     torch.manual_seed(seed)
     result = FitResult()
     best_state: dict[str, torch.Tensor] | None = None
-    since_eval = 0  # steps since the last evaluation (their losses make the curve's train_loss)
     start = 0
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:
@@ -220,7 +219,7 @@ def fit(
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         if restore_sampler is not None:
             restore_sampler(state["sampler"])
-        start, since_eval = int(state["step"]), int(state["since_eval"])
+        start = int(state["step"])
         result.losses, result.curve = list(state["losses"]), list(state["curve"])
         result.best_step, result.best_value = int(state["best_step"]), float(state["best_value"])
         best_state = state["best_state"]
@@ -239,14 +238,12 @@ def fit(
         optim.step()
         sched.step()
         result.losses.append(float(loss.detach()))
-        since_eval += 1
         done = step + 1
+        stop = False
         if evaluate is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps):
-            row = dict(evaluate(done))
-            recent = result.losses[-since_eval:] if since_eval else []
-            row = {"step": done, **row, "train_loss": float(np.mean(recent)) if recent else math.nan}
+            since = result.curve[-1]["step"] if result.curve else 0  # the curve's train_loss: steps since then
+            row = {"step": done, **evaluate(done), "train_loss": float(np.mean(result.losses[since:]))}
             result.curve.append(row)
-            since_eval = 0
             module.train()
             bar.set_postfix(dev=f"{row['value']:.4f}", refresh=False)
             log.info("step %d/%d: %s; %.1f s", done, cfg.steps,
@@ -254,18 +251,17 @@ def fit(
                                if k != "step"), time.time() - t_start)
             if row["value"] > result.best_value:
                 result.best_step, result.best_value, best_state = done, float(row["value"]), state_dict_cpu(module)
-            if cfg.patience and result.evaluations_since_best() >= cfg.patience:
+            stop = bool(cfg.patience) and result.evaluations_since_best() >= cfg.patience
+            if stop:
                 result.stopped = "patience"
                 log.info("stopping at step %d: %d evaluations without improvement on dev (best %.4f at step %d)",
                          done, cfg.patience, result.best_value, result.best_step)
-                if on_step is not None:
-                    on_step(done)
-                break
         elif evaluate is None:
             bar.set_postfix(loss=f"{result.losses[-1]:.4f}", refresh=False)
-        if checkpoint is not None and cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
+        if (checkpoint is not None and cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps
+                and not stop):
             checkpoint.save({
-                "step": done, "since_eval": since_eval, "model": state_dict_cpu(module),
+                "step": done, "model": state_dict_cpu(module),
                 "optimizer": optim.state_dict(), "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
                 "sampler": sampler_state() if sampler_state is not None else None,
@@ -274,6 +270,8 @@ def fit(
             })
         if on_step is not None:
             on_step(done)
+        if stop:
+            break
     bar.close()
     if best_state is not None:
         module.load_state_dict(best_state)

@@ -77,6 +77,14 @@ def dev_pairs(data: Mapping[str, Any], dev_queries: int | None, seed: int, relev
     return pairs
 
 
+def dev_metric(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+               relevant_min: int = 1, progress: bool = False) -> float:
+    """The spec's ``eval_metric`` (higher = better) of the ranker on the dev pairs: what model selection reads."""
+    metric = spec["eval_metric"]
+    return ranker_metrics(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
+                          precision=spec["precision"], relevant_min=relevant_min, progress=progress)[metric]
+
+
 def train_ranker(
     data: Mapping[str, Any],
     spec: Mapping[str, Any],
@@ -133,10 +141,9 @@ def train_ranker(
         return weighted_mean(losses, w)
 
     def evaluate(done: int) -> dict[str, Any]:
-        metric = spec["eval_metric"]
-        value = ranker_metrics(ranker, dev, data["qrels"], [metric], batch_size=spec["score_batch_size"],
-                               device=device, precision=spec["precision"], relevant_min=relevant_min)[metric]
-        return {"metric": metric, "value": value, "allowed": sampler.allowed(done - 1),
+        return {"metric": spec["eval_metric"], "value": dev_metric(ranker, dev, data["qrels"], spec, device,
+                                                                     relevant_min),
+                "allowed": sampler.allowed(done - 1),
                 "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
 
     ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))
