@@ -23,7 +23,7 @@ from typing import Any
 
 import jsonschema
 
-from curricula.difficulty import FUNCTIONS
+from curricula.difficulty import FUNCTIONS, check_names
 from curricula.losses import LOSSES
 from curricula.models import DEFAULT_LR, resolve_architecture
 from curricula.negatives import MODES
@@ -93,8 +93,7 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
         if errors:
             e = errors[0]
             raise ValueError(f"{where}.{'.'.join(map(str, e.path)) or '<spec>'}: {e.message}")
-    if spec["scoring"] not in FUNCTIONS:
-        raise ValueError(f"{where}.scoring: unknown function {spec['scoring']!r}; known: {list(FUNCTIONS)}")
+    check_names([spec["scoring"]], f"{where}.scoring")
     try:
         pace_fraction(spec["pacing"], 0, int(spec["steps"]))
     except ValueError as err:
@@ -109,8 +108,7 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
         unknown = set(weighting) - {"scoring", "m", "anti", "iteration_steps"}
         if unknown:
             raise ValueError(f"{where}.weighting: unknown key(s) {sorted(unknown)}")
-        if weighting.get("scoring") not in FUNCTIONS:
-            raise ValueError(f"{where}.weighting.scoring: unknown function {weighting.get('scoring')!r}")
+        check_names([weighting.get("scoring")], f"{where}.weighting.scoring")
         if FUNCTIONS[weighting["scoring"]].pair_level and negatives["mode"] != "candidates":
             raise ValueError(
                 f"{where}: weighting by the pair-level {weighting['scoring']!r} needs the difficulty of every "

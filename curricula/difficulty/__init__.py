@@ -110,9 +110,7 @@ def needed_inputs(functions: Sequence[str], bm25_list: str = "candidates", *,
     A conditional input (:func:`register`'s ``conditional_inputs``) is decided by the knob values: ``bm25_list``,
     updated by ``knobs`` (e.g. a job's :func:`function_knobs`).
     """
-    unknown = [f for f in functions if f not in FUNCTIONS]
-    if unknown:
-        raise ValueError(f"unknown difficulty function(s) {unknown}; known: {list(FUNCTIONS)}")
+    check_names(functions, "difficulty functions")
     values = {"bm25_list": bm25_list, **(knobs or {})}
     return {name for f in functions for name in FUNCTIONS[f].needed_inputs(values)}
 
@@ -151,7 +149,7 @@ def difficulty_table(
     values = {"seed": seed, "bm25_list": bm25_list, "sm_words": sm_words, "sm_model": sm_model, **(knobs or {})}
     given = {"candidate_scores": candidate_scores, "run": run, "teacher": teacher, "query_vectors": query_vectors,
              "doc_vectors": doc_vectors}
-    needed_inputs(functions, bm25_list, knobs=values)
+    check_names(functions, "difficulty functions")
     base = pairs.select("qid", "docid", pl.col("rel").cast(pl.Int32)).sort("qid", "docid")
     out = base
     for f in functions:
@@ -210,14 +208,12 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     (:func:`needed_inputs`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function
     to the config computes only that function, and a function's table changes only when its own inputs do.
     """
-    bm25_list = knobs.get("bm25_list", "candidates")
     ingest = read_ingest(data)
     queries, docs = ingest["queries"], ingest["docs"]
     pairs = candidate_pairs(ingest, splits=(split,), relevant_min=relevant_min)
     extra = {name: read_table(data[name], INPUT_SPECS[name])
-             for name in needed_inputs([function], bm25_list, knobs=knobs)}
-    table = difficulty_table(pairs, queries, docs, [function], seed=knobs.get("seed", 42), bm25_list=bm25_list,
-                             knobs=knobs, **extra)
+             for name in needed_inputs([function], knobs=knobs)}
+    table = difficulty_table(pairs, queries, docs, [function], knobs=knobs, **extra)
     write_table(table, out_path, difficulty_spec([function]))
     log.info("difficulty %s (%s): %d pairs of %d queries; difficulty mean %.3f, raw range [%.4g, %.4g]",
              function, split, table.height, table["qid"].n_unique(), table[function].mean(),

@@ -147,7 +147,7 @@ def check_names(names: Sequence[str] | None, where: str) -> None:
     """ValueError naming the config key ``where`` when ``names`` holds a function nobody registered."""
     unknown = [n for n in names or () if n not in FUNCTIONS]
     if unknown:
-        raise ValueError(f"{where}: unknown difficulty function(s) {unknown}; registered: {list(FUNCTIONS)}")
+        raise ValueError(f"{where}: unknown difficulty function(s) {unknown}; known: {list(FUNCTIONS)}")
 
 
 def pair_level(name: str) -> bool:
