@@ -5,4 +5,5 @@ with logged(snakemake.log[0]):
     runs, refs = split_inputs(snakemake.input, "metrics"), split_inputs(snakemake.input, "reference")
     tables_stage(runs, {name: path for (name,), path in refs.items()}, snakemake.output,
                  measure=snakemake.params.measure, measures=snakemake.params.measures,
-                 use_holm=snakemake.params.holm, dataset=snakemake.params.dataset)
+                 use_holm=snakemake.params.holm, dataset=snakemake.params.dataset, test=snakemake.params.test,
+                 permutations=snakemake.params.permutations, seed=snakemake.params.seed)
