@@ -12,6 +12,8 @@ Outputs (paths relative to ``results/<dataset>/``):
   split (MacAvaney et al. 2020 §3.3 derive D_recip/D_norm/D_kde from it);
 * ``bm25/candidate_scores.parquet`` (``CANDIDATE_SCORES``): the Lucene BM25 score of every (query, candidate) pair,
   also those outside the top k (Penha & Hauff 2020 Table 2's sigma_BM25 needs all of them);
+* ``bm25/tuned/grid.parquet`` (``bm25.GRID``) and ``bm25/tuned/candidate_scores.parquet`` (``CANDIDATE_SCORES``, dev
+  and test candidates): (k1, b) tuned on dev, the reference ranker ``bm25_tuned`` (MacAvaney et al. 2020);
 * ``dense/biencoder/`` (only with ``dense.finetune.enabled``): context and response encoders fine-tuned with
   in-batch negatives on the train split (Su et al. 2021 §3.4 eq. 4);
 * ``dense/queries.parquet``, ``dense/docs.parquet`` (``VECTORS``): unit-norm embeddings;
@@ -135,6 +137,42 @@ def bm25_candidates_stage(
                                    progress=True)
     write_table(scores, out_path, CANDIDATE_SCORES)
     return scores.height
+
+
+def bm25_tune_stage(
+    index_dir: str | Path,
+    data: Mapping[str, str | Path],
+    grid_path: str | Path,
+    scores_path: str | Path,
+    *,
+    tune: Mapping[str, Any],
+    k1: float = 0.9,
+    b: float = 0.4,
+    query_turns: int | None = None,
+    heap: str = "4g",
+    relevant_min: int = 1,
+    seed: int | None = None,
+) -> dict:
+    """Rule ``bm25_tune``: BM25's (k1, b) tuned on dev (:func:`curricula.bm25.tune`) into ``bm25/tuned/``.
+
+    ``data`` names the ingest queries, candidates and qrels; ``tune`` is the config's ``bm25.tune`` (k1 and b grids,
+    measure); ``k1``/``b`` are the untuned defaults (the tie-break's anchor); the query text is built exactly as for
+    ``bm25/candidate_scores.parquet`` (``query_turns``). Writes the grid table and the tuned dev+test candidate
+    scores; returns the chosen point and its dev value.
+    """
+    bm25.start_jvm(heap)
+    queries = read_table(data["queries"], QUERIES)
+    text = bm25.query_text(queries, query_turns).join(queries.select("qid", "split"), on="qid")
+    grid, scores = bm25.tune(
+        index_dir, text, read_table(data["candidates"], CANDIDATES), read_table(data["qrels"], QRELS),
+        k1_grid=tune["k1"], b_grid=tune["b"], measure=tune.get("measure", "AP"), default_k1=k1, default_b=b,
+        relevant_min=relevant_min, seed=seed or 0, progress=True,
+    )
+    write_table(grid, grid_path, bm25.GRID)
+    write_table(scores, scores_path, CANDIDATE_SCORES)
+    chosen = grid.filter(pl.col("chosen")).row(0, named=True)
+    return {"k1": chosen["k1"], "b": chosen["b"], "measure": chosen["measure"], "value": chosen["value"],
+            "n_scores": scores.height}
 
 
 # ------------------------------------------------------------------------------------------------ bi-encoder

@@ -1,3 +1,6 @@
+from curricula.evaluate import parse_rnk
+
+
 rule bm25_index:
     """Lucene (Anserini) index of every document, for BM25."""
     input:
@@ -100,3 +103,37 @@ rule bm25_candidate_scores:
         CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/gather_table.py"
+
+
+def bm25_tune_seed():
+    """The seed of the R<n>@<k> candidate cut when the tuning measure is one (else it cannot change the grid)."""
+    return config["seed"] if parse_rnk(config["bm25"]["tune"]["measure"]) else None
+
+
+rule bm25_tune:
+    """BM25's (k1, b) tuned on the dev queries over the `bm25.tune` grid (one index, no re-indexing); the dev and
+    test candidates scored with the chosen point: the reference ranker `bm25_tuned` (MacAvaney et al. 2020)."""
+    input:
+        index=bm25_outputs()["index"],
+        queries=ingest_outputs()["queries"],
+        candidates=ingest_outputs()["candidates"],
+        qrels=ingest_outputs()["qrels"],
+    output:
+        grid=bm25_outputs()["tuned_grid"],
+        scores=bm25_outputs()["tuned_scores"],
+    params:
+        tune={key: config["bm25"]["tune"][key] for key in ("k1", "b", "measure")},
+        default=section("bm25", "k1", "b"),
+        bm25=section("bm25", "query_turns", "heap"),
+        relevant_min=config["dataset"]["relevant_min"],
+        seed=bm25_tune_seed(),
+    log:
+        log_path("bm25_tune"),
+    benchmark:
+        benchmark_path("bm25_tune")
+    resources:
+        mem_mb=6000,
+    conda:
+        CONDA_ENVS["cpu"]
+    script:
+        "../workflow_scripts/bm25_tune.py"

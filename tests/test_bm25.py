@@ -216,3 +216,177 @@ def test_query_text_last_turns():
     assert bm25.query_text(queries, last_turns=2)["text"].to_list() == ["how are you\nfine thanks"]
     with pytest.raises(ValueError):
         bm25.query_text(queries, last_turns=0)
+
+
+# ------------------------------------------------------------------------------------------------ tuning on dev
+TUNE_CAPS = {"train": 20, "dev": 80, "test": 40}
+GRID_K1 = [0.5, 1.2, 2.0]
+GRID_B = [0.3, 0.75, 1.0]
+
+
+@pytest.fixture(scope="module")
+def tuning(tmp_path_factory) -> dict:
+    """Real chitchat dialogues (the embedded default dataset): ingest tables, the index, the untuned candidate
+    scores of the stage (query_turns=2, so the turns path is exercised), and the frames tune() takes."""
+    from curricula import precompute
+    from curricula.data import chitchat
+    from curricula.ingest import write_ingest
+
+    root = tmp_path_factory.mktemp("bm25_tune")
+    data = chitchat.load({}, max_instances=TUNE_CAPS, seed=5, max_context_turns=6).validate("chitchat")
+    paths = {name: root / "data" / f"{name}.parquet" for name in ("queries", "docs", "qrels", "candidates")}
+    write_ingest(data, paths)
+    index_dir, scores = root / "bm25" / "index", root / "bm25" / "candidate_scores.parquet"
+    precompute.bm25_index_stage(paths["docs"], index_dir, threads=2, heap="1g")
+    precompute.bm25_candidates_stage(index_dir, paths["queries"], paths["candidates"], scores, query_turns=2,
+                                     heap="1g")
+    queries = data.queries
+    return {"root": root, "paths": paths, "index": index_dir, "scores": scores,
+            "queries": bm25.query_text(queries, 2).join(queries.select("qid", "split"), on="qid"),
+            "candidates": data.candidates, "qrels": data.qrels}
+
+
+def _qids(frame: pl.DataFrame, queries: pl.DataFrame, split: str) -> pl.DataFrame:
+    return frame.filter(pl.col("qid").is_in(queries.filter(pl.col("split") == split)["qid"].implode()))
+
+
+def _tune(t: dict, **kw):
+    return bm25.tune(t["index"], t["queries"], kw.pop("candidates", t["candidates"]), kw.pop("qrels", t["qrels"]),
+                     k1_grid=kw.pop("k1_grid", GRID_K1), b_grid=kw.pop("b_grid", GRID_B), **kw)
+
+
+def test_tuning_picks_the_dev_argmax_and_scores_dev_and_test_with_it(tuning):
+    from curricula.evaluate import evaluate_run, mean_table
+
+    grid, scores = _tune(tuning)
+    check_table(grid, bm25.GRID, "grid")
+    check_table(scores, CANDIDATE_SCORES, "scores")
+    assert grid.select("k1", "b").rows() == [(k1, b) for k1 in GRID_K1 for b in GRID_B]
+    assert (grid["measure"] == "AP").all() and grid["chosen"].sum() == 1
+    assert grid["value"].n_unique() > 1  # the grid matters on these dialogues
+    best = grid.filter(pl.col("value") == grid["value"].max())
+    assert best.height == 1 and best["chosen"][0]  # a unique argmax, and it is chosen
+    k1, b = best["k1"][0], best["b"][0]
+    queries, cands = tuning["queries"], tuning["candidates"]
+    dev_cands, test_cands = _qids(cands, queries, "dev"), _qids(cands, queries, "test")
+    # the chosen value recomputed independently: the dev candidates' scores at (k1, b), AP on the dev qrels
+    dev = bm25.score_candidates(tuning["index"], queries, dev_cands, k1=k1, b=b)
+    ap = mean_table(evaluate_run(dev, _qids(tuning["qrels"], queries, "dev"), ["AP"]))["AP"]
+    assert best["value"][0] == ap
+    test = bm25.score_candidates(tuning["index"], queries, test_cands, k1=k1, b=b)
+    assert scores.equals(pl.concat([dev, test]).sort("qid", "docid"))
+    assert scores.height == dev_cands.height + test_cands.height  # dev and test only, no train candidate
+
+
+def test_test_qrels_and_candidates_never_influence_the_choice(tuning):
+    grid, scores = _tune(tuning)
+    queries, qrels, cands = tuning["queries"], tuning["qrels"], tuning["candidates"]
+    test_qrels = _qids(qrels, queries, "test")
+    # every test qrel moved to another candidate of its query (the test ranking quality changes completely)
+    moved = cands.join(test_qrels.select("qid"), on="qid").join(test_qrels, on=["qid", "docid"], how="anti")
+    moved = moved.group_by("qid").agg(pl.col("docid").min()).with_columns(rel=pl.lit(1, pl.Int32))
+    other_qrels = pl.concat([qrels.join(test_qrels, on=["qid", "docid"], how="anti"), moved.select(qrels.columns)])
+    grid2, scores2 = _tune(tuning, qrels=other_qrels)
+    assert grid2.equals(grid) and scores2.equals(scores)
+    # half the test candidates dropped: same grid, and the dev scores unchanged
+    test_cands = _qids(cands, queries, "test")
+    fewer = cands.join(test_cands.filter(pl.int_range(pl.len()) % 2 == 0), on=["qid", "docid"], how="anti")
+    grid3, scores3 = _tune(tuning, candidates=fewer)
+    assert grid3.equals(grid)
+    assert _qids(scores3, queries, "dev").equals(_qids(scores, queries, "dev"))
+
+
+def test_default_grid_point_reproduces_the_candidate_scores_stage(tuning):
+    """The bm25_tune stage at the default (k1, b) builds the query text like bm25_candidates_stage (query_turns)
+    and gives exactly bm25/candidate_scores.parquet's dev (and test) scores."""
+    from curricula import precompute
+    from curricula.tables import QUERIES, read_table
+
+    out = tuning["root"] / "bm25" / "tuned"
+    got = precompute.bm25_tune_stage(
+        tuning["index"], tuning["paths"], out / "grid.parquet", out / "candidate_scores.parquet",
+        tune={"k1": [bm25.ANSERINI_K1], "b": [bm25.ANSERINI_B], "measure": "AP"}, query_turns=2, heap="1g")
+    assert (got["k1"], got["b"]) == (bm25.ANSERINI_K1, bm25.ANSERINI_B)
+    queries = read_table(tuning["paths"]["queries"], QUERIES)
+    tuned = read_table(out / "candidate_scores.parquet", CANDIDATE_SCORES)
+    untuned = read_table(tuning["scores"], CANDIDATE_SCORES)
+    for split in ("dev", "test"):
+        assert _qids(tuned, queries, split).equals(_qids(untuned, queries, split)), split
+    assert _qids(tuned, queries, "train").height == 0
+    grid = read_table(out / "grid.parquet", bm25.GRID)
+    assert grid.height == 1 and grid["chosen"][0]
+    # the stage with query_turns=None would search the whole context: other scores
+    whole = bm25.query_text(queries).join(queries.select("qid", "split"), on="qid")
+    _, other = bm25.tune(tuning["index"], whole, tuning["candidates"], tuning["qrels"], k1_grid=[0.9], b_grid=[0.4])
+    assert not other.equals(tuned)
+
+
+def test_a_flat_grid_keeps_the_default_point(tuning):
+    """Dev queries whose only candidate is their relevant response: AP 1 at every point, so the tie rule keeps
+    the default (k1, b); without the default in the grid, the closest point (then smaller k1, smaller b)."""
+    queries, qrels = tuning["queries"], tuning["qrels"]
+    dev_relevant = _qids(qrels.filter(pl.col("rel") >= 1).select("qid", "docid"), queries, "dev")
+    only_relevant = pl.concat([dev_relevant, _qids(tuning["candidates"], queries, "test")])
+    grid, _ = _tune(tuning, candidates=only_relevant, k1_grid=[0.6, 0.9, 1.2], b_grid=[0.3, 0.4, 0.5])
+    assert (grid["value"] == 1.0).all()
+    assert grid.filter(pl.col("chosen")).select("k1", "b").row(0) == (0.9, 0.4)
+    grid, _ = _tune(tuning, candidates=only_relevant, k1_grid=[1.2, 0.6], b_grid=[0.5, 0.3])
+    assert grid.filter(pl.col("chosen")).select("k1", "b").row(0) == (0.6, 0.3)
+
+
+def test_choose_point_tie_rule():
+    def grid(rows):
+        return pl.DataFrame(rows, schema={"k1": pl.Float64, "b": pl.Float64, "value": pl.Float64}, orient="row")
+
+    # a strictly better value wins however far from the default
+    assert bm25.choose_point(grid([(0.9, 0.4, 0.5), (2.0, 1.0, 0.6)]), 0.9, 0.4) == (2.0, 1.0)
+    # tied: closest to the default
+    assert bm25.choose_point(grid([(2.0, 1.0, 0.6), (1.2, 0.5, 0.6), (0.9, 0.4, 0.5)]), 0.9, 0.4) == (1.2, 0.5)
+    # equally far (0.9 - 0.6 and 1.2 - 0.9 differ in float): the smaller k1, then the smaller b
+    assert bm25.choose_point(grid([(1.2, 0.4, 0.6), (0.6, 0.4, 0.6)]), 0.9, 0.4) == (0.6, 0.4)
+    assert bm25.choose_point(grid([(0.9, 0.5, 0.6), (0.9, 0.3, 0.6)]), 0.9, 0.4) == (0.9, 0.3)
+    # means that differ only in float noise are tied
+    assert bm25.choose_point(grid([(2.0, 0.4, 0.6 + 1e-15), (0.9, 0.4, 0.6)]), 0.9, 0.4) == (0.9, 0.4)
+    with pytest.raises(ValueError, match="no value at k1=2.0"):
+        bm25.choose_point(grid([(2.0, 0.4, float("nan")), (0.9, 0.4, 0.6)]), 0.9, 0.4)
+
+
+@pytest.mark.parametrize(("k1_grid", "b_grid", "message"), [
+    ([], [0.4], r"bm25\.tune\.k1: the grid is empty"),
+    ([0.9], [], r"bm25\.tune\.b: the grid is empty"),
+    ([0.9], [0.4, 1.2], r"bm25\.tune\.b: every value must be a number in \[0, 1\], got 1\.2"),
+    ([0.9], [-0.1], r"bm25\.tune\.b: .* got -0\.1"),
+    ([0.9, -0.5], [0.4], r"bm25\.tune\.k1: every value must be a number >= 0, got -0\.5"),
+    ([float("nan")], [0.4], r"bm25\.tune\.k1: .* got nan"),
+    ([0.9, 0.9], [0.4], r"bm25\.tune\.k1: duplicate values"),
+    (["0.9"], [0.4], r"bm25\.tune\.k1: .* got '0\.9'"),
+])
+def test_bad_grids_raise_naming_the_key(k1_grid, b_grid, message):
+    frame = pl.DataFrame({"qid": ["q"], "split": ["dev"], "text": ["x"]})
+    with pytest.raises(ValueError, match=message):
+        bm25.tune("/nonexistent", frame, frame.select("qid", docid=pl.lit("d")), frame.select(
+            "qid", docid=pl.lit("d"), rel=pl.lit(1, pl.Int32)), k1_grid=k1_grid, b_grid=b_grid)
+
+
+def test_an_unknown_measure_raises_before_scoring():
+    frame = pl.DataFrame({"qid": ["q"], "split": ["dev"], "text": ["x"]})
+    with pytest.raises(ValueError, match="bm25.tune.measure: 'MAPP' is not an ir-measures name"):
+        bm25.tune("/nonexistent", frame, frame.select("qid", docid=pl.lit("d")), frame.select(
+            "qid", docid=pl.lit("d"), rel=pl.lit(1, pl.Int32)), k1_grid=[0.9], b_grid=[0.4], measure="MAPP")
+
+
+def test_workflow_tunes_bm25_for_the_reference_and_needs_it_enabled(tmp_path):
+    """Dry runs: the default config schedules bm25_tune (bm25_tuned is a default reference); bm25_tuned with
+    bm25.tune.enabled false, or a bad grid, stops at start-up naming the keys."""
+    from tests.workflow_run import TINY, dry_jobs, snakemake
+
+    assert {"bm25_tune", "evaluate_reference"} <= dry_jobs(tmp_path, TINY)
+    off = {**TINY, "bm25": {"tune": {"enabled": False}}}
+    out = snakemake(tmp_path, "-n", config=off)
+    assert out.returncode != 0
+    assert "evaluate.references names bm25_tuned but bm25.tune.enabled is false" in out.stderr + out.stdout
+    fine = {**off, "evaluate": {"references": ["bm25", "teacher"]}}
+    assert "bm25_tune" not in dry_jobs(tmp_path, fine)
+    bad = {**TINY, "bm25": {"tune": {"b": [0.4, 1.5]}}}
+    out = snakemake(tmp_path, "-n", config=bad)
+    assert out.returncode != 0 and "1.5 is greater than the maximum of 1" in out.stderr + out.stdout
