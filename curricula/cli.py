@@ -22,12 +22,14 @@ def outputs(config_files: list[str]) -> int:
         print(f"  {stage.name}/: {len(files)} file(s), e.g. {files[0].relative_to(root) if files else '-'}")
     curves = sorted(root.glob("experiments/*/seed=*/dev_curve.parquet")) if root.is_dir() else []
     if curves:
-        print("Best dev value per trained ranker (model selection on dev; test is evaluated later):")
+        print("Best dev value per trained ranker (model selection on dev; test is evaluated later), the step whose "
+              "weights were kept, and why training stopped:")
         for path in curves:
             curve = pl.read_parquet(path)
             best = curve.sort(["value", "step"], descending=[True, False]).row(0, named=True)
-            print(f"  {path.parent.parent.name:>28} {path.parent.name:<8} {best['metric']} {best['value']:.4f} "
-                  f"at step {best['step']} of {curve['step'].max()}")
+            stopped = curve["stopped"][-1] if "stopped" in curve.columns else None
+            print(f"  {path.parent.parent.name:>36} {path.parent.name:<8} {best['metric']} {best['value']:.4f} "
+                  f"at step {best['step']}, stopped at {curve['step'].max()} by {stopped or 'budget'}")
     table = root / "report" / "table_seeds.md"
     if table.is_file():
         print(f"\nResult table: {table}  (all measures: {table.with_name('table_metrics.md')}; "

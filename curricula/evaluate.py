@@ -87,6 +87,54 @@ def ranked(scores: pl.DataFrame) -> pl.DataFrame:
     return trec_order(scores).select("qid", "docid", pl.col("_pos").cast(pl.Int32).alias("rank"), "score")
 
 
+ADDITIVITY = TableSpec("additivity", {"weight": pl.Float64, "measure": pl.String, "value": pl.Float64,
+                                       "chosen": pl.Boolean}, key=("weight",))
+
+
+def minmax_per_query(scores: pl.DataFrame) -> pl.DataFrame:
+    """``score`` rescaled to [0, 1] within each query (max -> 1, min -> 0; a query whose scores are all equal -> 0),
+    so a neural ranker's logits and BM25's unbounded scores can be interpolated with one weight."""
+    low, high = pl.col("score").min().over("qid"), pl.col("score").max().over("qid")
+    span = high - low
+    return scores.with_columns(score=pl.when(span > 0).then((pl.col("score") - low) / span).otherwise(0.0))
+
+
+def interpolate(neural: pl.DataFrame, bm25: pl.DataFrame, weight: float) -> pl.DataFrame:
+    """Score additivity (Yang et al. 2019, as MacAvaney et al. 2020 §4 use it for ConvKNRM): per candidate
+    ``weight * s_neural + (1 - weight) * s_BM25``, each score min-max normalised per query (:func:`minmax_per_query`).
+
+    ``weight`` 1 is the neural ranker alone, 0 is BM25 alone. Both frames hold (qid, docid, score); every neural
+    pair must have a BM25 score (ValueError otherwise)."""
+    if not 0 <= weight <= 1:
+        raise ValueError(f"interpolation weight {weight}: expected a value in [0, 1]")
+    joined = minmax_per_query(neural.select("qid", "docid", "score")).join(
+        minmax_per_query(bm25.select("qid", "docid", "score")), on=["qid", "docid"], how="left", suffix="_bm25")
+    missing = joined["score_bm25"].null_count()
+    if missing:
+        raise ValueError(f"score additivity: {missing} pair(s) have no BM25 score")
+    return joined.select("qid", "docid", (weight * pl.col("score") + (1 - weight) * pl.col("score_bm25")).alias("score"))
+
+
+def additivity_weights(steps: int) -> list[float]:
+    """The interpolation weights tried on dev, from 1 (the ranker alone) down to 0 (BM25 alone) in ``steps`` steps."""
+    if steps < 1:
+        raise ValueError(f"additivity steps={steps}: expected >= 1")
+    return [round(1 - i / steps, 10) for i in range(steps + 1)]
+
+
+def tune_additivity(neural_dev: pl.DataFrame, bm25_dev: pl.DataFrame, qrels: pl.DataFrame, measure: str,
+                    weights: list[float], relevant_min: int = 1) -> pl.DataFrame:
+    """ADDITIVITY rows: the dev ``measure`` of every interpolation weight and the chosen one (the highest; on ties
+    the first in ``weights``' order, i.e. the most neural). Reads dev pairs and dev qrels only."""
+    if measure in {m for m in RESPONSE_SELECTION} or parse_rnk(measure):
+        raise ValueError(f"additivity measure {measure!r}: use an ir-measures name (AP, RR@10, nDCG@10...)")
+    values = [mean_metrics(ranked(interpolate(neural_dev, bm25_dev, w)), qrels, [measure], relevant_min)[measure]
+              for w in weights]
+    best = max(range(len(values)), key=lambda i: (values[i], -i))
+    return pl.DataFrame({"weight": weights, "measure": [measure] * len(weights), "value": values,
+                         "chosen": [i == best for i in range(len(weights))]}, schema=ADDITIVITY.columns)
+
+
 def ranker_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str], *, batch_size: int,
                    device, precision: str = "auto", relevant_min: int = 1, progress: bool = False,
                    desc: str = "dev") -> dict[str, float]:
@@ -101,23 +149,24 @@ def ranker_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures: S
     return mean_metrics(run, rel, list(measures), relevant_min)
 
 
-def test_pairs(data: Mapping[str, pl.DataFrame], relevant_min: int = 1) -> pl.DataFrame:
-    """Test candidate pairs (qid, docid, context, response, rel): what every ranker re-ranks."""
-    return candidate_pairs(data, splits=("test",), relevant_min=relevant_min)
-
-
 def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, tag: str,
-                   measures: Sequence[str], relevant_min: int, seed: int, model_knobs: Mapping | None = None
-                   ) -> pl.DataFrame:
+                   measures: Sequence[str], relevant_min: int, seed: int, model_knobs: Mapping | None = None,
+                   additivity: Mapping | None = None) -> pl.DataFrame:
     """Rule ``evaluate``: score the test candidates, write ``test.run`` (TREC) and ``metrics.parquet``.
 
     ``inputs``: the ingest tables and either ``model`` (a trained ranker folder; ``model_knobs`` gives
-    score_batch_size, precision, device, threads, and max_length for a bare HF checkpoint) or ``scores`` (a reference ranker's scores of
-    the candidates: BM25 candidate scores or the teacher's).
+    score_batch_size, precision, device, threads, and max_length for a bare HF checkpoint) or ``scores`` (a
+    reference ranker's scores of the candidates: BM25 candidate scores or the teacher's).
+
+    With ``additivity`` (``{"steps": n, "measure": name}``) and ``inputs["bm25"]`` (BM25 candidate scores) the
+    ranker is also interpolated with BM25 (:func:`interpolate`), the weight tuned on the dev candidates
+    (:func:`tune_additivity`), and the chosen weight's test run and metrics are written to ``additive_run`` and
+    ``additive_metrics``, the dev grid to ``additivity``.
     """
     data = read_ingest(inputs)
-    pairs = test_pairs(data, relevant_min)
-    if pairs.height == 0:
+    splits = ("dev", "test") if additivity else ("test",)
+    pairs = candidate_pairs(data, splits=splits, relevant_min=relevant_min)
+    if pairs.filter(pl.col("split") == "test").height == 0:
         raise ValueError("no test candidates to evaluate (the test split is empty)")
     names = set(inputs.keys())
     if "model" in names:
@@ -129,20 +178,53 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
         device = select_device(knobs.get("device", "auto"))
         ranker = load_ranker(inputs["model"], device=device, max_length=knobs.get("max_length"))
         scored = score_pair_frame(ranker, pairs, batch_size=knobs.get("score_batch_size", 128), device=device,
-                                  precision=knobs.get("precision", "auto"), desc="test")
+                                  precision=knobs.get("precision", "auto"), desc="/".join(splits))
     else:
-        # the teacher's table also has per-pair losses; both contracts hold qid, docid, score
-        spec = TEACHER_SCORES if "loss" in pl.read_parquet_schema(inputs["scores"]) else CANDIDATE_SCORES
-        ref = read_table(inputs["scores"], spec).select("qid", "docid", "score")
-        scored = pairs.select("qid", "docid").join(ref, on=["qid", "docid"], how="left")
-        missing = scored["score"].null_count()
-        if missing:
-            raise ValueError(f"{inputs['scores']}: {missing} test candidate(s) have no score")
+        scored = reference_scores(inputs["scores"], pairs)
+    split_of = pairs.select("qid", "split").unique()
+    scored = scored.select("qid", "docid", "score").join(split_of, on="qid")
+    test = scored.filter(pl.col("split") == "test").drop("split")
+    metrics = write_evaluation(test, data["qrels"], outputs["run"], outputs["metrics"], tag, measures, relevant_min,
+                               seed)
+    if additivity:
+        bm25 = reference_scores(inputs["bm25"], pairs)
+        dev = scored.filter(pl.col("split") == "dev").drop("split")
+        if dev.height == 0:
+            raise ValueError("score additivity tunes its weight on dev: the dev split has no candidates")
+        dev_qrels = data["qrels"].filter(pl.col("qid").is_in(dev["qid"].unique().implode()))
+        grid = tune_additivity(dev, bm25, dev_qrels, additivity["measure"], additivity_weights(additivity["steps"]),
+                               relevant_min)
+        weight = float(grid.filter(pl.col("chosen"))["weight"][0])
+        write_table(grid, outputs["additivity"], ADDITIVITY)
+        log.info("%s + BM25: weight %.2f chosen on dev (%s %.4f; ranker alone %.4f, BM25 alone %.4f)", tag, weight,
+                 additivity["measure"], grid.filter(pl.col("chosen"))["value"][0], grid["value"][0],
+                 grid["value"][-1])
+        write_evaluation(interpolate(test, bm25, weight), data["qrels"], outputs["additive_run"],
+                         outputs["additive_metrics"], f"{tag}+bm25", measures, relevant_min, seed)
+    return metrics
+
+
+def reference_scores(path: str | Path, pairs: pl.DataFrame) -> pl.DataFrame:
+    """(qid, docid, score) of ``pairs`` from a reference ranker's table (BM25 candidate scores or the teacher's);
+    ValueError naming the file when a pair has no score."""
+    # the teacher's table also has per-pair losses; both contracts hold qid, docid, score
+    spec = TEACHER_SCORES if "loss" in pl.read_parquet_schema(path) else CANDIDATE_SCORES
+    ref = read_table(path, spec).select("qid", "docid", "score")
+    scored = pairs.select("qid", "docid").join(ref, on=["qid", "docid"], how="left")
+    missing = scored["score"].null_count()
+    if missing:
+        raise ValueError(f"{path}: {missing} candidate(s) have no score")
+    return scored
+
+
+def write_evaluation(scored: pl.DataFrame, qrels: pl.DataFrame, run_path: str | Path, metrics_path: str | Path,
+                     tag: str, measures: Sequence[str], relevant_min: int, seed: int) -> pl.DataFrame:
+    """The TREC run and per-query METRICS of scored test pairs (qid, docid, score), written atomically."""
     run = ranked(scored)
-    write_trec_run(run, outputs["run"], tag)
-    metrics = evaluate_run(run, data["qrels"].filter(pl.col("qid").is_in(pairs["qid"].unique().implode())),
-                           measures, relevant_min, seed)
-    write_table(metrics, outputs["metrics"], METRICS)
-    log.info("%s on %d test queries: %s", tag, pairs["qid"].n_unique(),
+    write_trec_run(run, run_path, tag)
+    metrics = evaluate_run(run, qrels.filter(pl.col("qid").is_in(scored["qid"].unique().implode())), measures,
+                           relevant_min, seed)
+    write_table(metrics, metrics_path, METRICS)
+    log.info("%s on %d test queries: %s", tag, scored["qid"].n_unique(),
              ", ".join(f"{m} {v:.4f}" for m, v in mean_table(metrics).items()))
     return metrics

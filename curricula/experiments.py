@@ -28,6 +28,7 @@ from curricula.losses import LOSSES
 from curricula.models import DEFAULT_LR, resolve_architecture
 from curricula.negatives import MODES
 from curricula.pacing import pace_fraction
+from curricula.tuning import variants
 from curricula.weighting import DEFAULT_M, m_value
 
 AXES = ("scoring", "pacing", "weighting")
@@ -62,8 +63,12 @@ def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Resolved spec of every experiment, ``baseline`` first, validated (names, types, cross-axis rules)."""
+def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None
+                    ) -> dict[str, dict[str, dict[str, Any]]]:
+    """{experiment: {run: resolved spec}}, ``baseline`` first, every run validated (names, types, cross-axis rules).
+
+    An untuned experiment is one run of its own name; an experiment that lists values for a knob is one run per
+    point of its tuning grid (:func:`curricula.tuning.variants`), selected on dev later."""
     train = config.get("train", {})
     experiments = dict(config.get("experiments") or {})
     base = experiments.pop(BASELINE, {}) or {}
@@ -71,15 +76,37 @@ def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None
         if axis in base and base[axis] != BASELINE_AXES[axis]:
             raise ValueError(f"experiments.baseline.{axis}: the baseline has no curriculum "
                              f"({axis} is always {BASELINE_AXES[axis]!r}); define another experiment instead")
-    out = {BASELINE: merge_experiment(train, {**base, **BASELINE_AXES})}
-    for name, overrides in experiments.items():
-        out[name] = merge_experiment(train, overrides or {})
-    for name, spec in out.items():
-        check_spec(name, spec, schema)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, overrides in {BASELINE: {**base, **BASELINE_AXES}, **experiments}.items():
         try:
-            resolve_ranker(spec)
+            grid = variants(name, overrides or {})
         except ValueError as err:
-            raise ValueError(f"experiments.{name}: {err}") from None
+            raise ValueError(f"experiments.{name}.{err}") from None
+        out[name] = {}
+        for run, (_, scalar) in grid.items():
+            spec = merge_experiment(train, scalar)
+            check_spec(name, spec, schema)
+            try:
+                resolve_ranker(spec)
+            except ValueError as err:
+                raise ValueError(f"experiments.{name}: {err}") from None
+            out[name][run] = spec
+    return out
+
+
+def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Resolved spec of every training run (:func:`experiment_runs` flattened; an untuned experiment's run has
+    the experiment's name)."""
+    return {run: spec for runs in experiment_runs(config, schema).values() for run, spec in runs.items()}
+
+
+def tuned_values(config: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{experiment: {run: {knob: value}}} of the experiments that tune a knob on dev (none: {})."""
+    out = {}
+    for name, overrides in (config.get("experiments") or {}).items():
+        grid = variants(name, overrides or {})
+        if list(grid) != [name]:
+            out[name] = {run: values for run, (values, _) in grid.items()}
     return out
 
 

@@ -1,7 +1,7 @@
 """The papers' figures as PNG (matplotlib, Agg backend): pacing, dev curves, test metric by turns / bucket / domain.
 
 * :func:`plot_pacing`: every experiment's pacing function over its steps (Penha & Hauff 2020 Fig. 2).
-* :func:`plot_dev_curves`: dev metric per experiment averaged over seeds, the maximum marked with a triangle
+* :func:`plot_dev_curves`: every seed's dev curve per experiment, the kept evaluation and early stops marked
   (Fig. 3).
 * :func:`plot_by_group`: a test metric (seed-averaged per query, then averaged per group) by number of turns
   (Fig. 4), by difficulty bucket of a scoring function (Fig. 5 right) or by domain.
@@ -60,20 +60,27 @@ def plot_pacing(specs: Mapping[str, Mapping[str, Any]], path: str | Path) -> Pat
 
 
 def plot_dev_curves(curves: pl.DataFrame, path: str | Path) -> Path:
-    """Mean dev metric over seeds per (experiment, step); the maximum of each curve marked with a triangle.
+    """Every seed's dev curve, one colour per experiment; the kept (best) evaluation of each seed marked with a
+    triangle, a stop by early stopping with a cross (seeds stop at different steps, so curves are not averaged).
 
-    ``curves``: experiment, seed, step, metric, value (the train stage's dev curves stacked).
+    ``curves``: experiment, seed, step, metric, value and, from the train stage's dev curves, best and stopped.
     """
     _use_agg()
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    mean = curves.group_by("experiment", "step").agg(pl.col("value").mean()).sort("experiment", "step")
-    for (name,), g in mean.group_by("experiment", maintain_order=True):
-        x, y = g["step"].to_numpy(), g["value"].to_numpy()
-        line = ax.plot(x, y, marker=".", label=name)[0]
-        best = int(np.argmax(y))
-        ax.plot(x[best], y[best], marker="^", markersize=9, color=line.get_color())
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, ((name,), g) in enumerate(curves.sort("experiment", "seed", "step").group_by("experiment",
+                                                                                        maintain_order=True)):
+        colour = colours[i % len(colours)]
+        for j, ((_,), run) in enumerate(g.group_by("seed", maintain_order=True)):
+            x, y = run["step"].to_numpy(), run["value"].to_numpy()
+            ax.plot(x, y, lw=0.9, alpha=0.8, color=colour, label=name if j == 0 else None)
+            best = int(np.flatnonzero(run["best"].to_numpy())[0]) if "best" in run.columns else int(np.argmax(y))
+            ax.plot(x[best], y[best], marker="^", markersize=7, color=colour)
+            if "stopped" in run.columns and run["stopped"][-1] == "patience":
+                ax.plot(x[-1], y[-1], marker="x", markersize=6, color=colour)
     ax.set_xlabel("training step")
-    ax.set_ylabel(f"dev {curves['metric'][0]} (mean over seeds)")
+    ax.set_ylabel(f"dev {curves['metric'][0]} (each seed)")
+    ax.set_title("^ kept evaluation, x early stop", fontsize=8)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()

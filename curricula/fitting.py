@@ -46,7 +46,9 @@ class FitConfig:
     """The knobs of one training run. ``steps`` optimiser updates (one batch each); ``lr`` peak learning rate.
 
     ``steps`` is the budget: training ends there unless ``patience`` (0 = off) evaluations in a row fail to beat
-    the best dev value first. ``warmup`` is the fraction of ``steps`` with a linear warm-up; ``clip_norm`` (None =
+    the best dev value first. Only evaluations after step ``min_steps`` count (a curriculum's length: the model
+    gets ``patience`` evaluations on all the data before it may stop), though the rollback may still pick an
+    earlier best evaluation. ``warmup`` is the fraction of ``steps`` with a linear warm-up; ``clip_norm`` (None =
     off) clips the gradient's global L2 norm; ``eval_every`` / ``checkpoint_every`` are in steps (0 = never);
     ``fused`` uses torch's fused Adam kernel (same update rule, about 4x faster on CPU for large embedding tables,
     different last float bits).
@@ -63,6 +65,7 @@ class FitConfig:
     checkpoint_every: int = 0
     fused: bool = False
     patience: int = 0
+    min_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -76,17 +79,36 @@ class FitConfig:
         if self.eval_every < 0 or self.checkpoint_every < 0 or self.patience < 0:
             raise ValueError(f"eval_every={self.eval_every}, checkpoint_every={self.checkpoint_every}, "
                              f"patience={self.patience}: expected >= 0")
+        if not 0 <= self.min_steps <= self.steps:
+            raise ValueError(f"min_steps={self.min_steps}: expected between 0 and steps={self.steps}")
         if self.patience and not self.eval_every:
             raise ValueError(f"patience={self.patience} counts dev evaluations: set eval_every too")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], **overrides: Any) -> FitConfig:
-        """The run of a resolved ranker spec (config ``train`` / an experiment; fused Adam, as the ranker uses)."""
-        knobs = {"steps": int(spec["steps"]), "lr": float(spec["lr"]), "optimizer": spec["optimizer"],
+        """The run of a resolved ranker spec (config ``train`` / an experiment; fused Adam, as the ranker uses).
+
+        The budget is ``max_steps`` (null = ``steps``); ``steps`` is the curriculum's length, so with ``patience``
+        (null = off) training stops no earlier than ``steps`` (:func:`budget`)."""
+        total, least = budget(spec)
+        knobs = {"steps": total, "lr": float(spec["lr"]), "optimizer": spec["optimizer"],
                  "eps": float(spec["eps"]), "weight_decay": float(spec["weight_decay"]),
                  "warmup": float(spec["warmup"]), "eval_every": int(spec["eval_every"]),
-                 "checkpoint_every": int(spec.get("checkpoint_every") or 0), "fused": True}
+                 "checkpoint_every": int(spec.get("checkpoint_every") or 0), "fused": True,
+                 "patience": int(spec.get("patience") or 0), "min_steps": least}
         return cls(**{**knobs, **overrides})
+
+
+def budget(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(budget, least) in steps of a ranker spec: ``max_steps`` (null = ``steps``) and the step before which early
+    stopping may not end the run (``steps``, the curriculum's length, when ``patience`` is on; else 0).
+
+    A ``max_steps`` below ``steps`` would cut the curriculum short: ValueError."""
+    steps = int(spec["steps"])
+    total = int(spec.get("max_steps") or steps)
+    if total < steps:
+        raise ValueError(f"max_steps={total} is below steps={steps}: the budget must cover the curriculum")
+    return total, (steps if spec.get("patience") else 0)
 
 
 def warmup_steps(warmup: float, steps: int) -> int:
@@ -172,9 +194,9 @@ class FitResult:
     seconds: float = 0.0
     stopped: str = "budget"
 
-    def evaluations_since_best(self) -> int:
-        """Dev evaluations after the best one (what ``patience`` counts)."""
-        return sum(1 for row in self.curve if row["step"] > self.best_step)
+    def evaluations_since_best(self, min_steps: int = 0) -> int:
+        """Dev evaluations after the best one and after step ``min_steps`` (what ``patience`` counts)."""
+        return sum(1 for row in self.curve if row["step"] > max(self.best_step, min_steps))
 
 
 def fit(
@@ -251,7 +273,7 @@ def fit(
                                if k != "step"), time.time() - t_start)
             if row["value"] > result.best_value:
                 result.best_step, result.best_value, best_state = done, float(row["value"]), state_dict_cpu(module)
-            stop = bool(cfg.patience) and result.evaluations_since_best() >= cfg.patience
+            stop = bool(cfg.patience) and result.evaluations_since_best(cfg.min_steps) >= cfg.patience
             if stop:
                 result.stopped = "patience"
                 log.info("stopping at step %d: %d evaluations without improvement on dev (best %.4f at step %d)",

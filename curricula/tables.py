@@ -57,6 +57,16 @@ TEACHER_SCORES = TableSpec(
     {"qid": pl.String, "docid": pl.String, "score": pl.Float64, "loss": pl.Float64},
     key=("qid", "docid"),
 )
+#: why training ended, on the dev curve's last row: the budget (max_steps) or early stopping (patience)
+STOP_REASONS = ("budget", "patience")
+DEV_CURVE = TableSpec(
+    "dev_curve",
+    {"step": pl.Int64, "metric": pl.String, "value": pl.Float64, "train_loss": pl.Float64,
+     "allowed": pl.Int64, "negatives_k": pl.Int64, "best": pl.Boolean, "stopped": pl.String},
+    key=("step",),
+    nullable=frozenset({"stopped"}),
+    allowed={"stopped": STOP_REASONS},
+)
 VECTORS = TableSpec("vectors", {"id": pl.String, "vector": VECTOR}, key=("id",))
 NEIGHBORS = TableSpec(
     "neighbors", {"qid": pl.String, "docid": pl.String, "rank": pl.Int32, "score": pl.Float32}, key=("qid", "docid")

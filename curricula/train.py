@@ -36,23 +36,17 @@ from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.difficulty import difficulty_spec
 from curricula.evaluate import ranker_metrics
 from curricula.experiments import job_params
-from curricula.fitting import Checkpointer, FitConfig, fit
+from curricula.fitting import Checkpointer, FitConfig, FitResult, fit
 from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
 from curricula.losses import element_losses, weighted_mean
 from curricula.models import build_ranker
 from curricula.negatives import NegativeSampler
-from curricula.tables import NEIGHBORS, RUN, TableSpec, read_table, write_table, write_text_atomically
+from curricula.tables import DEV_CURVE, NEIGHBORS, RUN, read_table, write_table, write_text_atomically
 from curricula.weighting import PairEase
 
 log = logging.getLogger(__name__)
 
-DEV_CURVE = TableSpec(
-    "dev_curve",
-    {"step": pl.Int64, "metric": pl.String, "value": pl.Float64, "train_loss": pl.Float64,
-     "allowed": pl.Int64, "negatives_k": pl.Int64},
-    key=("step",),
-)
 #: bumped when the checkpoint layout changes, so a checkpoint of another layout is ignored, not misread
 CHECKPOINT_FORMAT = 2
 
@@ -111,10 +105,11 @@ def train_ranker(
     device = select_device(spec.get("device", "auto"))
     cfg = FitConfig.from_spec(spec)
     queries, docs = data["queries"], data["docs"]
-    sampler = CurriculumSampler(Curriculum(curriculum_dir), spec["pacing"], cfg.steps, spec["batch_size"], seed)
+    length = int(spec["steps"])  # the curriculum's length; the budget cfg.steps may be longer (max_steps)
+    sampler = CurriculumSampler(Curriculum(curriculum_dir), spec["pacing"], length, spec["batch_size"], seed)
     negs = NegativeSampler(spec["negatives"], queries=queries, docs=docs, qrels=data["qrels"],
                            candidates=data["candidates"], relevant_min=relevant_min, neighbors=neighbors, run=run,
-                           total_steps=cfg.steps, seed=seed)
+                           total_steps=length, seed=seed)
     context_of = dict(zip(queries["qid"].to_list(), queries["text"].to_list()))
     doc_texts = docs["text"].to_list()
     ease = None
@@ -153,8 +148,17 @@ def train_ranker(
     if negs.fallbacks:
         log.info("negatives: %d draw(s) fell back to the random pool (no candidate left)", negs.fallbacks)
     ckpt.clear()
-    return pl.DataFrame([tuple(row[c] for c in DEV_CURVE.columns) for row in result.curve],
-                        schema=DEV_CURVE.columns, orient="row")
+    return curve_frame(result)
+
+
+def curve_frame(result: FitResult) -> pl.DataFrame:
+    """The DEV_CURVE rows of a fit: one per evaluation, ``best`` marking the one whose weights were kept and
+    ``stopped`` (last row only) saying whether the budget or early stopping ended training."""
+    last = len(result.curve) - 1
+    rows = [{**row, "best": row["step"] == result.best_step, "stopped": result.stopped if i == last else None}
+            for i, row in enumerate(result.curve)]
+    return pl.DataFrame([tuple(row[c] for c in DEV_CURVE.columns) for row in rows], schema=DEV_CURVE.columns,
+                        orient="row")
 
 
 def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], spec: Mapping[str, Any],

@@ -1,12 +1,13 @@
 # Paths, input functions and wildcard constraints shared by every rule file.
 import os
+import re
 from pathlib import Path
 
 import yaml
 from snakemake.exceptions import WorkflowError
 
 from curricula.difficulty import check_names, function_knobs, needed_inputs
-from curricula.experiments import active_spec, experiment_specs, job_params, needed_tables
+from curricula.experiments import active_spec, experiment_runs, job_params, needed_tables, tuned_values
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = f"logs/{config['dataset']['name']}"
@@ -20,9 +21,9 @@ wildcard_constraints:
     kind=r"queries|docs",
     function=r"[a-z0-9_]+",
     scoring=r"[a-z0-9_]+",
-    experiment=r"[A-Za-z0-9_.-]+",
+    experiment=r"[A-Za-z0-9_.@=+-]+",
     seed=r"-?[0-9]+",
-    reference=r"bm25|teacher",
+    reference=r"bm25|bm25_tuned|teacher",
     method=r"random|bald|coreset|dal|dasl|all",
     scatteritem=r"[0-9]+-of-[0-9]+",
 
@@ -72,6 +73,8 @@ def bm25_outputs():
         "run": f"{RESULTS}/bm25/run.parquet",
         "trec": f"{RESULTS}/bm25/run.trec",
         "candidate_scores": f"{RESULTS}/bm25/candidate_scores.parquet",
+        "tuned_grid": f"{RESULTS}/bm25/tuned/grid.parquet",
+        "tuned_scores": f"{RESULTS}/bm25/tuned/candidate_scores.parquet",
     }
 
 
@@ -156,11 +159,28 @@ def resolved(resolve):
 
 
 def resolve_experiments():
-    """Every experiment's resolved spec (curricula.experiments)."""
-    return resolved(experiment_specs)
+    """{experiment: {training run: resolved spec}} (curricula.experiments.experiment_runs)."""
+    return resolved(experiment_runs)
 
 
-EXPERIMENTS = resolve_experiments()
+RUNS_OF = resolve_experiments()
+# every training run's spec: an untuned experiment is one run of its own name, a tuned one a run per value
+RUNS = {run: spec for runs in RUNS_OF.values() for run, spec in runs.items()}
+# the experiments that tune a knob on dev: {experiment: {run: {knob: value}}} (curricula.tuning)
+TUNED = tuned_values(config)
+# the experiments the report shows; a tuned experiment's runtime knobs (threads, device, scoring) are its first run's
+EXPERIMENTS = {name: next(iter(runs.values())) for name, runs in RUNS_OF.items()}
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly these names (none: a pattern that matches nothing)."""
+    names = sorted(names, key=len, reverse=True)
+    return "|".join(re.escape(n) for n in names) if names else r"(?!x)x"
+
+
+def spec_of(name):
+    """The spec of a training run or of a (tuned) experiment."""
+    return RUNS[name] if name in RUNS else EXPERIMENTS[name]
 
 
 def check_difficulty_functions(config, schema):
@@ -187,7 +207,7 @@ def train_outputs(experiment="{experiment}", seed="{seed}"):
 
 def train_inputs(wildcards):
     """Ingest tables, the experiment's curriculum shards, and only the extra tables its axes read."""
-    spec = EXPERIMENTS[wildcards.experiment]
+    spec = RUNS[wildcards.experiment]
     extra = {
         "weights": lambda: difficulty_function_path(spec["weighting"]["scoring"]),
         "neighbors": lambda: dense_outputs()["neighbors"],
@@ -201,7 +221,25 @@ def train_inputs(wildcards):
 
 
 def train_params(wildcards):
-    return job_params(EXPERIMENTS[wildcards.experiment])
+    return job_params(RUNS[wildcards.experiment])
+
+
+def tuned_inputs(wildcards):
+    """The dev curves and models of a tuned experiment's runs for one seed, keyed ``curve|<run>`` / ``model|<run>``."""
+    out = {}
+    for run in TUNED[wildcards.experiment]:
+        paths = train_outputs(run, wildcards.seed)
+        out[f"curve|{run}"], out[f"model|{run}"] = paths["dev_curve"], paths["model"]
+    return out
+
+
+def tuned_params(wildcards):
+    """{run: {knob: value}} of a tuned experiment, in the tuning grid's order (what breaks ties)."""
+    return TUNED[wildcards.experiment]
+
+
+def selection_path(experiment="{experiment}", seed="{seed}"):
+    return f"{experiment_dir(experiment, seed)}/selection.parquet"
 
 
 def experiment_params():
@@ -211,32 +249,69 @@ def experiment_params():
 
 def experiment_knob(key):
     """A per-experiment knob for threads:/resources: (runtime knobs are not params, so they never re-run a job)."""
-    return lambda wildcards: EXPERIMENTS[wildcards.experiment][key]
+    return lambda wildcards: spec_of(wildcards.experiment)[key]
 
 
 def experiment_gpus(wildcards):
     """The ``gpu`` resource of a per-experiment job (its spec's device)."""
-    return gpus(EXPERIMENTS[wildcards.experiment]["device"])
+    return gpus(spec_of(wildcards.experiment)["device"])
+
+
+ADDITIVE = config["evaluate"]["additivity"]["enabled"]
+
+
+def additive_outputs(out):
+    """The score-additivity outputs in folder ``out`` (when evaluate.additivity is enabled)."""
+    if not ADDITIVE:
+        return {}
+    return {"additive_run": f"{out}/test+bm25.run", "additive_metrics": f"{out}/metrics+bm25.parquet",
+            "additivity": f"{out}/additivity.parquet"}
 
 
 def evaluate_outputs(experiment="{experiment}", seed="{seed}"):
     out = experiment_dir(experiment, seed)
-    return {"run": f"{out}/test.run", "metrics": f"{out}/metrics.parquet"}
+    return {"run": f"{out}/test.run", "metrics": f"{out}/metrics.parquet", **additive_outputs(out)}
 
 
-def reference_outputs(reference="{reference}"):
+def reference_outputs(reference="{reference}", additive=None):
+    """A reference ranker's test run and metrics, plus its score-additivity outputs unless it is a BM25 (BM25
+    interpolated with BM25 is no new ranker); ``additive`` says which for the rules' wildcard patterns."""
     out = f"{RESULTS}/references/{reference}"
-    return {"run": f"{out}/test.run", "metrics": f"{out}/metrics.parquet"}
+    plain = {"run": f"{out}/test.run", "metrics": f"{out}/metrics.parquet"}
+    if additive is None:
+        additive = not reference.startswith("bm25")
+    return {**plain, **additive_outputs(out)} if additive else plain
+
+
+def additive_input(wildcards):
+    """BM25's candidate scores, which score additivity interpolates with (when enabled)."""
+    return {"bm25": bm25_outputs()["candidate_scores"]} if ADDITIVE else {}
+
+
+def additivity_params(wildcards):
+    """The interpolation knobs, or None when off."""
+    return {k: v for k, v in config["evaluate"]["additivity"].items() if k != "enabled"} if ADDITIVE else None
 
 
 def reference_scores(wildcards):
-    scores = {"bm25": bm25_outputs()["candidate_scores"], "teacher": teacher_outputs()["scores"]}
+    scores = {"bm25": bm25_outputs()["candidate_scores"], "bm25_tuned": bm25_outputs()["tuned_scores"],
+              "teacher": teacher_outputs()["scores"]}
     return {**ingest_outputs(), "scores": scores[wildcards.reference]}
+
+
+def check_references(config, schema):
+    """The reference ranker bm25_tuned needs the tuning (rule bm25_tune) enabled."""
+    if "bm25_tuned" in config["evaluate"]["references"] and not config["bm25"]["tune"]["enabled"]:
+        raise ValueError("evaluate.references names bm25_tuned but bm25.tune.enabled is false; enable the tuning "
+                         "or drop bm25_tuned from evaluate.references")
+
+
+resolved(check_references)
 
 
 def evaluate_knobs(wildcards):
     """The scoring knobs of an experiment's model (what changes its test scores)."""
-    spec = EXPERIMENTS[wildcards.experiment]
+    spec = spec_of(wildcards.experiment)
     return {k: spec[k] for k in ("score_batch_size", "precision", "device")}
 
 
@@ -267,18 +342,45 @@ def report_outputs():
     return {
         **table_outputs("seeds", f"{out}/table_seeds"),
         **table_outputs("metrics", f"{out}/table_metrics"),
+        **table_outputs("power", f"{out}/table_power"),
         "figures": f"{out}/figures",
     }
 
 
-def runs_by_key(kind):
-    """{(experiment, seed): path} of every (experiment, seed)'s dev curve or test metrics, as a flat input dict."""
+def runs_by_key(kind, additive=False):
+    """{"<kind>|<experiment>|<seed>": path} of every (experiment, seed)'s dev curve or test metrics, as a flat
+    input dict; with ``additive`` also each experiment's metrics with score additivity, as ``<experiment>+bm25``."""
     paths = {}
     for name in EXPERIMENTS:
         for seed in config["seeds"]:
-            path = train_outputs(name, seed)["dev_curve"] if kind == "curve" else evaluate_outputs(name, seed)["metrics"]
-            paths[f"{kind}|{name}|{seed}"] = path
+            if kind == "curve":
+                paths[f"curve|{name}|{seed}"] = train_outputs(name, seed)["dev_curve"]
+                continue
+            out = evaluate_outputs(name, seed)
+            paths[f"metrics|{name}|{seed}"] = out["metrics"]
+            if additive and ADDITIVE:
+                paths[f"metrics|{name}+bm25|{seed}"] = out["additive_metrics"]
     return paths
+
+
+def reference_metrics():
+    """{"reference|<name>": path} of every reference ranker's test metrics, with ``<name>+bm25`` under additivity."""
+    out = {}
+    for ref in config["evaluate"]["references"]:
+        paths = reference_outputs(ref)
+        out[f"reference|{ref}"] = paths["metrics"]
+        if "additive_metrics" in paths:
+            out[f"reference|{ref}+bm25"] = paths["additive_metrics"]
+    return out
+
+
+def selections():
+    """{"selection|<experiment>|<seed>": path} of every tuned experiment's dev selection."""
+    return {f"selection|{name}|{seed}": selection_path(name, seed) for name in TUNED for seed in config["seeds"]}
+
+
+def tuning_report_outputs():
+    return table_outputs("tuning", f"{RESULTS}/report/table_tuning") if TUNED else {}
 
 
 def all_trained():
@@ -287,7 +389,7 @@ def all_trained():
         for name in EXPERIMENTS
         for seed in config["seeds"]
         for path in (train_outputs(name, seed)["model"], train_outputs(name, seed)["dev_curve"])
-    ]
+    ] + list(selections().values())
 
 
 def all_outputs():
@@ -303,6 +405,7 @@ def all_outputs():
         *all_trained(),
         *all_evaluated(),
         *report_outputs().values(),
+        *tuning_report_outputs().values(),
         *all_active(),
     ]
 

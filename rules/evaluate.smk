@@ -3,10 +3,12 @@ rule evaluate:
     input:
         **ingest_outputs(),
         model=train_outputs()["model"],
+        **additive_input(None),
     output:
         **evaluate_outputs(),
     params:
         knobs=evaluate_knobs,
+        additivity=additivity_params,
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
         seed=config["seed"],
@@ -25,15 +27,43 @@ rule evaluate:
 
 
 rule evaluate_reference:
-    """The reference rankers (BM25's Lucene scores, the teacher) on the same test candidates."""
+    """The BM25 reference rankers (Lucene scores with default k1/b and tuned on dev) on the same test candidates."""
+    wildcard_constraints:
+        reference=r"bm25|bm25_tuned",
     input:
         unpack(reference_scores),
     output:
-        **reference_outputs(),
+        **reference_outputs(additive=False),
     params:
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
         seed=config["seed"],
+    log:
+        log_path("evaluate/reference_{reference}"),
+    benchmark:
+        benchmark_path("evaluate/reference_{reference}")
+    resources:
+        mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
+    script:
+        "../workflow_scripts/evaluate.py"
+
+
+rule evaluate_reference_additive:
+    """The teacher's scores as a reference ranker on the test candidates, alone and with score additivity."""
+    wildcard_constraints:
+        reference=r"teacher",
+    input:
+        unpack(reference_scores),
+        **additive_input(None),
+    output:
+        **reference_outputs(additive=True),
+    params:
+        measures=config["evaluate"]["measures"],
+        relevant_min=config["dataset"]["relevant_min"],
+        seed=config["seed"],
+        additivity=additivity_params,
     log:
         log_path("evaluate/reference_{reference}"),
     benchmark:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from curricula.evaluate import cut_candidates, evaluate_run, mean_table, parse_rnk, ranked
+from curricula.evaluate import (additivity_weights, cut_candidates, evaluate_run, interpolate, mean_table,
+                                minmax_per_query, parse_rnk, ranked, tune_additivity)
 
 RUN = pl.DataFrame({
     "qid": ["q1", "q1", "q1", "q2", "q2", "q4", "q4", "q4", "q4"],
@@ -56,3 +57,39 @@ def test_rnk_cuts_to_n_candidates_with_every_relevant_one():
 def test_ranked_orders_ties_like_trec_eval():
     r = ranked(RUN.filter(pl.col("qid") == "q1"))
     assert r["docid"].to_list() == ["d2", "d1", "d3"] and r["rank"].to_list() == [1, 2, 3]
+
+
+# ------------------------------------------------------------------------------------------ score additivity
+NEURAL = pl.DataFrame({"qid": ["a", "a", "a", "b", "b"], "docid": ["x", "y", "z", "u", "v"],
+                       "score": [2.0, 0.0, 1.0, 5.0, 5.0]})
+BM25 = pl.DataFrame({"qid": ["a", "a", "a", "b", "b"], "docid": ["x", "y", "z", "u", "v"],
+                     "score": [1.0, 9.0, 5.0, 3.0, 7.0]})
+
+
+def test_interpolation_normalises_per_query_and_ends_at_either_ranker():
+    norm = dict(zip(minmax_per_query(NEURAL)["docid"], minmax_per_query(NEURAL)["score"]))
+    assert norm == {"x": 1.0, "y": 0.0, "z": 0.5, "u": 0.0, "v": 0.0}  # b: all equal -> 0
+    mixed = interpolate(NEURAL, BM25, 0.25)
+    # a: x 0.25*1 + 0.75*0 = 0.25; y 0 + 0.75*1 = 0.75; z 0.25*0.5 + 0.75*0.5 = 0.5; b: u 0 + 0.75*0 = 0, v 0.75
+    assert dict(zip(mixed["docid"], mixed["score"])) == pytest.approx({"x": 0.25, "y": 0.75, "z": 0.5, "u": 0.0,
+                                                                       "v": 0.75})
+    order = lambda df: ranked(df)["docid"].to_list()  # noqa: E731
+    assert order(interpolate(NEURAL, BM25, 1.0)) == order(NEURAL)
+    assert order(interpolate(NEURAL, BM25, 0.0)) == order(BM25)
+    with pytest.raises(ValueError, match="no BM25 score"):
+        interpolate(NEURAL, BM25.head(4), 0.5)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        interpolate(NEURAL, BM25, 1.5)
+    assert additivity_weights(4) == [1.0, 0.75, 0.5, 0.25, 0.0]
+
+
+def test_additivity_weight_is_the_dev_argmax_most_neural_on_ties():
+    qrels = pl.DataFrame({"qid": ["a", "b"], "docid": ["z", "u"], "rel": [1, 1]})
+    # a's relevant z is 2nd for the ranker alone (w = 1) and for BM25 alone (w = 0); at w = 0.5 it ties x and y
+    # (0.5 each) and wins on trec_eval's docid-descending tie order; b's u is below v for every w < 1 (BM25 3 < 7)
+    grid = tune_additivity(NEURAL, BM25, qrels, "AP", additivity_weights(4))
+    assert grid["value"].to_list() == [0.5, 0.5, 0.75, 0.5, 0.5] and grid["chosen"].to_list() == [0, 0, 1, 0, 0]
+    flat = tune_additivity(NEURAL, BM25, qrels.filter(pl.col("qid") == "b"), "AP", additivity_weights(4))
+    assert flat["value"].to_list() == [0.5] * 5 and flat["chosen"].to_list() == [1, 0, 0, 0, 0]  # ties: most neural
+    with pytest.raises(ValueError, match="ir-measures"):
+        tune_additivity(NEURAL, BM25, qrels, "R10@1", [1.0])

@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from curricula.fitting import Checkpointer, FitConfig, fit, linear_schedule_factor, make_optimizer, warmup_steps
+from curricula.fitting import (Checkpointer, FitConfig, budget, fit, linear_schedule_factor, make_optimizer,
+                               warmup_steps)
 
 DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32))
 TARGET = DATA @ torch.arange(1.0, 7.0) + 0.5
@@ -146,7 +147,7 @@ def test_bad_knobs_are_clear_errors(knobs):
 DEV_BY_STEP = {2: 0.2, 4: 0.5, 6: 0.4, 8: 0.6, 10: 0.5, 12: 0.55, 14: 0.9, 16: 0.1}
 
 
-def patient_fit(net, tmp_path=None, kill_at=None, patience=2, snapshots=None):
+def patient_fit(net, tmp_path=None, kill_at=None, patience=2, snapshots=None, min_steps=0):
     """Evaluations every 2 steps read DEV_BY_STEP (a pure function of the step, so a resumed fit sees the same)."""
     def hook(done: int) -> None:
         if snapshots is not None:
@@ -154,7 +155,7 @@ def patient_fit(net, tmp_path=None, kill_at=None, patience=2, snapshots=None):
         if done == kill_at:
             raise Killed
 
-    cfg = FitConfig(steps=16, lr=0.05, eval_every=2, checkpoint_every=3, patience=patience)
+    cfg = FitConfig(steps=16, lr=0.05, eval_every=2, checkpoint_every=3, patience=patience, min_steps=min_steps)
     return fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=4, progress=False,
                evaluate=lambda done: {"value": DEV_BY_STEP[done]}, on_step=hook,
                checkpoint=Checkpointer(tmp_path, "p") if tmp_path is not None else None)
@@ -183,6 +184,33 @@ def test_a_killed_fit_with_patience_resumes_to_the_same_stop_and_weights(tmp_pat
     result = patient_fit(resumed, tmp_path)
     assert result.stopped == "patience" and result.losses == expected.losses and result.curve == expected.curve
     assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(whole)))
+
+
+def test_patience_counts_only_evaluations_after_the_curriculum():
+    # min_steps 9: steps 10 and 12 come after both the best (8) and the curriculum, so the stop stays at 12
+    assert len(patient_fit(model(), min_steps=9).losses) == 12
+    # min_steps 10: only step 12 counts at step 12, so training goes on to step 14, whose 0.9 is a new best
+    late = patient_fit(model(), min_steps=10)
+    assert late.best_step == 14 and late.stopped == "budget" and len(late.losses) == 16
+    # the rollback still may pick an evaluation inside the curriculum
+    net, snapshots = model(), {}
+    early = patient_fit(net, snapshots=snapshots, min_steps=4)
+    assert early.best_step == 8 and early.stopped == "patience"
+    assert all(torch.equal(a, b) for a, b in zip(weights(net), snapshots[8]))
+
+
+def test_budget_of_a_spec():
+    assert budget({"steps": 600}) == (600, 0)
+    assert budget({"steps": 600, "max_steps": None, "patience": 3}) == (600, 600)
+    assert budget({"steps": 600, "max_steps": 4000, "patience": 3}) == (4000, 600)
+    assert budget({"steps": 600, "max_steps": 4000, "patience": None}) == (4000, 0)
+    with pytest.raises(ValueError, match="max_steps=500 is below steps=600"):
+        budget({"steps": 600, "max_steps": 500})
+    cfg = FitConfig.from_spec({"steps": 600, "max_steps": 4000, "patience": 3, "lr": 1e-3, "optimizer": "adam",
+                               "eps": 1e-8, "weight_decay": 0, "warmup": 0.1, "eval_every": 100})
+    assert (cfg.steps, cfg.min_steps, cfg.patience, cfg.fused) == (4000, 600, 3, True)
+    with pytest.raises(ValueError, match="min_steps"):
+        FitConfig(steps=3, lr=0.1, min_steps=4)
 
 
 def test_patience_needs_evaluations():

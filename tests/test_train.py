@@ -279,3 +279,42 @@ def test_checkpoint_of_another_config_is_ignored(data, table, tmp_path):
     fresh = train_ranker(data, changed, 1, model_out=tmp_path / "m2", checkpoint_dir=tmp_path / "m2ck", **kw)
     resumed = train_ranker(data, changed, 1, model_out=tmp_path / "m", checkpoint_dir=tmp_path / "ck", **kw)
     assert resumed.equals(fresh)
+
+
+def test_early_stopping_records_why_and_resumes_after_a_kill(data, table, tmp_path):
+    """max_steps is the budget, steps the curriculum's length (pacing reaches all instances there), patience counts
+    evaluations after it; the curve marks the kept evaluation and why training ended; a kill resumes exactly."""
+    folder = folder_for(table, "u_words", tmp_path)
+    spec = resolve_ranker(spec_of(scoring="u_words", pacing={"name": "linear"}, ranker="convknrm",
+                                  architecture=SMALL["convknrm"], lr=1e-3, steps=4, max_steps=60, patience=2,
+                                  eval_every=2, checkpoint_every=2))
+    kw = dict(curriculum_dir=folder, progress=False)
+    a = train_ranker(data, spec, 3, model_out=tmp_path / "a", checkpoint_dir=tmp_path / "a.ckpt", **kw)
+    steps = a["step"].to_list()
+    assert a["stopped"].to_list() == [None] * (len(steps) - 1) + ["patience"] and steps[-1] < 60
+    best = a.filter(pl.col("best"))
+    assert best.height == 1 and best["value"][0] == a["value"].max()
+    assert best["step"][0] == a.filter(pl.col("value") == a["value"].max())["step"].min()  # the first on ties
+    after = [s for s in steps if s > max(best["step"][0], 4)]  # evaluations counted by patience
+    assert len(after) == 2
+    # the curriculum ends at `steps` (not at max_steps): every later evaluation allows all 40 train instances
+    assert set(a.filter(pl.col("step") > 4)["allowed"]) == {40} and a["allowed"][0] < 40
+
+    class Killed(Exception):
+        pass
+
+    def kill(done: int) -> None:
+        if done == steps[-1] - 1:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_ranker(data, spec, 3, model_out=tmp_path / "b", checkpoint_dir=tmp_path / "b.ckpt", on_step=kill, **kw)
+    b = train_ranker(data, spec, 3, model_out=tmp_path / "b", checkpoint_dir=tmp_path / "b.ckpt", **kw)
+    assert b.equals(a)
+    from safetensors.torch import load_file
+
+    wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    budget_only = train_ranker(data, {**spec, "patience": None, "max_steps": 6}, 3, model_out=tmp_path / "c",
+                               checkpoint_dir=tmp_path / "c.ckpt", **kw)
+    assert budget_only["step"].to_list() == [2, 4, 6] and budget_only["stopped"][-1] == "budget"

@@ -38,9 +38,10 @@ def test_same_config_gives_identical_bytes(tiny_run, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
     assert tables == sorted(p.relative_to(b) for p in (b / "results").rglob("*.parquet"))
-    # ingest 4, bm25 2, dense 3, teacher 1, difficulty 12 + 1, curriculum (shard + index), dev curve, test
-    # metrics, reference metrics 2, report tables 2
-    assert len(tables) == 4 + 2 + 3 + 1 + 13 + 2 + 1 + 1 + 2 + 2
+    # ingest 4, bm25 2 + tuned 2, dense 3, teacher 1, difficulty 12 + 1, curriculum (shard + index), dev curve,
+    # test metrics + additive metrics + additivity grid, reference metrics 3 (+ the teacher's additive 2), report
+    # tables 3 (seeds, metrics, power)
+    assert len(tables) == 4 + 4 + 3 + 1 + 13 + 2 + 1 + 3 + 5 + 3
     exp = Path("results/tiny/experiments/baseline/seed=1")
     tables += [Path("results/tiny/bm25/run.trec"), exp / "model" / "model.safetensors", exp / "test.run",
                Path("results/tiny/report/table_seeds.md"), Path("results/tiny/report/figures/dev_curves.png")]
@@ -147,7 +148,9 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
     seeds_md = (res / "report" / "table_seeds.md").read_text()
     assert "| row | baseline | loss_root2 | words_weighted |" in seeds_md and "| AVG |" in seeds_md
     metrics = pl.read_parquet(res / "report" / "table_metrics.parquet")
-    assert metrics["ranker"].to_list() == ["baseline", "loss_root2", "words_weighted", "bm25", "teacher"]
+    assert metrics["ranker"].to_list() == ["baseline", "loss_root2", "words_weighted", "baseline+bm25",
+                                           "loss_root2+bm25", "words_weighted+bm25", "bm25", "bm25_tuned", "teacher",
+                                           "teacher+bm25"]
     figures = sorted(p.name for p in (res / "report" / "figures").glob("*.png"))
     assert figures == ["by_difficulty_bert_loss.png", "by_turns.png", "dev_curves.png", "pacing.png"]
     html = tmp_path / "report.html"
@@ -160,9 +163,9 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
     assert out.stdout.count("rule difficulty_function:") == 1
     folds = {**few, "teacher": {**few["teacher"], "folds": 2, "threads": 1}}
     # the teacher's scores feed bert_loss, hence its curriculum and the experiment ordered by it
-    assert dry_jobs(tmp_path, folds) == {"teacher_score_shard", "teacher_score", "difficulty_function", "difficulty", "curriculum", "train",
-                                         "evaluate", "evaluate_reference", "difficulty_test", "report_tables",
-                                         "report_figures", "all"}
+    assert dry_jobs(tmp_path, folds) == {"teacher_score_shard", "teacher_score", "difficulty_function", "difficulty",
+                                         "curriculum", "train", "evaluate", "evaluate_reference_additive",
+                                         "difficulty_test", "report_tables", "report_figures", "all"}
     steps = {**few, "teacher": {**few["teacher"], "steps": 7}}
     assert "teacher_train" in dry_jobs(tmp_path, steps)
     # dropping bert_loss from the table: only the combined table is rebuilt, nothing waits for the teacher
@@ -230,3 +233,32 @@ def test_active_learning_dag_writes_curves_table_and_figure(tmp_path):
     assert (root / "report" / "figures_active" / "learning_curves.png").stat().st_size > 1000
     again = snakemake(tmp_path, "report_active", config=cfg)
     assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr[-2000:]
+
+
+def test_a_tuned_list_trains_each_value_and_adding_one_schedules_only_its_jobs(tiny_run, tmp_path):
+    """weighting.m: [1, 2] trains one run per value, selects on dev, evaluates the chosen one only; adding 4 to the
+    list schedules that value's train job plus the selection, its test evaluation and the reports."""
+    wd = copy_run(tiny_run, tmp_path / "run")
+    tuned = {**TINY_PRECOMPUTE, "experiments": {"weighted": {"weighting": {"scoring": "u_words", "m": [1, 2]}}},
+             "difficulty": {"functions": ["random", "u_words"]}}
+    out = snakemake(wd, config=tuned)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = wd / "results" / "tiny" / "experiments"
+    assert sorted(p.name for p in res.iterdir()) == ["baseline", "weighted", "weighted@weighting.m=1",
+                                                    "weighted@weighting.m=2"]
+    chosen = pl.read_parquet(res / "weighted" / "seed=1" / "selection.parquet")
+    assert chosen["run"].to_list() == ["weighted@weighting.m=1", "weighted@weighting.m=2"]
+    winner = chosen.filter(pl.col("chosen"))["run"][0]
+    assert chosen.filter(pl.col("chosen"))["dev_value"][0] == chosen["dev_value"].max()
+    assert pl.read_parquet(res / "weighted" / "seed=1" / "dev_curve.parquet").equals(
+        pl.read_parquet(res / winner / "seed=1" / "dev_curve.parquet"))
+    assert (res / "weighted" / "seed=1" / "metrics.parquet").exists()
+    assert not (res / winner / "seed=1" / "metrics.parquet").exists()  # runs are never evaluated on test
+    table = (wd / "results" / "tiny" / "report" / "table_tuning.md").read_text()
+    assert "weighting.m=1" in table and "weighting.m=2" in table and "chosen" in table
+    more = {**tuned, "experiments": {"weighted": {"weighting": {"scoring": "u_words", "m": [1, 2, 4]}}}}
+    out = snakemake(wd, "-n", config=more)
+    assert jobs_of(out.stdout) == {"train", "select_tuned", "evaluate", "report_tables", "report_figures",
+                                   "report_tuning", "all"}
+    assert set(re.findall(r"experiment=([\w.@=]+), seed=1", out.stdout)) == {"weighted@weighting.m=4", "weighted"}
+    assert out.stdout.count("rule train:") == 1

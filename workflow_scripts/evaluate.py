@@ -4,6 +4,8 @@ from curricula.logs import logged
 with logged(snakemake.log[0]):
     wc = dict(snakemake.wildcards.items())
     tag = wc.get("reference") or f"{wc['experiment']}.seed{wc['seed']}"
-    knobs = dict(snakemake.params.knobs, threads=snakemake.threads) if "knobs" in snakemake.params.keys() else None
-    evaluate_stage(snakemake.input, snakemake.output, tag=tag, measures=snakemake.params.measures,
-                   relevant_min=snakemake.params.relevant_min, seed=snakemake.params.seed, model_knobs=knobs)
+    params = dict(snakemake.params.items())
+    knobs = dict(params["knobs"], threads=snakemake.threads) if "knobs" in params else None
+    evaluate_stage(snakemake.input, snakemake.output, tag=tag, measures=params["measures"],
+                   relevant_min=params["relevant_min"], seed=params["seed"], model_knobs=knobs,
+                   additivity=params.get("additivity"))

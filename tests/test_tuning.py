@@ -1,0 +1,120 @@
+"""Knobs tuned on dev: lists in an experiment become one run per value, named and selected on dev only."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from curricula.experiments import experiment_runs, experiment_specs, tuned_values
+from curricula.tables import DEV_CURVE, write_table
+from curricula.tuning import (LIST_KNOBS, SELECTION, run_name, select_run, select_stage, selection, tuned_lists,
+                              tuning_table, variants)
+from tests.test_train import TRAIN
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def schema() -> dict:
+    return yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+
+
+def test_lists_become_one_run_per_point_of_the_grid():
+    overrides = {"weighting": {"scoring": "recip", "m": [1, 5, "inf"]}, "lr": [1e-3, 5e-4],
+                 "architecture": {"ngrams": [1, 2, 3]}}
+    assert tuned_lists(overrides) == {"weighting.m": [1, 5, "inf"], "lr": [1e-3, 5e-4]}  # ngrams is a list knob
+    grid = variants("mac", overrides)
+    assert list(grid) == ["mac@weighting.m=1@lr=0.001", "mac@weighting.m=1@lr=0.0005", "mac@weighting.m=5@lr=0.001",
+                          "mac@weighting.m=5@lr=0.0005", "mac@weighting.m=inf@lr=0.001",
+                          "mac@weighting.m=inf@lr=0.0005"]
+    values, scalar = grid["mac@weighting.m=5@lr=0.0005"]
+    assert values == {"weighting.m": 5, "lr": 5e-4}
+    assert scalar == {"weighting": {"scoring": "recip", "m": 5}, "lr": 5e-4, "architecture": {"ngrams": [1, 2, 3]}}
+    assert overrides["weighting"]["m"] == [1, 5, "inf"]  # the config is not modified
+    assert variants("plain", {"lr": 1e-3}) == {"plain": ({}, {"lr": 1e-3})}
+    assert run_name("x", {"m": math.inf, "anti": True}) == "x@m=inf@anti=true"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"lr": []}, "empty list"), ({"lr": [1e-3, 1e-3]}, "listed twice"), ({"lr": [[1e-3]]}, "scalars"),
+    ({"loss": ["hinge", "a/b"]}, "cannot name a run folder")])
+def test_bad_lists_are_clear_errors(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        variants("e", overrides)
+
+
+def test_list_knobs_are_the_train_knobs_whose_schema_admits_a_list():
+    def arrays(props: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for key, sub in props.items():
+            types = sub.get("type", [])
+            types = types if isinstance(types, list) else [types]
+            if "array" in types:
+                out.add(f"{prefix}{key}")
+            if "properties" in sub:
+                out |= arrays(sub["properties"], f"{prefix}{key}.")
+        return out
+
+    knobs = arrays(schema()["properties"]["train"]["properties"])
+    assert knobs - {"negatives.pacing"} == set(LIST_KNOBS)
+
+
+def test_experiment_runs_validate_every_value_and_keep_untuned_names():
+    config = {"train": TRAIN, "experiments": {
+        "mac": {"weighting": {"scoring": "u_words", "m": [1, 20]}},
+        "p": {"scoring": "u_words", "pacing": {"name": "root_2", "T": [0.5, 0.9]}}}}
+    runs = experiment_runs(config, schema())
+    assert {k: list(v) for k, v in runs.items()} == {
+        "baseline": ["baseline"], "mac": ["mac@weighting.m=1", "mac@weighting.m=20"],
+        "p": ["p@pacing.T=0.5", "p@pacing.T=0.9"]}
+    assert runs["mac"]["mac@weighting.m=20"]["weighting"]["m"] == 20
+    assert runs["p"]["p@pacing.T=0.5"]["pacing"] == {"name": "root_2", "T": 0.5}
+    assert list(experiment_specs(config)) == ["baseline", "mac@weighting.m=1", "mac@weighting.m=20",
+                                              "p@pacing.T=0.5", "p@pacing.T=0.9"]
+    assert tuned_values(config) == {"mac": {"mac@weighting.m=1": {"weighting.m": 1},
+                                            "mac@weighting.m=20": {"weighting.m": 20}},
+                                    "p": {"p@pacing.T=0.5": {"pacing.T": 0.5}, "p@pacing.T=0.9": {"pacing.T": 0.9}}}
+    bad = {"train": TRAIN, "experiments": {"mac": {"weighting": {"scoring": "u_words", "m": [1, -2]}}}}
+    with pytest.raises(ValueError, match="experiments.mac.weighting.m"):
+        experiment_runs(bad, schema())
+    wrong_type = {"train": TRAIN, "experiments": {"e": {"batch_size": [4, "big"]}}}
+    with pytest.raises(ValueError, match="experiments.e.batch_size"):
+        experiment_runs(wrong_type, schema())
+
+
+def curve(values: list[float], stopped: str = "patience") -> pl.DataFrame:
+    best = values.index(max(values))
+    return pl.DataFrame({"step": [10 * (i + 1) for i in range(len(values))], "metric": ["AP"] * len(values),
+                         "value": values, "train_loss": [0.5] * len(values), "allowed": [8] * len(values),
+                         "negatives_k": [0] * len(values), "best": [i == best for i in range(len(values))],
+                         "stopped": [None] * (len(values) - 1) + [stopped]}, schema=DEV_CURVE.columns)
+
+
+def test_selection_reads_each_runs_kept_dev_value_and_breaks_ties_by_list_order(tmp_path):
+    assert select_run({"a": 0.3, "b": 0.5, "c": 0.5}) == "b"
+    with pytest.raises(ValueError):
+        select_run({})
+    curves = {"e@m=1": curve([0.2, 0.4, 0.3]), "e@m=5": curve([0.45, 0.41], "budget"), "e@m=20": curve([0.1, 0.45])}
+    values = {"e@m=1": {"m": 1}, "e@m=5": {"m": 5}, "e@m=20": {"m": 20}}
+    table = selection(curves, values)
+    assert table.columns == list(SELECTION.columns)
+    assert table["dev_value"].to_list() == [0.4, 0.45, 0.45] and table["best_step"].to_list() == [20, 10, 20]
+    assert table["chosen"].to_list() == [False, True, False] and table["stopped"].to_list() == ["patience", "budget",
+                                                                                                  "patience"]
+    paths, models = {}, {}
+    for run, frame in curves.items():
+        paths[run] = write_table(frame, tmp_path / run / "dev_curve.parquet", DEV_CURVE)
+        models[run] = tmp_path / run / "model"
+        models[run].mkdir()
+        (models[run] / "weights.bin").write_text(run)
+    out = {"model": tmp_path / "e" / "model", "dev_curve": tmp_path / "e" / "dev_curve.parquet",
+           "selection": tmp_path / "e" / "selection.parquet"}
+    select_stage(paths, models, values, out, order=list(values))
+    assert (out["model"] / "weights.bin").read_text() == "e@m=5"
+    assert pl.read_parquet(out["dev_curve"]).equals(curves["e@m=5"])
+    report = tuning_table({("e", "1"): out["selection"], ("e", "2"): out["selection"]})
+    assert report.filter(pl.col("chosen") == "chosen")["knobs"].to_list() == ["m=5", "m=5"]
+    assert report["seed"].to_list() == [1, 1, 1, 2, 2, 2]
