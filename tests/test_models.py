@@ -3,6 +3,7 @@ padding invariance, seeding, save/load, embeddings from a .vec file."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -10,9 +11,10 @@ import pytest
 import torch
 
 from curricula.models import ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pairs
-from curricula.models.convknrm import ConvKNRMModule, kernel_mus, kernel_pooling, kernel_sigmas, window_mask
+from curricula.models.convknrm import (ConvKNRMModule, kernel_mus, kernel_pooling, kernel_pooling_dense, kernel_sigmas,
+                                      window_mask)
 from curricula.models.qa import CNNEncoder, LSTMEncoder, SiameseQAModule
-from curricula.models.text import read_vec, two_sided_ids
+from curricula.models.text import distinct_rows, pad_side, read_vec, two_sided_ids
 
 FAST = ("convknrm", "cnn_qa", "lstm_qa")
 CONTEXTS = ["hello there how are you doing today", "what is the weather like in paris", "", "ok"]
@@ -53,6 +55,30 @@ def test_kernel_pooling_floors_an_empty_soft_tf_at_1e_minus_10():
     got = kernel_pooling(sim, torch.ones(1, 1), torch.ones(1, 2), torch.tensor([1.0]), torch.tensor([1e-3]))
     assert got.item() == pytest.approx(0.01 * math.log(1e-10))
 
+
+
+def test_kernel_pooling_over_document_tokens_only_matches_the_padded_computation():
+    """The CPU path (kernels at document tokens only) gives the padded computation's features and gradients up to
+    float round-off, including a response without tokens (the 1e-10 floor) and padded query positions."""
+    g = torch.Generator().manual_seed(3)
+    mus, sigmas = torch.tensor(kernel_mus(11)), torch.tensor(kernel_sigmas(11))
+    d_len, q_len = torch.tensor([8, 3, 1, 5, 0, 8]), torch.tensor([9, 9, 4, 1, 6, 2])
+    d_mask = (torch.arange(8)[None] < d_len[:, None]).float()
+    q_mask = (torch.arange(9)[None] < q_len[:, None]).float()
+    sim = torch.rand((6, 9, 8), generator=g) * 2 - 1
+    sim[0, 0, :3] = torch.tensor([1.0, 0.9995, 0.9])  # in the exact-match kernel's reach
+    a, b = sim.clone().requires_grad_(), sim.clone().requires_grad_()
+    dense = kernel_pooling_dense(a, q_mask, d_mask, mus, sigmas)
+    packed = kernel_pooling(b, q_mask, d_mask, mus, sigmas)
+    w = torch.randn(dense.shape, generator=g)
+    (dense * w).sum().backward()
+    (packed * w).sum().backward()
+    torch.testing.assert_close(packed, dense, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-5 * a.grad.abs().max().item())
+    assert b.grad[d_mask[:, None, :].expand_as(sim) == 0].abs().max() == 0  # padding gets no gradient
+    wide = torch.exp(torch.tensor(1.0)) * torch.ones(11)  # smooth kernels for a finite-difference check
+    assert torch.autograd.gradcheck(lambda s: kernel_pooling(s, q_mask.double(), d_mask.double(), mus.double(),
+                                                             wide.double()), (sim.double().requires_grad_(),))
 
 def test_window_mask_keeps_only_full_ngrams():
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0]])
@@ -116,6 +142,98 @@ def test_padding_does_not_change_a_score(name):
     batched = module(q, qm, d, dm)[1:2]
     assert torch.allclose(alone, batched, atol=1e-6)
 
+
+
+def _reference_convknrm(module, q, q_mask, d, d_mask):
+    """ConvKNRM as first written: one row per pair, one embedding lookup per side, the padded kernel pooling."""
+    qg, dg = module.grams(q, q_mask), module.grams(d, d_mask)
+    feats = [kernel_pooling_dense(qh @ dh.transpose(1, 2), qm, dm, module.mus, module.sigmas)
+             for qh, qm in qg for dh, dm in dg]
+    return module.combine(module.dropout(torch.cat(feats, dim=1))).squeeze(-1)
+
+
+def test_convknrm_step_with_repeated_contexts_matches_the_per_pair_computation():
+    """A training batch repeats each context for its 1 + m responses; each distinct one is convolved once, with
+    the logits and gradients of one row per pair up to float round-off."""
+    q, q_mask, d, d_mask = _batch()
+    rows = torch.tensor([0, 0, 1, 2, 2, 1])  # 6 pairs on 3 contexts
+    q, q_mask = q[rows], q_mask[rows]
+    d, d_mask = torch.cat([d, d.flip(0)]), torch.cat([d_mask, d_mask.flip(0)])
+    fast, slow = _modules(0.0)["convknrm"].train(), _modules(0.0)["convknrm"].train()
+    got = fast(q, q_mask, d, d_mask)
+    want = _reference_convknrm(slow, q, q_mask, d, d_mask)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    w = torch.randn(6, generator=torch.Generator().manual_seed(0))
+    (got * w).sum().backward()
+    (want * w).sum().backward()
+    for (name, a), b in zip(fast.named_parameters(), slow.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_repeated_contexts_score_as_when_each_pair_is_scored_alone(name):
+    q, q_mask, d, d_mask = _batch()
+    rows = torch.tensor([2, 0, 0, 1])
+    q, q_mask, d, d_mask = q[rows], q_mask[rows], torch.cat([d, d[:1]]), torch.cat([d_mask, d_mask[:1]])
+    module = _modules(0.5)[name].eval()
+    together = module(q, q_mask, d, d_mask)
+    alone = torch.cat([module(q[i:i + 1], q_mask[i:i + 1], d[i:i + 1], d_mask[i:i + 1]) for i in range(4)])
+    torch.testing.assert_close(together, alone, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_with_dropout_on_the_masks_are_drawn_per_pair_and_side_as_before(name):
+    """With dropout drawing masks, repeated contexts are not merged: every pair and side draws its own mask, in
+    the order the per-pair computation draws them, so a seed gives the masks it always gave."""
+    q, q_mask, d, d_mask = _batch()
+    rows = torch.tensor([1, 1, 0])
+    q, q_mask = q[rows], q_mask[rows]
+    module = _modules(0.5)[name].train()
+    torch.manual_seed(7)
+    got = module(q, q_mask, d, d_mask)
+    torch.manual_seed(7)
+    if name == "convknrm":
+        torch.testing.assert_close(got, _reference_convknrm(module, q, q_mask, d, d_mask), rtol=1e-6, atol=1e-6)
+    else:
+        assert torch.equal(got, module.head(module.side(q, q_mask), module.side(d, d_mask)))
+
+
+
+def test_a_scoring_pass_computes_each_context_once_with_the_same_scores(monkeypatch):
+    """ConvKNRM keeps each context's h-gram vectors for one scoring pass (a context's candidates land in several
+    length-sorted batches): the scores are those of computing them in every batch, and nothing outlives the pass."""
+    ranker = build_ranker(spec("convknrm"), seed=2)
+    contexts = [c for c in CONTEXTS for _ in range(3)]
+    responses = [r + " " + "more words " * i for i in range(3) for r in RESPONSES]
+    computed = []
+    grams = ranker.module.grams
+    monkeypatch.setattr(ranker.module, "grams", lambda ids, mask, embedded=None: (
+        computed.append(ids.shape[0]), grams(ids, mask, embedded))[1])
+    cached = score_pairs(ranker, contexts, responses, batch_size=2, progress=False)
+    assert ranker.module.context_cache is None
+    assert sum(computed) == len(responses) + len(set(CONTEXTS))  # every response once, every context once
+    monkeypatch.setattr(ranker, "scoring_cache", lambda: contextlib.nullcontext())
+    np.testing.assert_allclose(cached, score_pairs(ranker, contexts, responses, batch_size=2, progress=False),
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(cached, score_pairs(ranker, contexts, responses, batch_size=12, progress=False),
+                               rtol=1e-6, atol=1e-6)
+
+def test_distinct_rows_tell_ids_and_masks_apart():
+    ids = torch.tensor([[5, 6, 0], [7, 0, 0], [5, 6, 0], [5, 6, 0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    uniq, uniq_mask, rows = distinct_rows(ids, mask)
+    assert len(uniq) == 3 and rows[0] == rows[2] != rows[3]
+    assert torch.equal(uniq[rows], ids) and torch.equal(uniq_mask[rows], mask) and uniq_mask.dtype == mask.dtype
+
+
+def test_encode_caches_the_ids_of_each_text():
+    ranker = build_ranker(spec("convknrm"), seed=0)
+    contexts = [CONTEXTS[0], CONTEXTS[0], CONTEXTS[1], CONTEXTS[0]]
+    items = ranker.encode(contexts, RESPONSES)
+    assert items == two_sided_ids(ranker.tokenizer, contexts, RESPONSES, 64, 64)
+    assert ranker.encode(contexts, RESPONSES) == items and len(ranker._ids) == 2 + 4  # contexts + responses
+    assert torch.equal(pad_side([[5, 6], [7]], 3)[0], torch.tensor([[5, 6, 0], [7, 0, 0]]))
+    assert torch.equal(pad_side([[5, 6], [7]], 3)[1], torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]))
 
 # ------------------------------------------------------------------------------------------- rankers
 @pytest.mark.parametrize("name", FAST + ("cross_encoder",))

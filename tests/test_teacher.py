@@ -67,6 +67,37 @@ def test_pair_inputs_keep_the_latest_context_tokens():
     assert batch["token_type_ids"][0].tolist().count(1) == len(tok("a reply", add_special_tokens=False)["input_ids"]) + 1
 
 
+
+def test_pair_inputs_tokenise_each_distinct_text_once_with_the_same_ids():
+    """A context comes with all its candidates: tokenised once, the ids are those of tokenising every pair."""
+    tok = load_tokenizer("minilm")
+    calls = []
+
+    class Counting:  # the tokenizer, recording what it is asked to tokenise
+        def __call__(self, texts, **kw):
+            calls.append(list(texts))
+            return tok(texts, **kw)
+
+        def __getattr__(self, name):
+            return getattr(tok, name)
+
+    counting = Counting()
+    contexts = ["how are you " * 5 + "today", "how are you " * 5 + "today", "where now", "how are you " * 5 + "today"]
+    responses = ["fine", "not bad at all", "fine", "fine"]
+    got = pair_token_ids(counting, contexts, responses, max_length=16)
+    assert sorted(len(c) for c in calls) == [2, 2]  # two distinct contexts, two distinct responses
+    for (c, r), ids in zip(zip(contexts, responses), got):
+        cut = tok(c, add_special_tokens=False)["input_ids"]
+        rsp = tok(r, add_special_tokens=False)["input_ids"][:8]
+        assert ids == [tok.cls_token_id, *cut[-(16 - 3 - len(rsp)):], tok.sep_token_id, *rsp, tok.sep_token_id]
+    batch = collate(got, tok.pad_token_id)
+    for i, ids in enumerate(got):  # types: 0 through the first SEP, then 1; padding 0
+        first = ids.index(tok.sep_token_id)
+        assert batch["token_type_ids"][i].tolist() == [0] * (first + 1) + [1] * (len(ids) - first - 1) + \
+            [0] * (batch["input_ids"].shape[1] - len(ids))
+        assert batch["attention_mask"][i].sum().item() == len(ids)
+    assert pair_token_ids(tok, [], [], max_length=16) == []
+
 def test_train_then_score_every_candidate(data):
     cfg = teacher.teacher_config(CFG, seed=1)
     stats = teacher.teacher_train_stage(data, data["root"] / "model", cfg)

@@ -93,6 +93,11 @@ class Ranker:
         """Logits of pairs in input order, with gradients (one training batch)."""
         return self.logits(self.collate(self.encode(contexts, responses)), device, precision)
 
+    def scoring_cache(self) -> contextlib.AbstractContextManager:
+        """A context in which the ranker may keep per-text work across the batches of one scoring pass (the weights
+        do not change inside it); :func:`score_pair_rows` scores inside one. Default: nothing kept."""
+        return contextlib.nullcontext()
+
     @contextlib.contextmanager
     def mc_dropout(self) -> Iterator[None]:
         """Dropout on, everything else in eval mode: stochastic forward passes for MC-dropout (Gal 2016).
@@ -150,7 +155,7 @@ def score_pair_rows(ranker: Ranker, contexts: Sequence[str], responses: Sequence
     if not stochastic:
         ranker.eval()
     try:
-        with ctx:
+        with ctx, ranker.scoring_cache():
             for idx in tqdm(batches, desc=desc, disable=not progress, unit="batch"):
                 batch = ranker.collate([items[i] for i in idx])
                 scores[idx] = ranker.logits(batch, device, precision).cpu().numpy()

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from curricula.models.text import TwoSidedRanker
+from curricula.models.text import TwoSidedRanker, distinct_rows, dropout_active
 
 
 def kernel_mus(n: int) -> list[float]:
@@ -42,11 +42,63 @@ def kernel_pooling(sim: torch.Tensor, q_mask: torch.Tensor, d_mask: torch.Tensor
     K_k(M_i) = sum_j exp(-(M_ij - mu_k)^2 / (2 sigma_k^2)) over valid document positions j;
     phi_k = sum_i 0.01 * log(max(K_k(M_i), 1e-10)) over valid query positions i (Xiong et al. 2017 eq. 3-4; the
     0.01 scale and the 1e-10 floor as in the authors' implementation). Masks are 1 for tokens, 0 for padding.
+
+    On CPU the kernels are evaluated at the document positions that are tokens only (:class:`DocKernelSum`: most
+    of a padded batch of responses is padding); elsewhere, and when ``mus`` or ``sigmas`` need gradients, on the
+    whole padded matrix (:func:`kernel_pooling_dense`). Both compute the same kernel values bit for bit; the sums
+    over j run in another order (the results differ by float round-off).
     """
+    if sim.device.type != "cpu" or mus.requires_grad or sigmas.requires_grad:
+        return kernel_pooling_dense(sim, q_mask, d_mask, mus, sigmas)
+    positions = (d_mask.reshape(-1) > 0).nonzero().squeeze(1)  # flat (b, j) of the document tokens
+    soft_tf = DocKernelSum.apply(sim, positions, torch.div(positions, sim.shape[2], rounding_mode="floor"), mus,
+                                 sigmas)  # (B, Lq, K)
+    logs = torch.log(soft_tf.clamp(min=1e-10)) * 0.01 * q_mask[..., None]
+    return logs.sum(dim=1)
+
+
+def kernel_pooling_dense(sim: torch.Tensor, q_mask: torch.Tensor, d_mask: torch.Tensor, mus: torch.Tensor,
+                         sigmas: torch.Tensor) -> torch.Tensor:
+    """:func:`kernel_pooling` on the whole padded (B, Lq, Ld, K) kernel tensor (padding masked out)."""
     k = torch.exp(-((sim.unsqueeze(-1) - mus) ** 2) / (2 * sigmas**2))  # (B, Lq, Ld, K)
     soft_tf = (k * d_mask[:, None, :, None]).sum(dim=2)  # (B, Lq, K)
     logs = torch.log(soft_tf.clamp(min=1e-10)) * 0.01 * q_mask[..., None]
     return logs.sum(dim=1)
+
+
+class DocKernelSum(torch.autograd.Function):
+    """Soft-TF (B, Lq, K) of ``sim`` (B, Lq, Ld) over the document positions ``positions`` (flat b * Ld + j,
+    ``pair`` = b): out[b, i, k] = sum over the positions (b, j) of exp(-(sim[b, i, j] - mu_k)^2 / (2 sigma_k^2)).
+
+    Each kernel value is computed with the operations of :func:`kernel_pooling_dense`, in the same order (the
+    same bits), in an (N, K, Lq) layout whose last axis is contiguous. The backward pass is written out
+    (d value / d s = -value * (s - mu_k) / sigma_k^2) instead of going through five saved intermediates.
+    ``mus`` and ``sigmas`` are constants here (no gradient).
+    """
+
+    @staticmethod
+    def forward(ctx, sim: torch.Tensor, positions: torch.Tensor, pair: torch.Tensor, mus: torch.Tensor,
+                sigmas: torch.Tensor) -> torch.Tensor:
+        batch, lq, ld = sim.shape
+        s = sim.transpose(1, 2).reshape(batch * ld, lq).index_select(0, positions)  # (N, Lq): one row per token
+        x = s[:, None, :] - mus[None, :, None]  # (N, K, Lq)
+        k = x.mul_(x).div_(-(2 * sigmas**2)[None, :, None]).exp_()  # exp(-((s - mu) ** 2) / (2 sigma^2)), same bits
+        soft = k.new_zeros(batch, mus.shape[0], lq).index_add_(0, pair, k)  # (B, K, Lq)
+        ctx.save_for_backward(s, positions, pair, k, mus, sigmas)
+        ctx.shape, ctx.dtype = sim.shape, sim.dtype
+        return soft.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        s, positions, pair, k, mus, sigmas = ctx.saved_tensors
+        batch, lq, ld = ctx.shape
+        g = grad.transpose(1, 2).index_select(0, pair)  # (N, K, Lq): d loss / d kernel value
+        g.mul_(k)
+        x = s[:, None, :] - mus[None, :, None]
+        g.mul_(x.div_(-(sigmas**2)[None, :, None]))
+        grad_s = g.sum(dim=1)  # (N, Lq)
+        grad_sim = grad_s.new_zeros(batch * ld, lq).index_copy_(0, positions, grad_s)
+        return grad_sim.view(batch, ld, lq).transpose(1, 2).to(ctx.dtype), None, None, None, None
 
 
 def window_mask(mask: torch.Tensor, h: int) -> torch.Tensor:
@@ -67,14 +119,17 @@ class ConvKNRMModule(torch.nn.Module):
         self.register_buffer("sigmas", torch.tensor(kernel_sigmas(kernels)))
         features = len(self.ngrams) ** 2 * kernels
         self.dropout = torch.nn.Dropout(dropout)
+        #: during a scoring pass (:meth:`TwoSidedRanker.scoring_cache`): context ids -> its h-gram vectors
+        self.context_cache: dict[bytes, list[torch.Tensor]] | None = None
         if hidden:
             self.combine = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
                                                torch.nn.Linear(hidden, 1))
         else:  # Dai et al.: a linear combination of the kernel features
             self.combine = torch.nn.Linear(features, 1)
 
-    def grams(self, ids: torch.Tensor, mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        x = self.dropout(self.embedding(ids)).transpose(1, 2)  # (B, E, L)
+    def grams(self, ids: torch.Tensor, mask: torch.Tensor,
+              embedded: torch.Tensor | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        x = (self.dropout(self.embedding(ids)) if embedded is None else embedded).transpose(1, 2)  # (B, E, L)
         out = []
         for h, conv in zip(self.ngrams, self.convs):
             g = F.normalize(F.relu(conv(x)).transpose(1, 2), dim=-1)  # (B, L - h + 1, C), unit length
@@ -82,10 +137,53 @@ class ConvKNRMModule(torch.nn.Module):
         return out
 
     def forward(self, q, q_mask, d, d_mask) -> torch.Tensor:
-        qg, dg = self.grams(q, q_mask), self.grams(d, d_mask)
+        if dropout_active(self.dropout):
+            # random masks: drawn per pair and side, in the order and shapes they were always drawn in
+            qg, dg = self.grams(q, q_mask), self.grams(d, d_mask)
+        elif self.context_cache is not None and not torch.is_grad_enabled():
+            q, q_mask, rows = distinct_rows(q, q_mask)
+            qg = [(g[rows], m[rows]) for g, m in self.cached_context_grams(q, q_mask)]
+            dg = self.grams(d, d_mask)
+        else:
+            # each distinct context convolved once (a training batch repeats it for its 1 + m responses), and one
+            # embedding lookup for both sides (one dense embedding gradient instead of two summed): the same
+            # numbers up to the order of float sums
+            q, q_mask, rows = distinct_rows(q, q_mask)
+            emb = self.dropout(self.embedding(torch.cat([q.reshape(-1), d.reshape(-1)])))
+            qg = [(g[rows], m[rows]) for g, m in self.grams(q, q_mask, emb[: q.numel()].view(*q.shape, -1))]
+            dg = self.grams(d, d_mask, emb[q.numel():].view(*d.shape, -1))
         feats = [kernel_pooling(qh @ dh.transpose(1, 2), qm, dm, self.mus, self.sigmas)
                  for qh, qm in qg for dh, dm in dg]
         return self.combine(self.dropout(torch.cat(feats, dim=1))).squeeze(-1)
+
+    #: contexts a scoring pass keeps (each ~100 KB at 64 word pieces); beyond, contexts are computed per batch
+    CONTEXT_CACHE_LIMIT = 2000
+
+    def cached_context_grams(self, q: torch.Tensor, q_mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`grams` of distinct context rows, each computed once per scoring pass: a context's h-gram vectors
+        at its token windows are kept (keyed by its ids) and placed into this batch's padded width; the windows
+        beyond its tokens are zeros instead of vectors of padding (they are masked out either way)."""
+        cache = self.context_cache
+        lengths = q_mask.sum(dim=1).long().tolist()
+        keys = [q[i, :n].cpu().numpy().tobytes() for i, n in enumerate(lengths)]
+        missing = [i for i, key in enumerate(keys) if key not in cache]
+        fresh: dict[bytes, list[torch.Tensor]] = {}
+        if missing:
+            at = torch.tensor(missing, device=q.device)
+            computed = self.grams(q[at], q_mask[at])
+            for j, i in enumerate(missing):
+                fresh[keys[i]] = [g[j, : max(0, lengths[i] - h + 1)] for h, (g, _) in zip(self.ngrams, computed)]
+            if len(cache) < self.CONTEXT_CACHE_LIMIT:
+                cache.update(fresh)
+        parts = [fresh[key] if key in fresh else cache[key] for key in keys]
+        out = []
+        for k, h in enumerate(self.ngrams):
+            first = parts[0][k]
+            g = first.new_zeros((q.shape[0], q.shape[1] - h + 1, first.shape[-1]))
+            for i, part in enumerate(parts):
+                g[i, : part[k].shape[0]] = part[k]
+            out.append((g, window_mask(q_mask, h)))
+        return out
 
 
 class ConvKNRMRanker(TwoSidedRanker):

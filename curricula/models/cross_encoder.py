@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir, save_model
@@ -26,8 +27,8 @@ def pair_token_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str],
     """
     if max_length < 8:
         raise ValueError("max_length must be at least 8")
-    ctx_ids = tokenizer(list(contexts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
-    rsp_ids = tokenizer(list(responses), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    ctx_ids = distinct_token_ids(tokenizer, contexts)
+    rsp_ids = distinct_token_ids(tokenizer, responses)
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     out = []
     for c, r in zip(ctx_ids, rsp_ids):
@@ -38,18 +39,29 @@ def pair_token_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str],
     return out
 
 
+def distinct_token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """Word-piece ids (no special tokens, no truncation) of each text; each distinct text is tokenised once (a
+    context comes with all its candidates). Repeated texts share one id list: read it, never modify it."""
+    uniq = list(dict.fromkeys(texts))
+    ids = tokenizer(uniq, add_special_tokens=False, truncation=False, verbose=False)["input_ids"] if uniq else []
+    of = dict(zip(uniq, ids))
+    return [of[t] for t in texts]
+
+
 def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
     """Pad a batch of ``[CLS] a [SEP] b [SEP]`` id lists; token types are 0 up to the first SEP, then 1."""
-    width = max(len(x) for x in ids)
-    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(ids), width), dtype=torch.long)
-    types = torch.zeros((len(ids), width), dtype=torch.long)
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    width = int(lengths.max())
+    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
     for i, x in enumerate(ids):
-        input_ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
-        mask[i, : len(x)] = 1
-        first_sep = list(x).index(x[-1])  # x ends with SEP; its first occurrence closes the context
-        types[i, first_sep + 1 : len(x)] = 1
-    return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": types}
+        input_ids[i, : len(x)] = x
+    positions = np.arange(width)[None, :]
+    mask = positions < lengths[:, None]
+    last = input_ids[np.arange(len(ids)), lengths - 1]  # each row ends with SEP
+    first_sep = (input_ids == last[:, None]).argmax(axis=1)  # its first occurrence closes the context
+    types = mask & (positions > first_sep[:, None])
+    return {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask.astype(np.int64)),
+            "token_type_ids": torch.from_numpy(types.astype(np.int64))}
 
 
 class CrossEncoderRanker(Ranker):

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from curricula.models.text import TwoSidedRanker, masked_max
+from curricula.models.text import TwoSidedRanker, distinct_rows, dropout_active, masked_max
 
 
 class JoinHead(torch.nn.Module):
@@ -82,7 +82,11 @@ class SiameseQAModule(torch.nn.Module):
         return self.encoder(self.dropout(self.embedding(ids)), mask)
 
     def forward(self, q, q_mask, d, d_mask) -> torch.Tensor:
-        return self.head(self.side(q, q_mask), self.side(d, d_mask))
+        if dropout_active(self.dropout):
+            # random masks: drawn per pair and side, in the order and shapes they were always drawn in
+            return self.head(self.side(q, q_mask), self.side(d, d_mask))
+        q, q_mask, rows = distinct_rows(q, q_mask)  # each distinct context encoded once
+        return self.head(self.side(q, q_mask)[rows], self.side(d, d_mask))
 
 
 class CNNQARanker(TwoSidedRanker):

@@ -13,6 +13,7 @@ file get small seeded random vectors).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,33 +34,51 @@ WEIGHTS_FILE = "model.safetensors"
 
 
 def two_sided_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str], query_length: int,
-                  doc_length: int) -> list[tuple[list[int], list[int]]]:
+                  doc_length: int, cache: dict[tuple[str, str], list[int]] | None = None
+                  ) -> list[tuple[list[int], list[int]]]:
     """(context ids, response ids) per pair: the context's last ``query_length`` pieces, the response's first
-    ``doc_length``. An empty side becomes one ``[UNK]`` so every row has a position to match."""
+    ``doc_length``. An empty side becomes one ``[UNK]`` so every row has a position to match.
+
+    Each distinct text is tokenised once per call; with ``cache`` (a dict the caller keeps, keyed by side and text)
+    once per cache, so the training loop does not re-tokenise the contexts and responses it draws again and again.
+    The cached id lists are shared between the pairs (and calls) that use them: read them, never modify them.
+    """
     unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
-    uniq_c = list(dict.fromkeys(contexts))
-    uniq_r = list(dict.fromkeys(responses))
-    enc = lambda texts: tokenizer(texts, add_special_tokens=False, truncation=False,  # noqa: E731
-                                  verbose=False)["input_ids"] if texts else []
-    c_ids = dict(zip(uniq_c, enc(uniq_c)))
-    r_ids = dict(zip(uniq_r, enc(uniq_r)))
-    out = []
-    for c, r in zip(contexts, responses):
-        q = c_ids[c][-query_length:] or [unk]
-        d = r_ids[r][:doc_length] or [unk]
-        out.append((q, d))
-    return out
+    cache = {} if cache is None else cache
+    for side, texts in (("q", contexts), ("d", responses)):
+        missing = [t for t in dict.fromkeys(texts) if (side, t) not in cache]
+        if not missing:
+            continue
+        ids = tokenizer(missing, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+        for text, x in zip(missing, ids):
+            cache[(side, text)] = (x[-query_length:] if side == "q" else x[:doc_length]) or [unk]
+    return [(cache[("q", c)], cache[("d", r)]) for c, r in zip(contexts, responses)]
 
 
 def pad_side(seqs: Sequence[Sequence[int]], min_width: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ids (0) and a float mask (1 = token) of width max(len, ``min_width``)."""
-    width = max(min_width, max(len(s) for s in seqs))
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.float32)
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    width = max(min_width, int(lengths.max()))
+    ids = np.zeros((len(seqs), width), dtype=np.int64)
     for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[i, : len(s)] = 1.0
-    return ids, mask
+        ids[i, : len(s)] = s
+    mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.float32)
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def distinct_rows(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The distinct rows of a padded side (ids and mask together) and, per row, the index of its distinct row:
+    ``ids_u[index] == ids``. A training batch pairs each context with its 1 + m responses, so its query side
+    is mostly repeats."""
+    both = torch.cat([ids.double(), mask.double()], dim=1)  # exact for word-piece ids and float masks
+    uniq, index = torch.unique(both, dim=0, return_inverse=True)
+    width = ids.shape[1]
+    return uniq[:, :width].to(ids.dtype), uniq[:, width:].to(mask.dtype), index
+
+
+def dropout_active(dropout: torch.nn.Module) -> bool:
+    """Whether a dropout layer draws random masks now (training or MC-dropout mode, rate > 0)."""
+    return dropout.training and dropout.p > 0
 
 
 def read_vec(path: str | Path, vocab: Mapping[str, int], dim_hint: int | None = None,
@@ -122,10 +141,15 @@ class TwoSidedRanker(Ranker):
     ``make_module(arch, embeddings)``.
     """
 
+    #: distinct (side, text) token-id lists kept by :meth:`encode` (the default chitchat run has ~40,000, ~35 MB);
+    #: past this many the cache starts afresh
+    CACHE_LIMIT = 200_000
+
     def __init__(self, module: torch.nn.Module, tokenizer, arch: Mapping[str, Any]):
         super().__init__(module)
         self.tokenizer = tokenizer
         self.arch = dict(arch)
+        self._ids: dict[tuple[str, str], list[int]] = {}
 
     # -- construction
     @classmethod
@@ -153,8 +177,11 @@ class TwoSidedRanker(Ranker):
 
     # -- Ranker interface
     def encode(self, contexts, responses):
+        # the training loop draws the same contexts and responses again and again: tokenise each text once
+        if len(self._ids) > self.CACHE_LIMIT:
+            self._ids.clear()
         return two_sided_ids(self.tokenizer, contexts, responses, self.arch["query_length"],
-                             self.arch["doc_length"])
+                             self.arch["doc_length"], cache=self._ids)
 
     def length(self, item) -> int:
         return len(item[0]) + len(item[1])
@@ -169,6 +196,21 @@ class TwoSidedRanker(Ranker):
 
     def forward(self, batch):
         return self.module(batch["q"], batch["q_mask"], batch["d"], batch["d_mask"])
+
+    def scoring_cache(self):
+        """Modules with a ``context_cache`` (ConvKNRM) compute each distinct context's side once per scoring pass
+        instead of once per batch it appears in (length-sorted batches scatter a context's candidates)."""
+        if not hasattr(self.module, "context_cache"):
+            return contextlib.nullcontext()
+        return self._context_cache()
+
+    @contextlib.contextmanager
+    def _context_cache(self):
+        self.module.context_cache = {}
+        try:
+            yield
+        finally:
+            self.module.context_cache = None
 
     def config(self):
         emb = self.module.embedding.weight

@@ -1,0 +1,144 @@
+"""Profile one ConvKNRM training step of the default config, component by component (torch threads = 1).
+
+Reads the ingest tables and the ``random`` curriculum of a scratch workflow run (``--root``, built with
+``snakemake ... -- results/chitchat/curricula/random``), builds the baseline spec from config.yaml as the Snakefile
+does, then pins what the measurement needs whatever config.yaml says now (600-step schedule, no early stopping,
+trainable embeddings unless ``--freeze``). Times, per step, averaged over ``--steps`` steps after ``--skip`` warm-up
+steps:
+
+* sample: curriculum + negative sampling (train.py's step_loss before the ranker is called);
+* encode: ``ranker.encode`` (tokenisation, truncation);  collate: padding to tensors;
+* forward (+ loss), backward, optimiser step (fused Adam, as fit() uses), zero_grad;
+* one dev evaluation (``score_pair_frame`` + ir-measures) on ``--dev-queries`` dev queries x 10 candidates, after
+  the timed steps.
+
+    .venv/bin/python bench/prof_convknrm.py --root /tmp/prof [--freeze] [--steps 60] [--code /copy/of/old/code]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+if __name__ == "__main__" and "--code" in sys.argv:  # import curricula from another copy of the code (A/B)
+    sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1])
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from curricula.config import load_config  # noqa: E402
+from curricula.curriculum import Curriculum, CurriculumSampler  # noqa: E402
+from curricula.experiments import experiment_specs  # noqa: E402
+from curricula.fitting import FitConfig, make_optimizer  # noqa: E402
+from curricula.hf import set_threads  # noqa: E402
+from curricula.ingest import read_ingest  # noqa: E402
+from curricula.losses import element_losses, weighted_mean  # noqa: E402
+from curricula.metrics import mean_metrics  # noqa: E402
+from curricula.models import build_ranker, score_pair_frame  # noqa: E402
+from curricula.negatives import NegativeSampler  # noqa: E402
+from curricula.train import dev_pairs  # noqa: E402
+
+
+def baseline_spec(freeze: bool, steps: int | None = None, dev_queries: int | None = 100) -> dict:
+    config = load_config(REPO / "config.yaml")
+    spec = experiment_specs(config)["baseline"]
+    # pinned, whatever config.yaml says now: 600 steps, 100 dev queries, trainable embeddings unless ``freeze``
+    spec.update(device="cpu", steps=steps or 600, max_steps=steps or 600, patience=0, dev_queries=dev_queries)
+    spec["architecture"]["freeze_embeddings"] = freeze
+    return spec, config
+
+
+def load_data(root: Path) -> dict:
+    base = root / "results" / "chitchat"
+    return read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default="/tmp/prof")
+    ap.add_argument("--freeze", action="store_true")
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--skip", type=int, default=5)
+    ap.add_argument("--evals", type=int, default=3)
+    ap.add_argument("--dev-queries", type=int, default=100, help="dev queries scored per evaluation (0 = all)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--code", default=str(REPO), help="import curricula from this folder (A/B runs)")
+    args = ap.parse_args()
+    spec, config = baseline_spec(args.freeze, dev_queries=args.dev_queries or None)
+    set_threads(1)
+    data = load_data(Path(args.root))
+    device = torch.device("cpu")
+    total = spec["steps"]
+    sampler = CurriculumSampler(Curriculum(Path(args.root) / "results/chitchat/curricula/random"), spec["pacing"],
+                                total, spec["batch_size"], args.seed)
+    negs = NegativeSampler(spec["negatives"], queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
+                           candidates=data["candidates"], total_steps=total, seed=args.seed)
+    context_of = dict(zip(data["queries"]["qid"].to_list(), data["queries"]["text"].to_list()))
+    doc_texts = data["docs"]["text"].to_list()
+    dev = dev_pairs(data, spec["dev_queries"], config["seed"], 1)
+    ranker = build_ranker(spec, args.seed).to(device)
+    optim, sched = make_optimizer(ranker.module.parameters(), FitConfig.from_spec(spec))
+    ranker.train()
+    t = {k: 0.0 for k in ("sample", "encode", "collate", "forward", "backward", "optim", "zero_grad")}
+    for step in range(args.skip + args.steps):
+        if step == args.skip:
+            t = {k: 0.0 for k in t}
+        t0 = time.perf_counter()
+        batch = sampler.batch(step)
+        qids = batch["qid"].to_list()
+        pos = np.array([negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
+        group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)
+        contexts = [context_of[q] for q in qids for _ in range(group.shape[1])]
+        responses = [doc_texts[c] for c in group.reshape(-1)]
+        t1 = time.perf_counter()
+        items = ranker.encode(contexts, responses)
+        t2 = time.perf_counter()
+        coll = ranker.collate(items)
+        t3 = time.perf_counter()
+        logits = ranker.logits(coll, device, spec["precision"])
+        loss = weighted_mean(element_losses(spec["loss"], logits.view(group.shape), spec["margin"]), None)
+        t4 = time.perf_counter()
+        optim.zero_grad(set_to_none=True)
+        t5 = time.perf_counter()
+        loss.backward()
+        t6 = time.perf_counter()
+        optim.step()
+        sched.step()
+        t7 = time.perf_counter()
+        for k, a, b in (("sample", t0, t1), ("encode", t1, t2), ("collate", t2, t3), ("forward", t3, t4),
+                        ("zero_grad", t4, t5), ("backward", t5, t6), ("optim", t6, t7)):
+            t[k] += b - a
+    per = {k: 1000 * v / args.steps for k, v in t.items()}
+    print(f"freeze_embeddings={args.freeze} threads={torch.get_num_threads()} per step (ms), mean of {args.steps}:")
+    for k, v in per.items():
+        print(f"  {k:10s} {v:8.2f}")
+    print(f"  {'TOTAL':10s} {sum(per.values()):8.2f}")
+    # dev evaluation
+    ev = {"score_pair_frame": 0.0, "metric": 0.0, "encode": 0.0}
+    for _ in range(args.evals):
+        t0 = time.perf_counter()
+        ranker.encode(dev["context"].to_list(), dev["response"].to_list())
+        t1 = time.perf_counter()
+        run = score_pair_frame(ranker, dev, batch_size=spec["score_batch_size"], device=device,
+                               precision=spec["precision"], progress=False)
+        t2 = time.perf_counter()
+        mean_metrics(run, data["qrels"].filter(data["qrels"]["qid"].is_in(dev["qid"].unique().implode())),
+                     [spec["eval_metric"]], 1)
+        t3 = time.perf_counter()
+        ev["encode"] += t1 - t0
+        ev["score_pair_frame"] += t2 - t1
+        ev["metric"] += t3 - t2
+    ranker.train()
+    print(f"dev evaluation ({dev.height} pairs, score_batch_size {spec['score_batch_size']}), s per evaluation:")
+    for k, v in ev.items():
+        print(f"  {k:18s} {v / args.evals:8.3f}" + ("   (encode alone, included in score_pair_frame)"
+                                                    if k == "encode" else ""))
+
+
+if __name__ == "__main__":
+    main()
