@@ -11,8 +11,10 @@ Config: ``train`` holds the knobs shared by all experiments (model, steps, loss,
 ``baseline`` (random order, standard pacing, no weighting, the shared negatives) is always present; a config may
 refine it (e.g. ``negatives.mode: candidates`` for a re-ranking dataset) but not give it a curriculum. ``pacing``
 and ``weighting`` given by an experiment replace the shared ones whole; ``negatives`` and ``architecture`` are
-merged key by key (the negatives' own ``pacing`` replaced whole). Every resolved spec is validated against the schema's ``train`` section, so a
-wrong type in one experiment is reported with the experiment's name before any job runs.
+merged key by key (the negatives' own ``pacing`` replaced whole). Every resolved spec is validated against the
+schema's ``train`` section, so a wrong type in one experiment is reported with the experiment's name before any job
+runs. A list in place of a scalar knob is tuned on dev: the experiment becomes one training run per value
+(:mod:`curricula.tuning`, :func:`experiment_runs`).
 """
 
 from __future__ import annotations

@@ -137,9 +137,23 @@ def make_optimizer(params, cfg: FitConfig) -> tuple[torch.optim.Optimizer, torch
     return optim, sched
 
 
-def state_dict_cpu(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A detached CPU copy of the module's weights (what rollback restores)."""
-    return {k: v.detach().to("cpu").clone() for k, v in module.state_dict().items()}
+def frozen_names(module: torch.nn.Module) -> frozenset[str]:
+    """State-dict keys of the parameters training never changes (``requires_grad`` False, e.g. frozen embeddings)."""
+    return frozenset(name for name, p in module.named_parameters() if not p.requires_grad)
+
+
+def state_dict_cpu(module: torch.nn.Module, skip: frozenset[str] = frozenset()) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of the module's weights but ``skip`` (what rollback and checkpoints keep: a frozen
+    30522 x 384 embedding table is the same at every step, so copying it would only cost time and disk)."""
+    return {k: v.detach().to("cpu").clone() for k, v in module.state_dict().items() if k not in skip}
+
+
+def load_weights(module: torch.nn.Module, state: Mapping[str, torch.Tensor], skip: frozenset[str]) -> None:
+    """Load a :func:`state_dict_cpu` copy: every key but the frozen ones must be present, and nothing else."""
+    result = module.load_state_dict(state, strict=False)
+    if set(result.missing_keys) - skip or result.unexpected_keys:
+        raise RuntimeError(f"weights do not fit the module: missing {sorted(set(result.missing_keys) - skip)}, "
+                           f"unexpected {result.unexpected_keys}")
 
 
 def _save_atomic(obj: Any, path: Path) -> None:
@@ -225,6 +239,7 @@ def fit(
     it to simulate a killed job).
     """
     t_start = time.time()
+    frozen = frozen_names(module)
     optim, sched = make_optimizer(module.parameters(), cfg)
     clip_params = [p for p in module.parameters() if p.requires_grad] if cfg.clip_norm else []
     torch.manual_seed(seed)
@@ -233,7 +248,7 @@ def fit(
     start = 0
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:
-        module.load_state_dict(state["model"])
+        load_weights(module, state["model"], frozen)
         optim.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
@@ -272,7 +287,8 @@ def fit(
                      ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
                                if k != "step"), time.time() - t_start)
             if row["value"] > result.best_value:
-                result.best_step, result.best_value, best_state = done, float(row["value"]), state_dict_cpu(module)
+                best_state = state_dict_cpu(module, frozen)
+                result.best_step, result.best_value = done, float(row["value"])
             stop = bool(cfg.patience) and result.evaluations_since_best(cfg.min_steps) >= cfg.patience
             if stop:
                 result.stopped = "patience"
@@ -283,7 +299,7 @@ def fit(
         if (checkpoint is not None and cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps
                 and not stop):
             checkpoint.save({
-                "step": done, "model": state_dict_cpu(module),
+                "step": done, "model": state_dict_cpu(module, frozen),
                 "optimizer": optim.state_dict(), "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
                 "sampler": sampler_state() if sampler_state is not None else None,
@@ -296,7 +312,7 @@ def fit(
             break
     bar.close()
     if best_state is not None:
-        module.load_state_dict(best_state)
+        load_weights(module, best_state, frozen)
     module.eval()
     result.seconds = time.time() - t_start
     if evaluate is not None:

@@ -48,7 +48,7 @@ from curricula.weighting import PairEase
 log = logging.getLogger(__name__)
 
 #: bumped when the checkpoint layout changes, so a checkpoint of another layout is ignored, not misread
-CHECKPOINT_FORMAT = 2
+CHECKPOINT_FORMAT = 3  # 3: frozen parameters are left out of the checkpoint
 
 
 def spec_fingerprint(spec: Mapping[str, Any], seed: int) -> str:

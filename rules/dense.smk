@@ -32,6 +32,7 @@ rule dense_encode_shard:
         vectors=temp(shard_path("dense", "{kind}")),
     params:
         dense=section("dense", "model", "layers", "max_length", "query_truncation", "batch_size", "device", "precision"),
+    priority: 10  # the neighbours gate HCL's train jobs: start them before the train jobs that need nothing
     threads: config["dense"]["threads"]
     log:
         log_path("dense_encode_shard/{kind}.{scatteritem}"),
@@ -78,6 +79,7 @@ rule dense_neighbors_shard:
     params:
         k=config["dense"]["neighbors_k"],
         within_split=config["dense"]["neighbors_within_split"],
+    priority: 10  # the neighbours gate HCL's train jobs: start them before the train jobs that need nothing
     threads: config["dense"]["threads"]
     log:
         log_path("dense_neighbors_shard/{scatteritem}"),

@@ -8,6 +8,7 @@ rule teacher_train:
         teacher=teacher_params("train"),
         seed=config["seed"],
         relevant_min=config["dataset"]["relevant_min"],
+    priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_* curricula): start it first
     threads: config["teacher"]["threads"]
     log:
         log_path("teacher_train"),
@@ -33,6 +34,7 @@ rule teacher_score_shard:
         teacher=teacher_params("score"),
         seed=config["seed"],
         relevant_min=config["dataset"]["relevant_min"],
+    priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_* curricula): start it first
     threads: config["teacher"]["threads"]
     log:
         log_path("teacher_score_shard/{scatteritem}"),

@@ -216,3 +216,37 @@ def test_budget_of_a_spec():
 def test_patience_needs_evaluations():
     with pytest.raises(ValueError, match="eval_every"):
         FitConfig(steps=3, lr=0.1, patience=2)
+
+
+def test_frozen_parameters_stay_out_of_checkpoints_and_rollback(tmp_path):
+    """A frozen layer is never copied (it cannot change), and a killed fit still resumes to the same weights."""
+    def frozen_model():
+        net = model()
+        first = next(iter(net.parameters()))
+        first.requires_grad_(False)
+        return net, first
+
+    whole, _ = frozen_model()
+    cfg = FitConfig(steps=8, lr=0.05, eval_every=2, checkpoint_every=3)
+    expected = fit(whole, lambda step: batch_loss(whole, np.arange(step, step + 8) % 64), cfg, seed=4, progress=False,
+                   evaluate=lambda done: {"value": DEV_BY_STEP[done]})
+
+    class Stop(Exception):
+        pass
+
+    def stop(done):
+        if done == 5:
+            raise Stop
+
+    net, first = frozen_model()
+    with pytest.raises(Stop):
+        fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=4, progress=False,
+            evaluate=lambda done: {"value": DEV_BY_STEP[done]}, checkpoint=Checkpointer(tmp_path, "f"), on_step=stop)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    frozen_key = next(k for k, v in net.state_dict().items() if v.data_ptr() == first.data_ptr())
+    assert frozen_key not in state["model"] and frozen_key not in state["best_state"]
+    resumed, _ = frozen_model()
+    result = fit(resumed, lambda step: batch_loss(resumed, np.arange(step, step + 8) % 64), cfg, seed=4,
+                 progress=False, evaluate=lambda done: {"value": DEV_BY_STEP[done]}, checkpoint=Checkpointer(tmp_path, "f"))
+    assert result.curve == expected.curve
+    assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(whole)))

@@ -11,22 +11,23 @@ PARSE = f"""
 import sys, yaml
 from snakemake.utils import validate
 from curricula.difficulty import check_names, function_knobs, needed_inputs
-from curricula.experiments import active_spec, experiment_specs, job_params, needed_tables
+from curricula.experiments import active_spec, experiment_runs, job_params, needed_tables, tuned_values
 
 config = yaml.safe_load(open({str(REPO / "config.yaml")!r}))
 schema = yaml.safe_load(open({str(REPO / "schemas" / "config.schema.yaml")!r}))
 config["active"] = {{"enabled": True}}
 validate(config, {str(REPO / "schemas" / "config.schema.yaml")!r})  # fills the defaults, as the Snakefile does
-specs = experiment_specs(config, schema)
+runs = experiment_runs(config, schema)
+tuned_values(config)
 active_spec(config, schema)
 check_names(["kde", "bert_pred"], "difficulty.functions")
 needed_inputs(["kde", "hcl_corpus"], "run")
 heavy = sorted(m for m in ("torch", "transformers", "faiss", "jnius") if m in sys.modules)
-print(len(specs), heavy)
+print(len(runs), sum(len(r) for r in runs.values()), heavy)
 """
 
 
 def test_resolving_the_config_imports_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", PARSE], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "4 []", out.stdout
+    assert out.stdout.strip() == "4 5 []", out.stdout  # 4 experiments, 5 training runs (m tuned over 2 values)
