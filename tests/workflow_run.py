@@ -22,7 +22,9 @@ TINY_PRECOMPUTE = {
     # batches of 8: encoding has several length-sorted batches to split between shards
     "dense": {"layers": 1, "max_length": 32, "batch_size": 8, "neighbors_k": 30},
     "teacher": {"layers": 1, "max_length": 32, "steps": 6, "batch_size": 8},
-    "train": {"layers": 1, "max_length": 32, "steps": 4, "batch_size": 4, "eval_every": 2, "checkpoint_every": 2},
+    # a fixed 4-step budget (the default's early stopping would make the tiny runs as long as patience allows)
+    "train": {"layers": 1, "max_length": 32, "steps": 4, "max_steps": None, "patience": None, "batch_size": 4,
+              "eval_every": 2, "checkpoint_every": 2},
     "seeds": [1],
     "experiments": {},  # the baseline alone (an overlay's experiments replace the default grid)
 }
