@@ -31,7 +31,7 @@ from curricula.models import DEFAULT_LR, resolve_architecture
 from curricula.negatives import MODES
 from curricula.pacing import pace_fraction
 from curricula.tuning import variants
-from curricula.weighting import DEFAULT_M, m_value
+from curricula.weighting import DEFAULT_ITERATION_STEPS, DEFAULT_M, m_value, weighting_steps
 
 AXES = ("scoring", "pacing", "weighting")
 BASELINE = "baseline"
@@ -146,6 +146,20 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
             m_value(weighting.get("m", DEFAULT_M))
         except ValueError as err:
             raise ValueError(f"{where}.weighting.m: {err}") from None
+
+
+def curriculum_length(spec: Mapping[str, Any]) -> int:
+    """Steps until every curriculum axis of a spec has ended, so early stopping never stops a curriculum early:
+    the pacing's ``steps`` and, with MacAvaney's weights, their m iterations (eq. 3; W = 1 from iteration m on).
+    An ``m = inf`` weighting never ends; it counts as ``steps``."""
+    end = int(spec["steps"])
+    weighting = spec.get("weighting")
+    if weighting:
+        w_end = weighting_steps(weighting.get("m", DEFAULT_M), weighting.get("iteration_steps",
+                                                                              DEFAULT_ITERATION_STEPS))
+        if w_end != float("inf"):
+            end = max(end, int(w_end))
+    return end
 
 
 def needed_tables(spec: Mapping[str, Any]) -> set[str]:

@@ -21,6 +21,7 @@ resumed run needs no sampler state beyond the step number.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -35,7 +36,7 @@ import torch
 from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.difficulty import difficulty_spec
 from curricula.evaluate import ranker_metrics
-from curricula.experiments import job_params
+from curricula.experiments import curriculum_length, job_params
 from curricula.fitting import Checkpointer, FitConfig, FitResult, fit
 from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
@@ -104,6 +105,8 @@ def train_ranker(
     set_threads(spec.get("threads"))
     device = select_device(spec.get("device", "auto"))
     cfg = FitConfig.from_spec(spec)
+    if cfg.patience:  # patience counts only once every curriculum axis has ended (pacing and the loss weights)
+        cfg = dataclasses.replace(cfg, min_steps=min(cfg.steps, curriculum_length(spec)))
     queries, docs = data["queries"], data["docs"]
     length = int(spec["steps"])  # the curriculum's length; the budget cfg.steps may be longer (max_steps)
     sampler = CurriculumSampler(Curriculum(curriculum_dir), spec["pacing"], length, spec["batch_size"], seed)

@@ -85,6 +85,13 @@ def curriculum_weight(ease: Any, iteration: Any, m: float | str, anti: bool = Fa
     return np.where(i < m_val, d + (i / m_val) * (1.0 - d), 1.0)
 
 
+def weighting_steps(m: float | str, iteration_steps: int = DEFAULT_ITERATION_STEPS) -> float:
+    """Steps until eq. 3's weights are all 1 (the end of MacAvaney's curriculum): ``m`` iterations of
+    ``iteration_steps`` steps; ``inf`` for ``m = inf`` (W = D throughout, the curriculum never ends)."""
+    m = m_value(m)
+    return math.inf if math.isinf(m) else math.ceil(m * int(iteration_steps))
+
+
 def iteration_of(step: Any, iteration_steps: int = 32) -> np.ndarray:
     """The 0-based training iteration of a 0-based ``step``: ``step // iteration_steps``, elementwise.
 

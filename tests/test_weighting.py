@@ -71,3 +71,16 @@ def test_iteration_of():
             iteration_of(bad)
     with pytest.raises(ValueError, match="iteration_steps"):
         iteration_of(5, iteration_steps=0)
+
+
+def test_early_stopping_waits_for_every_curriculum_axis():
+    """MacAvaney's weights reach 1 after m iterations (eq. 3): patience counts only after max(steps, m * 32)."""
+    from curricula.experiments import curriculum_length
+    from curricula.weighting import weighting_steps
+
+    assert weighting_steps(20, 32) == 640 and weighting_steps(0.5, 32) == 16 and weighting_steps("inf", 32) == math.inf
+    recip = {"scoring": "recip", "iteration_steps": 32}
+    assert curriculum_length({"steps": 400, "weighting": {**recip, "m": 20}}) == 640
+    assert curriculum_length({"steps": 400, "weighting": {**recip, "m": 5}}) == 400
+    assert curriculum_length({"steps": 400, "weighting": {**recip, "m": "inf"}}) == 400  # W = D for ever
+    assert curriculum_length({"steps": 400, "weighting": None}) == 400
