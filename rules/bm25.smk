@@ -1,6 +1,3 @@
-from curricula.evaluate import parse_rnk
-
-
 rule bm25_index:
     """Lucene (Anserini) index of every document, for BM25."""
     input:
@@ -103,11 +100,6 @@ rule bm25_candidate_scores:
         CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/gather_table.py"
-
-
-def bm25_tune_seed():
-    """The seed of the R<n>@<k> candidate cut when the tuning measure is one (else it cannot change the grid)."""
-    return config["seed"] if parse_rnk(config["bm25"]["tune"]["measure"]) else None
 
 
 rule bm25_tune:

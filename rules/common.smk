@@ -7,6 +7,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 
 from curricula.difficulty import check_names, function_knobs, needed_inputs
+from curricula.evaluate import parse_rnk
 from curricula.experiments import active_spec, experiment_runs, job_params, needed_tables, tuned_values
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
@@ -76,6 +77,11 @@ def bm25_outputs():
         "tuned_grid": f"{RESULTS}/bm25/tuned/grid.parquet",
         "tuned_scores": f"{RESULTS}/bm25/tuned/candidate_scores.parquet",
     }
+
+
+def bm25_tune_seed():
+    """The seed of the R<n>@<k> candidate cut when the tuning measure is one (else it cannot change the grid)."""
+    return config["seed"] if parse_rnk(config["bm25"]["tune"]["measure"]) else None
 
 
 def dense_vectors(kind="{kind}"):
