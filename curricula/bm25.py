@@ -365,7 +365,6 @@ def score_candidates(
     return check_table(scores, CANDIDATE_SCORES, "bm25 candidate scores")
 
 
-
 # ------------------------------------------------------------------------------------------------ tuning on dev
 #: The tuning grid's table (``bm25/tuned/grid.parquet``): the mean dev value of ``measure`` for every (k1, b), one
 #: row per grid point (sorted by k1, b), ``chosen`` true on exactly one row.
@@ -377,8 +376,6 @@ GRID = TableSpec(
 #: Grid values closer than this to the best value count as tied (two rankings with the same value may average to
 #: means that differ in the last bits); distances to the default point are rounded to as many decimals.
 TIE_TOLERANCE = 1e-12
-TUNE_SPLIT = "dev"
-SCORED_SPLITS = ("dev", "test")
 
 
 def check_grid(k1_grid: Sequence[float], b_grid: Sequence[float], key: str = "bm25.tune") -> None:
@@ -461,9 +458,9 @@ def tune(
             raise ValueError(f"queries lack column {col!r} needed for tuning; they have {queries.columns}")
     split_of = queries.select("qid", "split")
     cands = candidates.select("qid", "docid").join(split_of, on="qid", how="left")
-    dev = cands.filter(pl.col("split") == TUNE_SPLIT).drop("split")
-    test = cands.filter(pl.col("split").is_in([s for s in SCORED_SPLITS if s != TUNE_SPLIT])).drop("split")
-    dev_qids = split_of.filter(pl.col("split") == TUNE_SPLIT)["qid"].implode()
+    dev = cands.filter(pl.col("split") == "dev").drop("split")
+    test = cands.filter(pl.col("split") == "test").drop("split")
+    dev_qids = split_of.filter(pl.col("split") == "dev")["qid"].implode()
     dev_qrels = qrels.filter(pl.col("qid").is_in(dev_qids))
     if dev.height == 0:
         raise ValueError("no dev candidates to tune BM25 on (the dev split is empty)")

@@ -53,8 +53,9 @@ def cut_candidates(run: pl.DataFrame, qrels: pl.DataFrame, n: int, seed: int, re
     return keyed.filter(pl.col("_order") <= n).drop("_rel", "_key", "_order")
 
 
-def evaluate_run(run: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES + RESPONSE_SELECTION,
-                 relevant_min: int = 1, seed: int = 0) -> pl.DataFrame:
+def evaluate_run(run: pl.DataFrame, qrels: pl.DataFrame,
+                 measures: Sequence[str] = DEFAULT_MEASURES + RESPONSE_SELECTION, relevant_min: int = 1,
+                 seed: int = 0) -> pl.DataFrame:
     """Per-query values (qid, measure, value) of a scored run (qid, docid, score) for every measure.
 
     Queries with a relevant document that the run does not rank are counted with 0 (unlike bare trec_eval),
@@ -112,7 +113,8 @@ def interpolate(neural: pl.DataFrame, bm25: pl.DataFrame, weight: float) -> pl.D
     missing = joined["score_bm25"].null_count()
     if missing:
         raise ValueError(f"score additivity: {missing} pair(s) have no BM25 score")
-    return joined.select("qid", "docid", (weight * pl.col("score") + (1 - weight) * pl.col("score_bm25")).alias("score"))
+    mixed = weight * pl.col("score") + (1 - weight) * pl.col("score_bm25")
+    return joined.select("qid", "docid", mixed.alias("score"))
 
 
 def additivity_weights(steps: int) -> list[float]:
@@ -126,7 +128,7 @@ def tune_additivity(neural_dev: pl.DataFrame, bm25_dev: pl.DataFrame, qrels: pl.
                     weights: list[float], relevant_min: int = 1) -> pl.DataFrame:
     """ADDITIVITY rows: the dev ``measure`` of every interpolation weight and the chosen one (the highest; on ties
     the first in ``weights``' order, i.e. the most neural). Reads dev pairs and dev qrels only."""
-    if measure in {m for m in RESPONSE_SELECTION} or parse_rnk(measure):
+    if parse_rnk(measure):
         raise ValueError(f"additivity measure {measure!r}: use an ir-measures name (AP, RR@10, nDCG@10...)")
     values = [mean_metrics(ranked(interpolate(neural_dev, bm25_dev, w)), qrels, [measure], relevant_min)[measure]
               for w in weights]

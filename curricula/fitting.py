@@ -85,12 +85,12 @@ class FitConfig:
             raise ValueError(f"patience={self.patience} counts dev evaluations: set eval_every too")
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], **overrides: Any) -> FitConfig:
+    def from_spec(cls, spec: Mapping[str, Any], length: int | None = None, **overrides: Any) -> FitConfig:
         """The run of a resolved ranker spec (config ``train`` / an experiment; fused Adam, as the ranker uses).
 
-        The budget is ``max_steps`` (null = ``steps``); ``steps`` is the curriculum's length, so with ``patience``
-        (null = off) training stops no earlier than ``steps`` (:func:`budget`)."""
-        total, least = budget(spec)
+        The budget is ``max_steps`` (null = ``steps``); with ``patience`` (null = off) evaluations count only after
+        the curriculum's ``length`` (default ``steps``; :func:`budget`)."""
+        total, least = budget(spec, length)
         knobs = {"steps": total, "lr": float(spec["lr"]), "optimizer": spec["optimizer"],
                  "eps": float(spec["eps"]), "weight_decay": float(spec["weight_decay"]),
                  "warmup": float(spec["warmup"]), "eval_every": int(spec["eval_every"]),
@@ -99,16 +99,17 @@ class FitConfig:
         return cls(**{**knobs, **overrides})
 
 
-def budget(spec: Mapping[str, Any]) -> tuple[int, int]:
-    """(budget, least) in steps of a ranker spec: ``max_steps`` (null = ``steps``) and the step before which early
-    stopping may not end the run (``steps``, the curriculum's length, when ``patience`` is on; else 0).
+def budget(spec: Mapping[str, Any], length: int | None = None) -> tuple[int, int]:
+    """(budget, least) in steps of a ranker spec: ``max_steps`` (null = ``steps``) and the step after which early
+    stopping counts evaluations (the curriculum's ``length``, default ``steps``, capped at the budget, when
+    ``patience`` is on; else 0).
 
     A ``max_steps`` below ``steps`` would cut the curriculum short: ValueError."""
     steps = int(spec["steps"])
     total = int(spec.get("max_steps") or steps)
     if total < steps:
         raise ValueError(f"max_steps={total} is below steps={steps}: the budget must cover the curriculum")
-    return total, (steps if spec.get("patience") else 0)
+    return total, (min(total, steps if length is None else int(length)) if spec.get("patience") else 0)
 
 
 def warmup_steps(warmup: float, steps: int) -> int:

@@ -443,7 +443,8 @@ def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_p
     metrics = load_metrics(metric_paths)
     refs = load_metrics({(name, "0"): p for name, p in reference_paths.items()}) if reference_paths else None
     if measure not in set(metrics["measure"]):
-        raise ValueError(f"report.measure {measure!r} is not among the evaluated measures {sorted(set(metrics['measure']))}")
+        raise ValueError(f"report.measure {measure!r} is not among the evaluated measures "
+                         f"{sorted(set(metrics['measure']))}")
     knobs = {"test": test, "permutations": permutations, "seed": seed}
     seeds = seeds_table(metrics, measure, use_holm, **knobs)
     table = metrics_table(metrics, measures, refs, use_holm, **knobs)
@@ -461,7 +462,8 @@ def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_p
     write_table_files(table, "ranker", Path(outputs["metrics"]).with_suffix(""),
                       f"Test effectiveness on {dataset} ({n_q} queries), mean over seeds. {marks} of seed-averaged "
                       f"per-query values against the baseline.{bm25_note} Reference rankers (BM25 with default "
-                      "k1/b and tuned on dev, the teacher, teacher+bm25) are not tested." + (f" {sentence}" if sentence else ""))
+                      "k1/b and tuned on dev, the teacher, teacher+bm25) are not tested."
+                      + (f" {sentence}" if sentence else ""))
     second = "" if test == "ttest" else f"; p_{test}: the {described}"
     write_table_files(power, "experiment", Path(outputs["power"]).with_suffix(""),
                       f"Power of the comparisons on test {measure} ({dataset}), on seed-averaged per-query values "

@@ -21,7 +21,6 @@ resumed run needs no sampler state beyond the step number.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -104,9 +103,8 @@ def train_ranker(
     """
     set_threads(spec.get("threads"))
     device = select_device(spec.get("device", "auto"))
-    cfg = FitConfig.from_spec(spec)
-    if cfg.patience:  # patience counts only once every curriculum axis has ended (pacing and the loss weights)
-        cfg = dataclasses.replace(cfg, min_steps=min(cfg.steps, curriculum_length(spec)))
+    # patience counts only once every curriculum axis has ended (pacing and the loss weights)
+    cfg = FitConfig.from_spec(spec, length=curriculum_length(spec))
     queries, docs = data["queries"], data["docs"]
     length = int(spec["steps"])  # the curriculum's length; the budget cfg.steps may be longer (max_steps)
     sampler = CurriculumSampler(Curriculum(curriculum_dir), spec["pacing"], length, spec["batch_size"], seed)

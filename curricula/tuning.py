@@ -20,7 +20,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +121,12 @@ def selection(curves: Mapping[str, pl.DataFrame], values: Mapping[str, Mapping[s
     ``curves``: run -> its DEV_CURVE frame (:mod:`curricula.train`), in the tuning grid's order."""
     rows = []
     for run, curve in curves.items():
-        kept = curve.filter(pl.col("best")) if "best" in curve.columns else curve.sort("value").tail(1)
+        kept = curve.filter(pl.col("best"))
         if kept.height != 1:
             raise ValueError(f"{run}: its dev curve marks {kept.height} kept evaluations, expected 1")
-        stopped = curve["stopped"][-1] if "stopped" in curve.columns else None
         rows.append({"run": run, "knobs": knobs_text(values[run]), "metric": kept["metric"][0],
                      "dev_value": float(kept["value"][0]), "best_step": int(kept["step"][0]),
-                     "stopped": stopped or "budget", "chosen": False})
+                     "stopped": curve["stopped"][-1], "chosen": False})
     chosen = select_run({row["run"]: row["dev_value"] for row in rows})
     for row in rows:
         row["chosen"] = row["run"] == chosen
@@ -146,13 +145,12 @@ def link_tree(src: str | Path, dst: str | Path) -> None:
 
 
 def select_stage(curves: Mapping[str, str | Path], models: Mapping[str, str | Path],
-                 values: Mapping[str, Mapping[str, Any]], outputs: Mapping[str, str | Path],
-                 order: Sequence[str]) -> pl.DataFrame:
+                 values: Mapping[str, Mapping[str, Any]], outputs: Mapping[str, str | Path]) -> pl.DataFrame:
     """Rule ``select_tuned``: pick one experiment's best run on dev (for one seed); write ``selection.parquet`` and
     link the chosen run's ``model/`` and ``dev_curve.parquet`` into the experiment's folder.
 
-    ``order`` is the tuning grid's order of the runs (what breaks ties)."""
-    frames = {run: read_table(curves[run], DEV_CURVE) for run in order}
+    ``values`` (run -> tuned knobs) is in the tuning grid's order, which breaks ties."""
+    frames = {run: read_table(curves[run], DEV_CURVE) for run in values}
     table = selection(frames, values)
     chosen = table.filter(pl.col("chosen"))["run"][0]
     link_tree(models[chosen], outputs["model"])

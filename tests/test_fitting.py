@@ -204,6 +204,10 @@ def test_budget_of_a_spec():
     assert budget({"steps": 600, "max_steps": None, "patience": 3}) == (600, 600)
     assert budget({"steps": 600, "max_steps": 4000, "patience": 3}) == (4000, 600)
     assert budget({"steps": 600, "max_steps": 4000, "patience": None}) == (4000, 0)
+    # MacAvaney's weights may end after the pacing (curriculum_length): patience waits for that, within the budget
+    assert budget({"steps": 600, "max_steps": 4000, "patience": 3}, length=640) == (4000, 640)
+    assert budget({"steps": 600, "max_steps": 700, "patience": 3}, length=3200) == (700, 700)
+    assert budget({"steps": 600, "max_steps": 4000}, length=640) == (4000, 0)
     with pytest.raises(ValueError, match="max_steps=500 is below steps=600"):
         budget({"steps": 600, "max_steps": 500})
     cfg = FitConfig.from_spec({"steps": 600, "max_steps": 4000, "patience": 3, "lr": 1e-3, "optimizer": "adam",
@@ -247,6 +251,7 @@ def test_frozen_parameters_stay_out_of_checkpoints_and_rollback(tmp_path):
     assert frozen_key not in state["model"] and frozen_key not in state["best_state"]
     resumed, _ = frozen_model()
     result = fit(resumed, lambda step: batch_loss(resumed, np.arange(step, step + 8) % 64), cfg, seed=4,
-                 progress=False, evaluate=lambda done: {"value": DEV_BY_STEP[done]}, checkpoint=Checkpointer(tmp_path, "f"))
+                 progress=False, evaluate=lambda done: {"value": DEV_BY_STEP[done]},
+                 checkpoint=Checkpointer(tmp_path, "f"))
     assert result.curve == expected.curve
     assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(whole)))

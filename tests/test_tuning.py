@@ -112,7 +112,7 @@ def test_selection_reads_each_runs_kept_dev_value_and_breaks_ties_by_list_order(
         (models[run] / "weights.bin").write_text(run)
     out = {"model": tmp_path / "e" / "model", "dev_curve": tmp_path / "e" / "dev_curve.parquet",
            "selection": tmp_path / "e" / "selection.parquet"}
-    select_stage(paths, models, values, out, order=list(values))
+    select_stage(paths, models, values, out)
     assert (out["model"] / "weights.bin").read_text() == "e@m=5"
     assert pl.read_parquet(out["dev_curve"]).equals(curves["e@m=5"])
     report = tuning_table({("e", "1"): out["selection"], ("e", "2"): out["selection"]})

@@ -5,5 +5,4 @@ from curricula.tuning import select_stage
 with logged(snakemake.log[0]):
     curves = {run: path for (run,), path in split_inputs(snakemake.input, "curve").items()}
     models = {run: path for (run,), path in split_inputs(snakemake.input, "model").items()}
-    values = dict(snakemake.params.values)
-    select_stage(curves, models, values, snakemake.output, order=list(values))
+    select_stage(curves, models, dict(snakemake.params.values), snakemake.output)
