@@ -289,7 +289,7 @@ def reference_outputs(reference="{reference}", additive=None):
     return {**plain, **additive_outputs(out)} if additive else plain
 
 
-def additive_input(wildcards):
+def additive_input():
     """BM25's candidate scores, which score additivity interpolates with (when enabled)."""
     return {"bm25": bm25_outputs()["candidate_scores"]} if ADDITIVE else {}
 

@@ -3,7 +3,7 @@ rule evaluate:
     input:
         **ingest_outputs(),
         model=train_outputs()["model"],
-        **additive_input(None),
+        **additive_input(),
     output:
         **evaluate_outputs(),
     params:
@@ -56,7 +56,7 @@ rule evaluate_reference_additive:
         reference=r"teacher",
     input:
         unpack(reference_scores),
-        **additive_input(None),
+        **additive_input(),
     output:
         **reference_outputs(additive=True),
     params:
