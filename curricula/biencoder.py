@@ -123,7 +123,7 @@ def finetune_biencoder(
             resp_code[rows][:, None] == resp_code[rows][None, :]
         )
         np.fill_diagonal(same, False)
-        with autocast(dev, precision):
+        with autocast(dev, precision, transformer=True):
             c = embed_batch(enc_c, pad_batch(ctx_tok, rows, pad_id, dev))
             r = embed_batch(enc_r, pad_batch(resp_tok, rows, pad_id, dev))
         return in_batch_loss(c, r, scale, torch.from_numpy(same).to(dev) if same.any() else None)

@@ -129,7 +129,7 @@ def encode_rows(
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), autocast(device, precision):
+        with torch.inference_mode(), autocast(device, precision, transformer=True):
             for batch in tqdm(batches, desc=desc, unit="batch", disable=not progress, mininterval=2.0):
                 vecs = embed_batch(model, pad_batch(tokens, batch, pad_id, device))
                 out[batch] = vecs.float().cpu().numpy()

@@ -8,7 +8,9 @@ switches are set before ``transformers`` is imported and every load passes ``loc
 * ``layers=N`` keeps the first N transformer layers (a cheaper model for CPU runs). transformers 5 builds the
   model with ``num_hidden_layers=N`` and skips the weights of the dropped layers; the saved model reloads as an
   N-layer model.
-* Device ``"auto"`` is CUDA when present, else CPU; precision ``"auto"`` is bf16 autocast on CUDA and fp32 on CPU.
+* Device ``"auto"`` is CUDA when present, else CPU. Precision ``"auto"`` is bf16 autocast on CUDA; on a CPU it is bf16
+  for transformer encoders when the CPU has bf16 instructions (AVX512-BF16 or AMX), else fp32
+  (:func:`autocast_dtype`).
 """
 
 from __future__ import annotations
@@ -92,11 +94,24 @@ def select_device(prefer: str | torch.device = "auto") -> torch.device:
     raise ValueError(f"device '{prefer}': expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
 
 
-def autocast_dtype(device: torch.device | str, precision: str = "auto") -> torch.dtype | None:
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (AVX512-BF16 or AMX tiles), where oneDNN's bf16 kernels
+    beat fp32; without them bf16 is emulated and slower than fp32."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu, private but stable since 2.1
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+
+
+def autocast_dtype(device: torch.device | str, precision: str = "auto",
+                   transformer: bool = False) -> torch.dtype | None:
     """The autocast dtype for ``device`` and ``precision`` (``None`` = plain fp32).
 
-    ``"auto"``: bf16 on CUDA (when the GPU supports it), fp32 on CPU. ``"bf16"`` forces bf16 autocast, also on
-    CPU (faster on CPUs with AMX or AVX512-BF16). ``"fp32"``: no autocast.
+    ``"auto"``: bf16 on CUDA (when the GPU supports it). On CPU, bf16 for a ``transformer`` (a BERT-style encoder:
+    teacher, cross-encoder ranker, dense encoder) when :func:`cpu_has_native_bf16`, else fp32. Measured on this
+    project's 2-core AVX512-BF16 machine with the 6-layer MiniLM at length 64: scoring 2.8x faster than fp32
+    (Spearman 0.99996 between the two on 2,000 chitchat test pairs, max |diff| 0.08 logit), a training step 2.0x
+    faster with the same losses to 4 decimals (``bench/bench_teacher_score.py``). Other rankers (ConvKNRM's
+    exact-match kernel has width 1e-3, finer than bf16's 3 significant digits) stay fp32 on CPU.
+    ``"bf16"`` forces bf16 autocast, also on CPU. ``"fp32"``: no autocast.
     """
     device = torch.device(device) if not isinstance(device, torch.device) else device
     if precision not in PRECISIONS:
@@ -109,14 +124,16 @@ def autocast_dtype(device: torch.device | str, precision: str = "auto") -> torch
         if torch.cuda.is_bf16_supported():
             return torch.bfloat16
         log.warning("this GPU does not support bf16; running in fp32")
+    elif device.type == "cpu" and transformer and cpu_has_native_bf16():
+        return torch.bfloat16
     return None
 
 
 @contextlib.contextmanager
-def autocast(device: torch.device | str, precision: str = "auto") -> Iterator[None]:
+def autocast(device: torch.device | str, precision: str = "auto", transformer: bool = False) -> Iterator[None]:
     """Mixed-precision context for forward passes: see :func:`autocast_dtype` for the rules."""
     device = torch.device(device) if not isinstance(device, torch.device) else device
-    dtype = autocast_dtype(device, precision)
+    dtype = autocast_dtype(device, precision, transformer)
     if dtype is None:
         yield
     else:

@@ -11,6 +11,7 @@ from curricula import hf
 from curricula.hf import (
     autocast,
     autocast_dtype,
+    cpu_has_native_bf16,
     load_cross_encoder,
     load_encoder,
     load_tokenizer,
@@ -63,6 +64,31 @@ def test_autocast_rules(monkeypatch):
         assert (a @ a).dtype == torch.bfloat16
     with autocast(cpu, "fp32"):
         assert (a @ a).dtype == torch.float32
+
+
+def test_auto_precision_is_bf16_on_cpu_only_for_transformers_on_a_cpu_with_bf16_instructions(monkeypatch):
+    cpu = torch.device("cpu")
+    for native in (True, False):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda n=native: n)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+        assert cpu_has_native_bf16() is native
+        assert autocast_dtype(cpu, "auto", transformer=True) == (torch.bfloat16 if native else None)
+        assert autocast_dtype(cpu, "auto", transformer=False) is None  # ConvKNRM & co. stay fp32
+        assert autocast_dtype(cpu, "fp32", transformer=True) is None
+        assert autocast_dtype(cpu, "bf16", transformer=False) == torch.bfloat16
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert cpu_has_native_bf16()
+    a = torch.ones(4, 4)
+    with autocast(cpu, "auto", transformer=True):
+        assert (a @ a).dtype == torch.bfloat16
+    with autocast(cpu, "auto"):
+        assert (a @ a).dtype == torch.float32
+
+
+def test_only_transformer_rankers_opt_into_cpu_bf16():
+    from curricula.models import RANKERS, ranker_class
+
+    assert {name for name in RANKERS if ranker_class(name).transformer} == {"cross_encoder"}
 
 
 def test_set_threads():

@@ -33,6 +33,9 @@ class Ranker:
     """A scorer of (context, response) pairs: ``encode`` -> ``collate`` -> ``forward`` logits."""
 
     name: ClassVar[str] = ""
+    #: a BERT-style transformer: precision "auto" runs it in bf16 on CPUs with bf16 instructions
+    #: (:func:`curricula.hf.autocast_dtype`); other rankers stay fp32 on CPU
+    transformer: ClassVar[bool] = False
 
     def __init__(self, module: torch.nn.Module):
         self.module = module
@@ -84,7 +87,7 @@ class Ranker:
     def logits(self, batch: dict[str, torch.Tensor], device: torch.device, precision: str = "auto") -> torch.Tensor:
         """Float32 logits (batch,) under the device's autocast rules (:func:`curricula.hf.autocast`)."""
         batch = {k: v.to(device) for k, v in batch.items()}
-        with autocast(device, precision):
+        with autocast(device, precision, self.transformer):
             out = self.forward(batch)
         return out.float().view(-1)
 

@@ -71,6 +71,7 @@ class CrossEncoderRanker(Ranker):
     """
 
     name = "cross_encoder"
+    transformer = True
 
     def __init__(self, model, tokenizer, max_length: int):
         super().__init__(model)
