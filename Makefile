@@ -26,7 +26,7 @@ $(STAMP): requirements.lock pyproject.toml
 
 run: $(STAMP)
 	$(VENV)/bin/snakemake --cores $(CORES) $(ARGS)
-	@$(VENV)/bin/python -m curricula.cli outputs config.yaml
+	@$(VENV)/bin/python -m curricula.cli outputs config.yaml -- $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest $(ARGS)

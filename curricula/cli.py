@@ -1,4 +1,9 @@
-"""Small command-line helpers around the pipeline: ``python -m curricula.cli outputs config.yaml``."""
+"""Small command-line helpers around the pipeline: ``python -m curricula.cli outputs config.yaml``.
+
+Arguments after ``--`` are Snakemake's own (``make run`` passes its ``ARGS``): their ``--configfile`` files overlay
+the config files named before, as they did for Snakemake, so ``make run ARGS="--configfile configs/wikiqa.yaml"``
+prints WikiQA's outputs, not the default dataset's.
+"""
 
 from __future__ import annotations
 
@@ -59,7 +64,28 @@ def references(config_files: list[str], split: str) -> int:
     return 0
 
 
+def configfiles_in(snakemake_args: list[str]) -> list[str]:
+    """The files given to Snakemake's ``--configfile``/``--configfiles`` (each takes one or more files, up to the
+    next option; ``--configfile=FILE`` too), in order."""
+    files: list[str] = []
+    taking = False
+    for arg in snakemake_args:
+        name, eq, value = arg.partition("=")
+        if name in ("--configfile", "--configfiles"):
+            taking = not eq
+            if eq:
+                files.append(value)
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            files.append(arg)
+    return files
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    snakemake_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(prog="python -m curricula.cli", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_out = sub.add_parser("outputs", help="print where the outputs of a config are")
@@ -68,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p_ref.add_argument("config", nargs="+", help="config file(s), later ones overlay earlier ones")
     p_ref.add_argument("--split", default="dev", choices=["train", "dev", "test"])
     args = parser.parse_args(argv)
+    args.config += configfiles_in(snakemake_args)
     if args.command == "outputs":
         return outputs(args.config)
     if args.command == "references":
