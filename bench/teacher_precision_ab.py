@@ -1,0 +1,71 @@
+"""Does precision ``auto`` (bf16 on a CPU with bf16 instructions) change the teacher? An A/B on a finished run.
+
+Trains the teacher again in fp32 with the run's ``teacher`` config (same seed, same train pairs), scores every
+train and test candidate with it in fp32, and compares with the run's own ``teacher/scores.parquet`` (trained and
+scored with ``precision: auto``): test AP / P@1 of each, the Spearman correlation of their train-pair logits, and
+of Penha & Hauff's BERT_pred difficulty per training query (the order of the ``bert_pred`` curriculum), plus both
+teachers' wall times. The run directory must hold results/<dataset>/data and teacher/scores.parquet.
+
+    .venv/bin/python bench/teacher_precision_ab.py --root /tmp/run18 [--config config.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import polars as pl  # noqa: E402
+from scipy.stats import spearmanr  # noqa: E402
+
+from curricula.config import load_config  # noqa: E402
+from curricula.difficulty.penha import bert_pred  # noqa: E402
+from curricula.ingest import candidate_pairs, read_ingest  # noqa: E402
+from curricula.metrics import split_metrics  # noqa: E402
+from curricula.tables import TEACHER_SCORES, read_table  # noqa: E402
+from curricula.teacher import score_with_model, teacher_config, train_teacher  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--config", default=str(REPO / "config.yaml"))
+    args = ap.parse_args()
+    config = load_config(args.config)
+    base = Path(args.root) / config["results"] / config["dataset"]["name"]
+    data = read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
+    auto = read_table(base / "teacher" / "scores.parquet", TEACHER_SCORES)
+    cfg = teacher_config({**config["teacher"], "precision": "fp32"}, config["seed"])
+    train = candidate_pairs(data, splits=("train",))
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.time()
+        stats = train_teacher(train, cfg, Path(tmp) / "model", progress=False)
+        t1 = time.time()
+        scored = candidate_pairs(data, splits=("train", "test"))
+        fp32 = score_with_model(Path(tmp) / "model", scored, cfg, progress=False)
+        t2 = time.time()
+    print(f"fp32 teacher: trained {t1 - t0:.0f} s (final loss {stats['final_loss']:.4f}), scored {scored.height} "
+          f"pairs in {t2 - t1:.0f} s")
+    measures = ["AP", "P@1"]
+    for name, scores in (("fp32", fp32), ("auto", auto)):
+        m = split_metrics(scores.select("qid", "docid", "score"), data["queries"], data["qrels"], "test", measures)
+        print(f"  {name} teacher on test: " + ", ".join(f"{k} {v:.4f}" for k, v in m.items()))
+    joined = fp32.join(auto, on=["qid", "docid"], suffix="_auto")
+    train_rows = joined.join(train.select("qid", "docid"), on=["qid", "docid"])
+    print(f"  Spearman of train-pair logits, fp32 vs auto: {spearmanr(train_rows['score'], train_rows['score_auto']).statistic:.4f}"
+          f" ({train_rows.height} pairs)")
+    pairs = train.select("qid", "docid", "rel")
+    a = bert_pred(pairs, fp32).rename({"bert_pred_raw": "fp32"})
+    b = bert_pred(pairs, auto).rename({"bert_pred_raw": "auto"})
+    d = a.join(b, on="qid")
+    print(f"  Spearman of BERT_pred difficulty per training query (the bert_pred curriculum's order): "
+          f"{spearmanr(d['fp32'], d['auto']).statistic:.4f} ({d.height} queries)")
+
+
+if __name__ == "__main__":
+    main()
