@@ -41,19 +41,22 @@ def main() -> None:
     data = read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
     auto = read_table(base / "teacher" / "scores.parquet", TEACHER_SCORES)
     cfg = teacher_config({**config["teacher"], "precision": "fp32"}, config["seed"])
-    train = candidate_pairs(data, splits=("train",))
+    if cfg.folds > 1:
+        sys.exit("teacher.folds > 1 cross-fits the train scores; this A/B compares one teacher's, set folds to 1")
+    rmin = config["dataset"].get("relevant_min", 1)
+    train = candidate_pairs(data, splits=("train",), relevant_min=rmin)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.time()
         stats = train_teacher(train, cfg, Path(tmp) / "model", progress=False)
         t1 = time.time()
-        scored = candidate_pairs(data, splits=("train", "test"))
+        scored = candidate_pairs(data, splits=("train", "test"), relevant_min=rmin)
         fp32 = score_with_model(Path(tmp) / "model", scored, cfg, progress=False)
         t2 = time.time()
     print(f"fp32 teacher: trained {t1 - t0:.0f} s (final loss {stats['final_loss']:.4f}), scored {scored.height} "
           f"pairs in {t2 - t1:.0f} s")
     measures = ["AP", "P@1"]
     for name, scores in (("fp32", fp32), ("auto", auto)):
-        m = split_metrics(scores.select("qid", "docid", "score"), data["queries"], data["qrels"], "test", measures)
+        m = split_metrics(scores.select("qid", "docid", "score"), data["queries"], data["qrels"], "test", measures, rmin)
         print(f"  {name} teacher on test: " + ", ".join(f"{k} {v:.4f}" for k, v in m.items()))
     joined = fp32.join(auto, on=["qid", "docid"], suffix="_auto")
     train_rows = joined.join(train.select("qid", "docid"), on=["qid", "docid"])
