@@ -65,6 +65,12 @@ def write_ingest(data: RankingData, outputs: Mapping[str, str | Path]) -> None:
         log.info("wrote %s: %d rows -> %s", name, df.height, outputs[name])
 
 
+def ingest_paths(folder: str | Path) -> dict[str, Path]:
+    """The four ingest tables' files in ``folder`` (``<name>.parquet``, as rule ``ingest`` writes them under
+    ``results/<dataset>/data``), keyed by table name for :func:`read_ingest`."""
+    return {name: Path(folder) / f"{name}.parquet" for name in INGEST_TABLES}
+
+
 def read_ingest(paths: Mapping[str, str | Path]) -> dict[str, pl.DataFrame]:
     """The four ingest tables (queries, docs, qrels, candidates) from ``paths``, each checked against its contract.
 

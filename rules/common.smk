@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 from curricula.difficulty import check_names, function_knobs, needed_inputs
 from curricula.evaluate import parse_rnk
 from curricula.experiments import active_spec, experiment_runs, job_params, needed_tables, tuned_values
+from curricula.ingest import INGEST_TABLES
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = f"logs/{config['dataset']['name']}"
@@ -65,7 +66,7 @@ def ingest_table(name="{kind}"):
 
 
 def ingest_outputs():
-    return {name: ingest_table(name) for name in ("queries", "docs", "qrels", "candidates")}
+    return {name: ingest_table(name) for name in INGEST_TABLES}
 
 
 def bm25_outputs():

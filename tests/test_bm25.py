@@ -230,11 +230,11 @@ def tuning(tmp_path_factory) -> dict:
     scores of the stage (query_turns=2, so the turns path is exercised), and the frames tune() takes."""
     from curricula import precompute
     from curricula.data import chitchat
-    from curricula.ingest import write_ingest
+    from curricula.ingest import ingest_paths, write_ingest
 
     root = tmp_path_factory.mktemp("bm25_tune")
     data = chitchat.load({}, max_instances=TUNE_CAPS, seed=5, max_context_turns=6).validate("chitchat")
-    paths = {name: root / "data" / f"{name}.parquet" for name in ("queries", "docs", "qrels", "candidates")}
+    paths = ingest_paths(root / "data")
     write_ingest(data, paths)
     index_dir, scores = root / "bm25" / "index", root / "bm25" / "candidate_scores.parquet"
     precompute.bm25_index_stage(paths["docs"], index_dir, threads=2, heap="1g")

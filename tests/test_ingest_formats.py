@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from curricula.config import REPO, load_config
-from curricula.ingest import load_configured, write_ingest
+from curricula.ingest import ingest_paths, load_configured, write_ingest
 from curricula.tables import QUERIES, read_table
 from tests.conftest import shared_file
 
@@ -33,7 +33,7 @@ def test_wikiqa_readme_example(shared_data, tmp_path):
     # test is carved out of train by query before the filter (0.1 of train's 2,118 questions)
     assert counts["dev"] == 122
     assert counts["train"] + counts["test"] == 857 and 60 < counts["test"] < 110
-    write_ingest(data, {n: tmp_path / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
+    write_ingest(data, ingest_paths(tmp_path))
     assert read_table(tmp_path / "queries.parquet", QUERIES).height == sum(counts.values())
 
 

@@ -11,7 +11,7 @@ import pytest
 from curricula.biencoder import CONTEXT_DIR, RESPONSE_DIR
 from curricula import precompute
 from curricula.data import chitchat
-from curricula.ingest import write_ingest
+from curricula.ingest import ingest_paths, write_ingest
 from curricula.tables import CANDIDATE_SCORES, NEIGHBORS, QUERIES, RUN, VECTORS, read_table
 
 CAPS = {"train": 120, "dev": 30, "test": 30}
@@ -23,7 +23,7 @@ DENSE = {"model": "minilm", "layers": 2, "max_length": 48, "batch_size": 32, "de
 def stage(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("precompute")
     data = chitchat.load({}, max_instances=CAPS, seed=3, max_context_turns=6).validate("chitchat")
-    paths = {name: root / "data" / f"{name}.parquet" for name in ("queries", "docs", "qrels", "candidates")}
+    paths = ingest_paths(root / "data")
     write_ingest(data, paths)
     paths["root"] = root
     return paths

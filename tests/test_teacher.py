@@ -11,7 +11,7 @@ import pytest
 from curricula import teacher
 from curricula.data import chitchat
 from curricula.hf import load_tokenizer
-from curricula.ingest import INGEST_TABLES, candidate_pairs, write_ingest
+from curricula.ingest import INGEST_TABLES, candidate_pairs, ingest_paths, write_ingest
 from curricula.models.cross_encoder import collate, pair_token_ids
 from curricula.tables import TEACHER_SCORES, read_table
 
@@ -24,7 +24,7 @@ CFG = dict(layers=1, max_length=32, steps=6, batch_size=8, lr=1e-4, device="cpu"
 def data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("teacher")
     d = chitchat.load({}, max_instances=CAPS, seed=11, max_context_turns=3)
-    paths = {name: root / f"{name}.parquet" for name in ("queries", "docs", "qrels", "candidates")}
+    paths = ingest_paths(root)
     write_ingest(d, paths)
     paths["root"] = root
     return paths
