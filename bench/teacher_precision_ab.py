@@ -25,7 +25,7 @@ from scipy.stats import spearmanr  # noqa: E402
 
 from curricula.config import load_config  # noqa: E402
 from curricula.difficulty.penha import bert_pred  # noqa: E402
-from curricula.ingest import candidate_pairs, read_ingest  # noqa: E402
+from curricula.ingest import candidate_pairs, ingest_paths, read_ingest  # noqa: E402
 from curricula.metrics import split_metrics  # noqa: E402
 from curricula.tables import TEACHER_SCORES, read_table  # noqa: E402
 from curricula.teacher import score_with_model, teacher_config, train_teacher  # noqa: E402
@@ -38,12 +38,12 @@ def main() -> None:
     args = ap.parse_args()
     config = load_config(args.config)
     base = Path(args.root) / config["results"] / config["dataset"]["name"]
-    data = read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
+    data = read_ingest(ingest_paths(base / "data"))
     auto = read_table(base / "teacher" / "scores.parquet", TEACHER_SCORES)
     cfg = teacher_config({**config["teacher"], "precision": "fp32"}, config["seed"])
     if cfg.folds > 1:
         sys.exit("teacher.folds > 1 cross-fits the train scores; this A/B compares one teacher's, set folds to 1")
-    rmin = config["dataset"].get("relevant_min", 1)
+    rmin = config["dataset"]["relevant_min"]
     train = candidate_pairs(data, splits=("train",), relevant_min=rmin)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.time()
