@@ -84,8 +84,10 @@ def configfiles_in(snakemake_args: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    snakemake_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
+    snakemake_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, snakemake_args = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(prog="python -m curricula.cli", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_out = sub.add_parser("outputs", help="print where the outputs of a config are")
