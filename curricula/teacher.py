@@ -41,6 +41,7 @@ class TeacherConfig:
 
     model: str = "minilm"
     layers: int | None = 2
+    pooling: str = "cls"
     max_length: int = 64
     steps: int = 300
     batch_size: int = 16
@@ -75,8 +76,8 @@ def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.nd
     returns (the ranker, per-step losses)."""
     set_threads(cfg.threads)
     device = select_device(cfg.device)
-    ranker = CrossEncoderRanker.build({"model": cfg.model, "layers": cfg.layers, "max_length": cfg.max_length},
-                                      cfg.seed).to(device)
+    spec = {"model": cfg.model, "layers": cfg.layers, "max_length": cfg.max_length, "pooling": cfg.pooling}
+    ranker = CrossEncoderRanker.build(spec, cfg.seed).to(device)
     ids = ranker.encode(contexts, responses)
     y = torch.tensor((labels > 0).astype(np.float32))
     batches = balanced_batches(labels, cfg.steps, cfg.batch_size, np.random.default_rng(cfg.seed))

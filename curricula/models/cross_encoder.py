@@ -6,7 +6,10 @@ Input is ``[CLS] context [SEP] response [SEP]`` as in Penha & Hauff 2020 §4 ("t
 the dialogue context and the candidate response separated by SEP tokens"). Long inputs are cut where they matter
 least for response ranking: the response keeps its first ``max_length // 2`` word pieces at most, and the
 context keeps its *last* tokens (the most recent turns), because the latest turns decide what a good reply is.
-Scores are the classifier's single logit; higher = more relevant.
+Scores are the classifier's single logit; higher = more relevant. ``pooling`` picks what the classifier reads:
+the ``[CLS]`` state (``cls``, Hugging Face's sequence classifier, as in the papers' BERT rankers) or the mean of
+all token states (``mean``, :class:`curricula.hf.MeanPooledCrossEncoder`), the one that learns on a cut of the
+packaged mean-pooled MiniLM.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from curricula.hf import load_cross_encoder, load_tokenizer, resolve_model_dir, save_model
+from curricula.hf import (
+    POOLINGS,
+    MeanPooledCrossEncoder,
+    load_cross_encoder,
+    load_tokenizer,
+    resolve_model_dir,
+    save_cross_encoder,
+)
 from curricula.models.base import Ranker
 
 
@@ -65,33 +75,42 @@ def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor
 
 
 class CrossEncoderRanker(Ranker):
-    """A Hugging Face sequence classifier (``num_labels=1``) over ``[CLS] context [SEP] response [SEP]``.
+    """A one-logit cross-encoder over ``[CLS] context [SEP] response [SEP]`` (:func:`curricula.hf.load_cross_encoder`).
 
-    ``max_length`` is the word-piece budget of the whole pair (:func:`pair_token_ids`).
+    ``max_length`` is the word-piece budget of the whole pair (:func:`pair_token_ids`); ``pooling`` is ``cls`` or
+    ``mean``.
     """
 
     name = "cross_encoder"
     transformer = True
 
-    def __init__(self, model, tokenizer, max_length: int):
+    def __init__(self, model, tokenizer, max_length: int, pooling: str = "cls"):
         super().__init__(model)
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r}: expected one of {POOLINGS}")
         self.tokenizer = tokenizer
         self.max_length = int(max_length)
+        self.pooling = pooling
 
     @classmethod
     def build(cls, spec, seed: int) -> CrossEncoderRanker:
-        """A new ranker from a train spec: ``model``, ``layers``, ``max_length`` (head seeded with ``seed``)."""
+        """A new ranker from a train spec: ``model``, ``layers``, ``max_length``, ``pooling`` (default ``cls``; the
+        head is seeded with ``seed``)."""
         model_dir = resolve_model_dir(spec["model"])
-        return cls(load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed), load_tokenizer(model_dir),
-                   spec["max_length"])
+        pooling = spec.get("pooling") or "cls"
+        return cls(load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed, pooling=pooling),
+                   load_tokenizer(model_dir), spec["max_length"], pooling)
 
     @classmethod
     def load(cls, folder, config: dict | None, max_length: int | None = None) -> CrossEncoderRanker:
-        """A saved ranker folder (``ranker.json`` gives max_length) or any HF checkpoint with ``max_length``."""
+        """A saved ranker folder (``ranker.json`` gives max_length and pooling) or any trained HF or
+        sentence-transformers cross-encoder checkpoint with ``max_length`` (its pooling read from its files)."""
         length = (config or {}).get("max_length", max_length)
         if length is None:
             raise ValueError(f"{folder}: a Hugging Face checkpoint without ranker.json needs max_length")
-        return cls(load_cross_encoder(folder), load_tokenizer(folder), length)
+        model = load_cross_encoder(folder, pooling=(config or {}).get("pooling"))
+        pooling = "mean" if isinstance(model, MeanPooledCrossEncoder) else "cls"
+        return cls(model, load_tokenizer(folder), length, pooling)
 
     def encode(self, contexts, responses):
         return pair_token_ids(self.tokenizer, contexts, responses, self.max_length)
@@ -106,7 +125,8 @@ class CrossEncoderRanker(Ranker):
         return self.module(**batch).logits.view(-1)
 
     def config(self):
-        return {"max_length": self.max_length}
+        return {"max_length": self.max_length, "pooling": self.pooling}
 
     def save(self, out_dir):
-        return save_model(self.module, self.tokenizer, out_dir, extra_files={"ranker.json": self._ranker_json()})
+        return save_cross_encoder(self.module, self.tokenizer, out_dir,
+                                  extra_files={"ranker.json": self._ranker_json()})
