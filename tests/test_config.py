@@ -78,3 +78,19 @@ def test_an_overlay_with_experiments_replaces_the_default_grid():
 def test_bad_experiment_config_names_the_key(patch, needle):
     with pytest.raises(WorkflowError, match=needle):
         validate_config(merge(default(), patch))
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
+def test_every_preset_validates_over_the_default_and_resolves_its_runs(preset):
+    from curricula.experiments import experiment_runs
+
+    cfg = load_config(REPO / "config.yaml", REPO / "configs" / preset)
+    runs = experiment_runs(cfg)
+    assert "baseline" in runs and all(runs.values())
+
+
+def test_the_cross_encoder_preset_is_the_mean_pooled_cut_in_its_own_results_folder():
+    cfg = load_config(REPO / "config.yaml", REPO / "configs" / "cross_encoder.yaml")
+    assert cfg["train"]["ranker"] == "cross_encoder" and cfg["train"]["pooling"] == "mean"
+    assert cfg["train"]["layers"] is not None  # a cut: the reason it needs mean pooling
+    assert results_dir(cfg) != results_dir(load_config(REPO / "config.yaml"))  # keeps the ConvKNRM run

@@ -174,3 +174,31 @@ def test_write_dir_atomically_replaces_only_when_complete(tmp_path):
     write_dir_atomically(out, lambda d: (d / "b.txt").write_text("two"))
     assert sorted(p.name for p in out.iterdir()) == ["b.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["model"]
+
+
+def test_mean_pooled_cross_encoder_is_seeded_reads_every_token_and_reloads(tmp_path):
+    a = load_cross_encoder("minilm", layers=1, seed=3, pooling="mean")
+    b = load_cross_encoder("minilm", layers=1, seed=3, pooling="mean")
+    c = load_cross_encoder("minilm", layers=1, seed=4, pooling="mean")
+    assert isinstance(a, hf.MeanPooledCrossEncoder) and a.config.num_hidden_layers == 1
+    assert torch.equal(a.head.weight, b.head.weight) and not torch.equal(a.head.weight, c.head.weight)
+    assert hf.checkpoint_pooling("minilm") is None  # a sentence encoder: no trained scoring head
+    tok = load_tokenizer("minilm")
+    pairs = (["what is a glacier cave?", "what is a glacier cave?"], ["a cave in a glacier", "a cave in a hill"])
+    batch = tok(*pairs, return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        logits = a(**batch).logits.view(-1)
+        hidden = a.encoder(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = a.head((hidden * mask).sum(1) / mask.sum(1)).view(-1)
+    assert torch.allclose(logits, expected, atol=1e-6)
+    assert not torch.isclose(logits[0], logits[1])  # the last word of the response changes the score
+    hf.save_cross_encoder(a, tok, tmp_path / "ce")
+    assert hf.checkpoint_pooling(tmp_path / "ce") == "mean"
+    again = load_cross_encoder(tmp_path / "ce", seed=99)  # the trained head, not a new one
+    with torch.inference_mode():
+        assert torch.allclose(again(**batch).logits.view(-1), logits, atol=1e-6)
+    with pytest.raises(ValueError, match="pooling='cls'"):
+        load_cross_encoder(tmp_path / "ce", pooling="cls")
+    with pytest.raises(ValueError, match="expected one of"):
+        load_cross_encoder("minilm", layers=1, pooling="max")

@@ -74,6 +74,11 @@ def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor
             "token_type_ids": torch.from_numpy(types.astype(np.int64))}
 
 
+def pooling_of(model: torch.nn.Module) -> str:
+    """``mean`` for a :class:`~curricula.hf.MeanPooledCrossEncoder`, else ``cls``."""
+    return "mean" if isinstance(model, MeanPooledCrossEncoder) else "cls"
+
+
 class CrossEncoderRanker(Ranker):
     """A one-logit cross-encoder over ``[CLS] context [SEP] response [SEP]`` (:func:`curricula.hf.load_cross_encoder`).
 
@@ -94,12 +99,11 @@ class CrossEncoderRanker(Ranker):
 
     @classmethod
     def build(cls, spec, seed: int) -> CrossEncoderRanker:
-        """A new ranker from a train spec: ``model``, ``layers``, ``max_length``, ``pooling`` (default ``cls``; the
-        head is seeded with ``seed``)."""
+        """A new ranker from a train spec: ``model``, ``layers``, ``max_length``, ``pooling`` (null = the
+        checkpoint's own head, ``cls`` for a bare encoder; a new head is seeded with ``seed``)."""
         model_dir = resolve_model_dir(spec["model"])
-        pooling = spec.get("pooling") or "cls"
-        return cls(load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed, pooling=pooling),
-                   load_tokenizer(model_dir), spec["max_length"], pooling)
+        model = load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed, pooling=spec.get("pooling"))
+        return cls(model, load_tokenizer(model_dir), spec["max_length"], pooling_of(model))
 
     @classmethod
     def load(cls, folder, config: dict | None, max_length: int | None = None) -> CrossEncoderRanker:
@@ -109,8 +113,7 @@ class CrossEncoderRanker(Ranker):
         if length is None:
             raise ValueError(f"{folder}: a Hugging Face checkpoint without ranker.json needs max_length")
         model = load_cross_encoder(folder, pooling=(config or {}).get("pooling"))
-        pooling = "mean" if isinstance(model, MeanPooledCrossEncoder) else "cls"
-        return cls(model, load_tokenizer(folder), length, pooling)
+        return cls(model, load_tokenizer(folder), length, pooling_of(model))
 
     def encode(self, contexts, responses):
         return pair_token_ids(self.tokenizer, contexts, responses, self.max_length)

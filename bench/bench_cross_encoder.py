@@ -1,0 +1,166 @@
+"""Cross-encoder training: this project's loop against sentence-transformers' own, same model, same batches.
+
+Both loops fine-tune the same cut of the packaged MiniLM (``--layers``, ``--pooling``; the preset's 2-layer
+mean-pooled model by default) from the same seed on the same balanced batches of real chitchat train pairs (the
+project's :func:`curricula.teacher.balanced_batches`, handed to sentence-transformers' ``CrossEncoderTrainer`` in
+order through a sequential batch sampler), with the same batch size, max length, learning rate, linear warm-up
+(10%) and decay, AdamW without weight decay, binary cross-entropy on the logit. Per ``--precision`` (``auto`` is
+bf16 on a CPU with bf16 instructions for both, the Trainer's ``bf16=True``), it prints each loop's wall time for
+building the model and running ``--steps`` steps, steps/s, the mean loss of the first and last 20 steps, and the
+dev AP both models reach on the same ``--dev-queries`` dev queries (trec_eval AP through ir-measures), then the
+throughput ratio project / peer. Differences left in on purpose, as each library does them: the project cuts a
+long pair by keeping the context's latest word pieces, sentence-transformers cuts the longer side's end; the
+peer clips gradients at norm 1 (its default), the project does not.
+
+    .venv/bin/python bench/bench_cross_encoder.py --root <a finished run> [--steps 300] [--layers 2]
+        [--pooling mean] [--precision fp32 auto] [--threads 2]
+
+Needs ``accelerate`` beside sentence-transformers (the Trainer imports it); it is not a pipeline dependency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+class SequentialBatches:
+    """A batch sampler yielding consecutive index blocks: the peer sees the dataset's rows in the given order."""
+
+    def __init__(self, dataset, batch_size: int, drop_last: bool = False, **_):
+        self.n, self.batch_size = len(dataset), batch_size
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        for start in range(0, self.n, self.batch_size):
+            yield list(range(start, min(start + self.batch_size, self.n)))
+
+    def set_epoch(self, epoch: int) -> None:  # the Trainer calls it on samplers that have it
+        pass
+
+
+def peer_model(layers: int | None, pooling: str, max_length: int, seed: int):
+    """sentence-transformers' CrossEncoder on the packaged MiniLM: its default [CLS] sequence classifier, or
+    Transformer -> Pooling(mean) -> Dense(d, 1) -> scores for mean pooling."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modules import Dense, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from curricula.hf import resolve_model_dir
+
+    path = str(resolve_model_dir("minilm"))
+    config = {} if layers is None else {"num_hidden_layers": layers}
+    torch.manual_seed(seed)
+    if pooling == "cls":
+        return CrossEncoder(path, num_labels=1, max_length=max_length, local_files_only=True, device="cpu",
+                            config_kwargs=config)
+    encoder = Transformer(path, transformer_task="feature-extraction", config_kwargs=config,
+                          model_kwargs={"local_files_only": True}, processor_kwargs={"model_max_length": max_length})
+    dim = encoder.get_embedding_dimension()
+    head = Dense(dim, 1, activation_function=None, module_output_name="scores")
+    return CrossEncoder(modules=[encoder, Pooling(dim, "mean"), head], device="cpu")
+
+
+def train_peer(model, contexts, responses, labels, order, args, bf16: bool) -> list[float]:
+    """One epoch over the rows of ``order`` in order, ``args.batch_size`` per step; returns the logged losses."""
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    data = Dataset.from_dict({"context": [contexts[i] for i in order], "response": [responses[i] for i in order],
+                              "label": [float(labels[i] > 0) for i in order]})
+    targs = CrossEncoderTrainingArguments(
+        output_dir=str(Path(args.scratch) / "peer"), per_device_train_batch_size=args.batch_size,
+        max_steps=args.steps, learning_rate=args.lr, warmup_ratio=0.1, lr_scheduler_type="linear", weight_decay=0.0,
+        bf16=bf16, use_cpu=True, seed=args.seed, report_to="none", save_strategy="no", logging_steps=1,
+        disable_tqdm=True, dataloader_num_workers=0, batch_sampler=SequentialBatches)
+    trainer = CrossEncoderTrainer(model=model, args=targs, train_dataset=data, loss=BinaryCrossEntropyLoss(model))
+    trainer.train()
+    return [row["loss"] for row in trainer.state.log_history if "loss" in row]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", required=True, help="a finished run's folder (results/chitchat/data in it)")
+    ap.add_argument("--dataset", default="chitchat")
+    ap.add_argument("--layers", type=int, default=2, help="0 = all layers")
+    ap.add_argument("--pooling", choices=["cls", "mean"], default="mean")
+    ap.add_argument("--max-length", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", nargs="+", default=["fp32", "auto"])
+    ap.add_argument("--dev-queries", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--scratch", default="/tmp/bench_cross_encoder")
+    args = ap.parse_args()
+
+    import numpy as np
+    import polars as pl
+    import torch
+
+    from curricula.evaluate import ranker_metrics
+    from curricula.hf import autocast_dtype, set_threads
+    from curricula.ingest import candidate_pairs, ingest_paths, read_ingest
+    from curricula.metrics import mean_metrics
+    from curricula.teacher import TeacherConfig, balanced_batches, train_cross_encoder, training_texts
+    from curricula.train import dev_pairs
+
+    data = read_ingest(ingest_paths(Path(args.root) / "results" / args.dataset / "data"))
+    contexts, responses, labels = training_texts(candidate_pairs(data, splits=("train",)))
+    dev = dev_pairs(data, args.dev_queries, args.seed, 1)
+    order = np.concatenate(list(balanced_batches(labels, args.steps, args.batch_size,
+                                                 np.random.default_rng(args.seed))))
+    layers = args.layers or None
+    set_threads(args.threads)
+    cpu = torch.device("cpu")
+    print(f"{len(contexts)} train pairs, {dev['qid'].n_unique()} dev queries; MiniLM {layers or 'all'} layers, "
+          f"{args.pooling} pooling, length {args.max_length}, batch {args.batch_size}, lr {args.lr}, {args.steps} "
+          f"steps, {args.threads} threads; CPU bf16 instructions: "
+          f"{autocast_dtype(cpu, 'auto', transformer=True) == torch.bfloat16}")
+    rows = []
+    for precision in args.precision:
+        bf16 = autocast_dtype(cpu, precision, transformer=True) == torch.bfloat16
+        cfg = TeacherConfig(layers=layers, pooling=args.pooling, max_length=args.max_length, steps=args.steps,
+                            batch_size=args.batch_size, lr=args.lr, warmup=0.1, seed=args.seed, device="cpu",
+                            precision=precision, threads=args.threads)
+        t0 = time.perf_counter()
+        ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, progress=False)
+        seconds = time.perf_counter() - t0
+        ap_dev = ranker_metrics(ranker, dev, data["qrels"], ["AP"], batch_size=128, device=cpu,
+                                precision=precision)["AP"]
+        rows.append(("project", precision, bf16, seconds, losses, ap_dev))
+
+        t0 = time.perf_counter()
+        peer = peer_model(layers, args.pooling, args.max_length, args.seed)
+        peer_losses = train_peer(peer, contexts, responses, labels, order, args, bf16)
+        seconds = time.perf_counter() - t0
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            scores = peer.predict(list(zip(dev["context"].to_list(), dev["response"].to_list())), batch_size=128,
+                                  activation_fn=torch.nn.Identity(), show_progress_bar=False)
+        run = dev.select("qid", "docid").with_columns(score=pl.Series(np.asarray(scores, dtype=np.float64)))
+        qrels = data["qrels"].filter(pl.col("qid").is_in(dev["qid"].unique().implode()))
+        rows.append(("sentence-transformers", precision, bf16, seconds, peer_losses,
+                     mean_metrics(run, qrels, ["AP"])["AP"]))
+
+    print(f"\n| loop | precision | seconds | steps/s | loss first 20 | loss last 20 | dev AP |")
+    print("|---|---|---|---|---|---|---|")
+    for loop, precision, bf16, seconds, losses, ap_dev in rows:
+        print(f"| {loop} | {precision} ({'bf16' if bf16 else 'fp32'}) | {seconds:.1f} | {args.steps / seconds:.2f} | "
+              f"{np.mean(losses[:20]):.4f} | {np.mean(losses[-20:]):.4f} | {ap_dev:.4f} |")
+    for i in range(0, len(rows), 2):
+        ours, peer = rows[i], rows[i + 1]
+        print(f"{ours[1]}: project / sentence-transformers throughput = {peer[3] / ours[3]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
