@@ -1,22 +1,24 @@
 """Cross-encoder training: this project's loop against sentence-transformers' own, same model, same batches.
 
-Both loops fine-tune the same cut of the packaged MiniLM (``--layers``, ``--pooling``; the 4-layer mean-pooled
-model of ``configs/cross_encoder.yaml`` by default) from the same seed on the same balanced batches of real chitchat train pairs (the
-project's :func:`curricula.teacher.balanced_batches`, handed to sentence-transformers' ``CrossEncoderTrainer`` in
-order through a sequential batch sampler), with the same batch size, max length, learning rate, linear warm-up
-(10%) and decay, AdamW without weight decay, binary cross-entropy on the logit. Per ``--precision`` (``auto`` is
-bf16 on a CPU with bf16 instructions for both, the Trainer's ``bf16=True``), it prints each loop's wall time for
-building the model and running ``--steps`` steps, steps/s, the mean loss of the first and last 20 steps, and the
-dev AP both models reach on the same ``--dev-queries`` dev queries (trec_eval AP through ir-measures), then the
-throughput ratio project / peer. Each loop first runs ``--warmup`` untimed steps, so neither pays the process's
-one-time costs (imports, oneDNN kernel selection) inside its timing. Differences left in on purpose, as each library does them: the project cuts a
-long pair by keeping the context's latest word pieces, sentence-transformers cuts the longer side's end; the
-peer clips gradients at norm 1 (its default), the project does not.
+Both loops fine-tune the same cut of the packaged MiniLM (``--layers``, ``--pooling``; by default the 4-layer
+mean-pooled model of ``configs/cross_encoder.yaml``) from the same seed on the same balanced batches of real
+chitchat train pairs. The batches are the project's :func:`curricula.teacher.balanced_batches`, handed to
+sentence-transformers' ``CrossEncoderTrainer`` in order through a sequential batch sampler. Same batch size, max
+length, learning rate, linear warm-up (10%) and decay, AdamW without weight decay (fused in both: the Trainer's
+default ``adamw_torch_fused``), binary cross-entropy on the logit. Per ``--precision`` (``auto`` is bf16 on a CPU
+with bf16 instructions for both, the Trainer's ``bf16=True``) it prints each loop's wall time for building the
+model and running ``--steps`` steps, steps/s, the mean loss of the first and last 20 steps, the dev AP both
+models reach on the same ``--dev-queries`` dev queries (trec_eval AP through ir-measures), and the throughput
+ratio project / peer. Each loop first runs ``--warmup`` untimed steps, so neither pays the process's one-time
+costs (imports, oneDNN kernel selection) inside its timing. Differences left in on purpose, as each library does
+them: the project cuts a long pair by keeping the context's latest word pieces, sentence-transformers cuts the
+longer side's end; the peer clips gradients at norm 1 (its default), the project does not.
 
-    .venv/bin/python bench/bench_cross_encoder.py --root <a finished run> [--steps 300] [--layers 2]
+    .venv/bin/python bench/bench_cross_encoder.py --root <a finished run> [--steps 300] [--layers 4]
         [--pooling mean] [--precision fp32 auto] [--threads 2]
 
-Needs ``accelerate`` beside sentence-transformers (the Trainer imports it); it is not a pipeline dependency.
+Needs ``accelerate`` beside sentence-transformers (the Trainer imports it; ``pip install accelerate==1.15.0``);
+it is not a pipeline dependency.
 """
 
 from __future__ import annotations
