@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,20 +132,18 @@ def main() -> None:
           f"{args.pooling} pooling, length {args.max_length}, batch {args.batch_size}, lr {args.lr}, {args.steps} "
           f"steps, {args.threads} threads; CPU bf16 instructions: "
           f"{autocast_dtype(cpu, 'auto', transformer=True) == torch.bfloat16}")
+    base = TeacherConfig(layers=layers, pooling=args.pooling, max_length=args.max_length, steps=args.steps,
+                         batch_size=args.batch_size, lr=args.lr, warmup=0.1, seed=args.seed, device="cpu",
+                         threads=args.threads)
     if args.warmup:
         warm = argparse.Namespace(**{**vars(args), "steps": args.warmup})
-        cfg = TeacherConfig(layers=layers, pooling=args.pooling, max_length=args.max_length, steps=args.warmup,
-                            batch_size=args.batch_size, lr=args.lr, seed=args.seed, device="cpu",
-                            threads=args.threads)
-        train_cross_encoder(contexts, responses, labels, cfg, progress=False)
+        train_cross_encoder(contexts, responses, labels, replace(base, steps=args.warmup), progress=False)
         train_peer(peer_model(layers, args.pooling, args.max_length, args.seed), contexts, responses, labels,
                    order[: args.warmup * args.batch_size], warm, False)
     rows = []
     for precision in args.precision:
         bf16 = autocast_dtype(cpu, precision, transformer=True) == torch.bfloat16
-        cfg = TeacherConfig(layers=layers, pooling=args.pooling, max_length=args.max_length, steps=args.steps,
-                            batch_size=args.batch_size, lr=args.lr, warmup=0.1, seed=args.seed, device="cpu",
-                            precision=precision, threads=args.threads)
+        cfg = replace(base, precision=precision)
         t0 = time.perf_counter()
         ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, progress=False)
         seconds = time.perf_counter() - t0

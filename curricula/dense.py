@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from curricula.hf import (
     autocast,
     load_encoder,
     load_tokenizer,
+    mean_pool,
     resolve_model_dir,
     select_device,
 )
@@ -81,14 +81,6 @@ def pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int], pad_id: i
             types[j, : len(t)] = t
         batch["token_type_ids"] = torch.from_numpy(types)
     return {k: v.to(device) for k, v in batch.items()}
-
-
-def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor, normalize: bool = True) -> torch.Tensor:
-    """Mean of the token states under the attention mask, in fp32, then L2-normalised (sentence-transformers)."""
-    hidden = hidden.float()
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-    return F.normalize(pooled, p=2, dim=1) if normalize else pooled
 
 
 def embed_batch(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:

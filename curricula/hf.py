@@ -229,6 +229,15 @@ def load_encoder(
 POOLINGS = ("cls", "mean")
 
 
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """Mean of the token states under the attention mask, in fp32; L2-normalised with ``normalize`` (as
+    sentence-transformers embeds), raw for a cross-encoder's head (:class:`MeanPooledCrossEncoder`)."""
+    hidden = hidden.float()
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
+
+
 class MeanPooledCrossEncoder(torch.nn.Module):
     """Encoder -> mean of the last hidden states over the attention mask -> dropout -> one linear logit.
 
@@ -250,20 +259,19 @@ class MeanPooledCrossEncoder(torch.nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        pooled = mean_pool(hidden, attention_mask, normalize=False)  # hidden is fp32 (LayerNorm) under autocast
         return transformers.modeling_outputs.SequenceClassifierOutput(logits=self.head(self.dropout(pooled)))
 
 
+_ST_POOLING, _ST_HEAD = "1_Pooling", "2_Dense"
 #: sentence-transformers' module files of a mean-pooled cross-encoder (folder name -> config); the weights of
 #: the Dense head go to ``2_Dense/model.safetensors`` as ``linear.weight`` / ``linear.bias``
 _ST_MODULES = [
     {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"},
-    {"idx": 1, "name": "1", "path": "1_Pooling",
+    {"idx": 1, "name": "1", "path": _ST_POOLING,
      "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling"},
-    {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.base.modules.dense.Dense"},
+    {"idx": 2, "name": "2", "path": _ST_HEAD, "type": "sentence_transformers.base.modules.dense.Dense"},
 ]
-_ST_HEAD = "2_Dense"
 
 
 def checkpoint_pooling(model_dir: str | Path) -> str | None:
@@ -272,7 +280,7 @@ def checkpoint_pooling(model_dir: str | Path) -> str | None:
     ``*ForSequenceClassification`` checkpoint, None for a bare encoder (no trained head)."""
     path = resolve_model_dir(model_dir)
     head = path / _ST_HEAD / "config.json"
-    pooling = path / "1_Pooling" / "config.json"
+    pooling = path / _ST_POOLING / "config.json"
     if head.exists() and pooling.exists():
         head_cfg, pool_cfg = json.loads(head.read_text()), json.loads(pooling.read_text())
         if head_cfg.get("module_output_name") == "scores" and pool_cfg.get("pooling_mode") == "mean":
@@ -306,8 +314,8 @@ def load_cross_encoder(
     extra, total = _layer_kwargs(path, layers)
     torch.manual_seed(seed)
     if pooling == "mean":
-        model = MeanPooledCrossEncoder(load_encoder(path, layers), torch.nn.Linear(
-            load_config(path).hidden_size, 1))
+        encoder = load_encoder(path, layers)
+        model = MeanPooledCrossEncoder(encoder, torch.nn.Linear(encoder.config.hidden_size, 1))
         _init_head(model.head, model.config, seed, path if own == "mean" else None)
         new_head = own is None
     else:
@@ -365,7 +373,7 @@ def save_cross_encoder(model: torch.nn.Module, tokenizer, out_dir: str | Path,
             "model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.activation.Sigmoid",
             "prompts": {}, "default_prompt_name": None,
         },
-        "1_Pooling/config.json": {"embedding_dimension": hidden, "pooling_mode": "mean", "include_prompt": True},
+        f"{_ST_POOLING}/config.json": {"embedding_dimension": hidden, "pooling_mode": "mean", "include_prompt": True},
         f"{_ST_HEAD}/config.json": {
             "in_features": hidden, "out_features": 1, "bias": True,
             "activation_function": "torch.nn.modules.linear.Identity",

@@ -84,8 +84,8 @@ def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.nd
     def step_loss(step: int) -> torch.Tensor:
         idx = next(batches)  # steps run in order, one batch each
         # only the batch's pairs are tokenised: 600 steps of 16 touch 9,600 of the default run's 30,000 pairs
-        batch = ranker.collate(ranker.encode([contexts[i] for i in idx], [responses[i] for i in idx]))
-        return binary_ce(ranker.logits(batch, device, cfg.precision), y[idx].to(device)).mean()
+        logits = ranker.pair_logits([contexts[i] for i in idx], [responses[i] for i in idx], device, cfg.precision)
+        return binary_ce(logits, y[idx].to(device)).mean()
 
     fit_cfg = FitConfig(steps=cfg.steps, lr=cfg.lr, optimizer="adamw", eps=cfg.eps, weight_decay=0.0,
                         warmup=cfg.warmup, fused=True)  # as the train stage: the 30522 x 384 embedding table's update

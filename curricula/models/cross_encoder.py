@@ -20,7 +20,6 @@ import numpy as np
 import torch
 
 from curricula.hf import (
-    POOLINGS,
     MeanPooledCrossEncoder,
     load_cross_encoder,
     load_tokenizer,
@@ -74,11 +73,6 @@ def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor
             "token_type_ids": torch.from_numpy(types.astype(np.int64))}
 
 
-def pooling_of(model: torch.nn.Module) -> str:
-    """``mean`` for a :class:`~curricula.hf.MeanPooledCrossEncoder`, else ``cls``."""
-    return "mean" if isinstance(model, MeanPooledCrossEncoder) else "cls"
-
-
 class CrossEncoderRanker(Ranker):
     """A one-logit cross-encoder over ``[CLS] context [SEP] response [SEP]`` (:func:`curricula.hf.load_cross_encoder`).
 
@@ -89,13 +83,15 @@ class CrossEncoderRanker(Ranker):
     name = "cross_encoder"
     transformer = True
 
-    def __init__(self, model, tokenizer, max_length: int, pooling: str = "cls"):
+    def __init__(self, model, tokenizer, max_length: int):
         super().__init__(model)
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling={pooling!r}: expected one of {POOLINGS}")
         self.tokenizer = tokenizer
         self.max_length = int(max_length)
-        self.pooling = pooling
+
+    @property
+    def pooling(self) -> str:
+        """``mean`` for a :class:`~curricula.hf.MeanPooledCrossEncoder`, else ``cls`` (what ranker.json records)."""
+        return "mean" if isinstance(self.module, MeanPooledCrossEncoder) else "cls"
 
     @classmethod
     def build(cls, spec, seed: int) -> CrossEncoderRanker:
@@ -103,7 +99,7 @@ class CrossEncoderRanker(Ranker):
         checkpoint's own head, ``cls`` for a bare encoder; a new head is seeded with ``seed``)."""
         model_dir = resolve_model_dir(spec["model"])
         model = load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed, pooling=spec.get("pooling"))
-        return cls(model, load_tokenizer(model_dir), spec["max_length"], pooling_of(model))
+        return cls(model, load_tokenizer(model_dir), spec["max_length"])
 
     @classmethod
     def load(cls, folder, config: dict | None, max_length: int | None = None) -> CrossEncoderRanker:
@@ -113,7 +109,7 @@ class CrossEncoderRanker(Ranker):
         if length is None:
             raise ValueError(f"{folder}: a Hugging Face checkpoint without ranker.json needs max_length")
         model = load_cross_encoder(folder, pooling=(config or {}).get("pooling"))
-        return cls(model, load_tokenizer(folder), length, pooling_of(model))
+        return cls(model, load_tokenizer(folder), length)
 
     def encode(self, contexts, responses):
         return pair_token_ids(self.tokenizer, contexts, responses, self.max_length)
