@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -282,47 +282,74 @@ def neighbors(
 
     ``query_vecs`` and ``doc_vecs`` are ``VECTORS`` tables of the same width (rows of :func:`encode` are
     unit-norm, so the score is the cosine). ``k`` is capped at the number of documents. Rows come out by query
-    (in ``query_vecs`` order) and rank 1..k (score descending; equal scores in ``doc_vecs`` order).
-    Queries are searched ``chunk_size`` at a time, so beyond the output only chunk_size x k scores are held.
+    (in ``query_vecs`` order) and rank 1..k (score descending; equal scores in ``doc_vecs`` order). The whole
+    table in memory: the pipeline's stage streams :func:`neighbor_chunks` to disk instead.
+    """
+    qids = query_vecs["id"].cast(pl.String)
+    Q = vectors_to_numpy(query_vecs)
+    pools = [(doc_vecs["id"].cast(pl.String), vectors_to_numpy(doc_vecs))]
+    frames = list(neighbor_chunks(qids, Q, pools, np.zeros(len(Q), dtype=np.int64), k, chunk_size=chunk_size,
+                                  use_gpu=use_gpu, progress=progress))
+    return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=NEIGHBORS.columns)
+
+
+def neighbor_chunks(
+    qids: pl.Series,
+    Q: np.ndarray,
+    pools: list[tuple[pl.Series, np.ndarray]],
+    pool_of: np.ndarray,
+    k: int,
+    *,
+    chunk_size: int = 1024,
+    use_gpu: bool | str = "auto",
+    progress: bool = True,
+) -> Iterator[pl.DataFrame]:
+    """``NEIGHBORS`` rows of the queries ``Q`` (ids ``qids``), ``chunk_size`` queries at a time, in query order.
+
+    Query ``i`` searches pool ``pool_of[i]`` of ``pools`` (doc ids and unit-norm vectors; e.g. its split's docs)
+    for its exact top ``min(k, pool size)`` by inner product (rank 1 = highest; equal scores in pool order). A
+    generator: memory is the pools' indexes plus one chunk's chunk_size x k rows, never the whole table, so a
+    caller can write 131M rows (the whole chitchat corpus at k = 1,000) as they come.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k={k!r}: expected a positive integer")
     if chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size}: expected >= 1")
-    qids = query_vecs["id"].cast(pl.String)
-    dids = doc_vecs["id"].cast(pl.String)
-    Q = vectors_to_numpy(query_vecs)
-    X = vectors_to_numpy(doc_vecs)
-    empty = pl.DataFrame(schema=NEIGHBORS.columns)
-    if not len(Q) or not len(X):
-        return empty
-    if Q.shape[1] != X.shape[1]:
-        raise ValueError(f"query vectors have {Q.shape[1]} dimensions, document vectors {X.shape[1]}")
-    n_docs = X.shape[0]
-    k = int(min(k, n_docs))
-    search, kind = _make_search(X, use_gpu)
+    if len(Q) != len(qids) or len(pool_of) != len(Q):
+        raise ValueError(f"{len(qids)} query ids, {len(Q)} query vectors and {len(pool_of)} pool labels")
+    searches = []
+    for dids, X in pools:
+        if not len(X) or not len(Q):
+            searches.append(None)
+            continue
+        if Q.shape[1] != X.shape[1]:
+            raise ValueError(f"query vectors have {Q.shape[1]} dimensions, document vectors {X.shape[1]}")
+        search, kind = _make_search(X, use_gpu)
+        searches.append((search, dids, X.shape[0], kind))
     t0 = time.perf_counter()
-    ranks = np.tile(np.arange(1, k + 1, dtype=np.int32), chunk_size)
-    frames = []
-    for start in tqdm(
-        range(0, len(Q), chunk_size), desc="neighbours", unit="chunk", disable=not progress, mininterval=2.0
-    ):
-        q = Q[start : start + chunk_size]
-        D, I = _topk(search, q, k, n_docs)
-        if (I < 0).any():  # only with non-finite vectors
-            raise ValueError("faiss returned fewer than k results; are there NaN or infinite vectors?")
-        n = len(q)
-        frames.append(
-            pl.DataFrame(
-                {
-                    "qid": qids.gather(np.repeat(np.arange(start, start + n, dtype=np.int64), k)),
-                    "docid": dids.gather(I.ravel()),
-                    "rank": pl.Series("rank", ranks[: n * k], dtype=pl.Int32),
-                    "score": pl.Series("score", D.ravel(), dtype=pl.Float32),
-                }
-            )
-        )
-    out = pl.concat(frames, rechunk=False)
-    secs = time.perf_counter() - t0
-    log.info("%s: top-%d of %d docs for %d queries in %.1f s", kind, k, n_docs, len(Q), secs)
-    return out
+    for start in tqdm(range(0, len(Q), chunk_size), desc="neighbours", unit="chunk", disable=not progress,
+                      mininterval=2.0):
+        stop = min(len(Q), start + chunk_size)
+        parts = []
+        for p, entry in enumerate(searches):
+            sel = np.flatnonzero(pool_of[start:stop] == p) + start
+            if entry is None or not sel.size:
+                continue
+            search, dids, n_docs, _ = entry
+            kp = int(min(k, n_docs))
+            D, I = _topk(search, np.ascontiguousarray(Q[sel]), kp, n_docs)
+            if (I < 0).any():  # only with non-finite vectors
+                raise ValueError("faiss returned fewer than k results; are there NaN or infinite vectors?")
+            at = np.repeat(sel, kp)
+            parts.append(pl.DataFrame({
+                "qid": qids.gather(at),
+                "docid": dids.gather(I.ravel()),
+                "rank": pl.Series("rank", np.tile(np.arange(1, kp + 1, dtype=np.int32), sel.size), dtype=pl.Int32),
+                "score": pl.Series("score", D.ravel(), dtype=pl.Float32),
+                "_at": at,
+            }))
+        if parts:
+            yield pl.concat(parts).sort("_at", "rank").drop("_at")
+    kinds = sorted({entry[3] for entry in searches if entry is not None})
+    log.info("%s: top-%d of %s docs for %d queries in %.1f s", ", ".join(kinds) or "faiss", k,
+             "/".join(str(len(X)) for _, X in pools), len(Q), time.perf_counter() - t0)

@@ -71,12 +71,15 @@ def ingest_paths(folder: str | Path) -> dict[str, Path]:
     return {name: Path(folder) / f"{name}.parquet" for name in INGEST_TABLES}
 
 
-def read_ingest(paths: Mapping[str, str | Path]) -> dict[str, pl.DataFrame]:
+def read_ingest(paths: Mapping[str, str | Path],
+                columns: Mapping[str, list[str]] | None = None) -> dict[str, pl.DataFrame]:
     """The four ingest tables (queries, docs, qrels, candidates) from ``paths``, each checked against its contract.
 
-    ``paths`` may hold more names (a rule's other inputs); only the ingest tables are read.
+    ``paths`` may hold more names (a rule's other inputs); only the ingest tables are read. ``columns`` limits
+    what is read of some tables (e.g. ``{"queries": ["qid", "split", "text"]}``: no turns).
     """
-    return {name: read_table(paths[name], spec) for name, spec in INGEST_TABLES.items()}
+    columns = columns or {}
+    return {name: read_table(paths[name], spec, columns.get(name)) for name, spec in INGEST_TABLES.items()}
 
 
 def candidate_pairs(

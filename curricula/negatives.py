@@ -17,20 +17,25 @@ Modes (an experiment's ``negatives.mode``):
   from the top 100 BM25 results for additional negative samples").
 
 Only training-split responses are ever drawn (ranked lists are filtered to the pool), so dev and test responses
-never appear in training. Draws for step t use a generator seeded by (seed, t): a pure function of the step, which
+never appear in training. The ranked tables (neighbours, BM25 run) may be passed as frames or as file paths; from a
+path the lists are read lazily (:class:`LazyRankedLists`): only the row groups of the queries a step draws for, so
+a 131M-row neighbour table never has to fit in memory. Both give the same draws. Draws for step t use a generator seeded by (seed, t): a pure function of the step, which
 keeps resumed runs identical to uninterrupted ones.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from curricula.pacing import instance_pace_k
+from curricula.tables import NEIGHBORS, RUN, KeyedRowGroups
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +65,67 @@ def ranked_lists(frame: pl.DataFrame, query_index: pl.DataFrame, doc_index: pl.D
     return RankedLists(offsets, coded["code"].to_numpy().astype(np.int64))
 
 
+class LazyRankedLists:
+    """Per-query doc codes in rank order, read on demand from a query-keyed Parquet table (``NEIGHBORS`` or
+    ``RUN``, sorted by qid, rank): the same rows as :func:`ranked_lists` over the whole table cut to ``depth`` and
+    to the docs with ``keep[code]``, but only the row groups holding the asked queries are ever read.
+
+    ``qids[q]`` names query index ``q``; ``doc_index`` maps docid to code. Decoded row groups are kept in an LRU
+    cache of ``cache`` groups (:attr:`groups_read` counts file reads). Memory: the file's footer, the doc index
+    and the cached groups, whatever the number of queries in the table.
+    """
+
+    def __init__(self, reader: KeyedRowGroups, qids: list[str], doc_index: pl.DataFrame, keep: np.ndarray,
+                 depth: int | None = None, cache: int = 64):
+        self.reader, self.qids, self.doc_index, self.keep, self.depth = reader, qids, doc_index, keep, depth
+        self.cache = max(1, cache)
+        self._decoded: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+
+    @property
+    def groups_read(self) -> int:
+        return self.reader.groups_read
+
+    def _group(self, i: int) -> dict[str, np.ndarray]:
+        if i in self._decoded:
+            self._decoded.move_to_end(i)
+            return self._decoded[i]
+        frame = self.reader.group(i).select("qid", "docid", "rank")
+        if self.depth:
+            frame = frame.filter(pl.col("rank") <= self.depth)
+        coded = frame.join(self.doc_index, on="docid", maintain_order="left").sort("qid", "rank",
+                                                                                  maintain_order=True)
+        codes = coded["code"].to_numpy().astype(np.int64)
+        keep = self.keep[codes]
+        qid = coded["qid"].filter(pl.Series(keep))
+        codes = codes[keep]
+        out: dict[str, np.ndarray] = {}
+        if qid.len():
+            ids = qid.rle_id().to_numpy()
+            bounds = np.flatnonzero(np.diff(ids)) + 1
+            starts = np.concatenate([[0], bounds])
+            stops = np.concatenate([bounds, [ids.size]])
+            for a, b in zip(starts.tolist(), stops.tolist()):
+                out[qid[a]] = codes[a:b]
+        self._decoded[i] = out
+        if len(self._decoded) > self.cache:
+            self._decoded.popitem(last=False)
+        return out
+
+    def row(self, q: int) -> np.ndarray:
+        qid = self.qids[q]
+        parts = [self._group(i).get(qid) for i in self.reader.groups_of(qid)]
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 class NegativeSampler:
     """Draws ``m`` negatives per (query, positive) for a training step; see the module docstring for the modes."""
 
     def __init__(self, spec: Mapping, *, queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame,
-                 candidates: pl.DataFrame, relevant_min: int = 1, neighbors: pl.DataFrame | None = None,
-                 run: pl.DataFrame | None = None, total_steps: int = 1, seed: int = 0):
+                 candidates: pl.DataFrame, relevant_min: int = 1, neighbors: pl.DataFrame | str | Path | None = None,
+                 run: pl.DataFrame | str | Path | None = None, total_steps: int = 1, seed: int = 0):
         self.spec = dict(spec)
         self.mode = self.spec.get("mode", "random")
         if self.mode not in MODES:
@@ -92,7 +152,7 @@ class NegativeSampler:
         self.in_pool = np.zeros(len(self.docids), dtype=bool)
         self.in_pool[self.pool] = True
         self.fallbacks = 0
-        self.lists: RankedLists | None = None
+        self.lists: RankedLists | LazyRankedLists | None = None
         if self.mode == "candidates":
             nonrel = cand.join(rel.select("qid", "docid"), on=["qid", "docid"], how="anti")
             self.lists = ranked_lists(nonrel, query_index, doc_index, n_q, order=None)
@@ -100,9 +160,14 @@ class NegativeSampler:
             frame = neighbors if self.mode == "neighbors" else run
             if frame is None:
                 raise ValueError(f"negatives mode {self.mode!r} needs the {'neighbors' if self.mode == 'neighbors' else 'BM25 run'} table")
+            depth = int(self.spec["depth"]) if self.mode == "bm25" and self.spec.get("depth") else None
+            if not isinstance(frame, pl.DataFrame):  # a file: read each query's list when a step draws for it
+                reader = KeyedRowGroups(frame, NEIGHBORS if self.mode == "neighbors" else RUN, cache=4)
+                self.lists = LazyRankedLists(reader, self.qids, doc_index, self.in_pool, depth)
+                return
             frame = frame.filter(pl.col("qid").is_in(train_qids))
-            if self.mode == "bm25" and self.spec.get("depth"):
-                frame = frame.filter(pl.col("rank") <= int(self.spec["depth"]))
+            if depth:
+                frame = frame.filter(pl.col("rank") <= depth)
             lists = ranked_lists(frame.select("qid", "docid", "rank"), query_index, doc_index, n_q)
             keep = self.in_pool[lists.codes]  # only training responses
             row_query = np.repeat(np.arange(n_q), np.diff(lists.offsets))

@@ -25,10 +25,11 @@ Outputs (paths relative to ``results/<dataset>/``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from curricula import bm25
@@ -44,7 +45,11 @@ from curricula.tables import (
     SPLITS,
     TEACHER_SCORES,
     VECTORS,
+    TableSpec,
+    group_size,
+    iter_row_groups,
     read_table,
+    write_grouped_table,
     write_table,
     write_trec_run,
 )
@@ -98,17 +103,20 @@ def bm25_run_stage(
         log.warning("BM25: %d queries without terms after analysis (e.g. %s) and %d matching no document "
                     "(e.g. %s) have no run rows", stats["n_no_terms"], stats["no_terms_qids"][:3],
                     stats["n_no_match"], stats["no_match_qids"][:3])
-    write_table(run, run_path, RUN)
+    write_grouped_table([run], run_path, RUN, by="qid", size=group_size(k))
     if trec_path is not None:
         write_trec_run(run, trec_path, BM25_TAG)
     return stats
 
 
-def gather_run_stage(shard_paths: Sequence[str | Path], run_path: str | Path, trec_path: str | Path) -> int:
-    """Rule ``bm25_run``: the shards of ``bm25_run_shard`` as ``bm25/run.parquet`` and the TREC run; returns rows."""
-    run = gather_stage("run", shard_paths, run_path)
-    write_trec_run(run, trec_path, BM25_TAG)
-    return run.height
+def gather_run_stage(shard_paths: Sequence[str | Path], run_path: str | Path, trec_path: str | Path, *,
+                     k: int = 100) -> int:
+    """Rule ``bm25_run``: the shards of ``bm25_run_shard`` as ``bm25/run.parquet`` and the TREC run; returns rows.
+
+    Both are written a row group at a time (``k`` is the run's depth, which cuts the row groups)."""
+    rows = gather_stage("run", shard_paths, run_path, k=k)
+    write_trec_run(iter_row_groups(run_path, RUN), trec_path, BM25_TAG)
+    return rows
 
 
 def bm25_candidates_stage(
@@ -287,7 +295,7 @@ def neighbors_stage(
     *,
     k: int = 1000,
     within_split: bool = True,
-    chunk_size: int = 4096,
+    chunk_size: int = 1024,
     threads: int | None = None,
     shard: Shard = WHOLE,
 ) -> int:
@@ -296,7 +304,11 @@ def neighbors_stage(
     With ``within_split`` each split's queries search only the docs that split references (``data`` names the
     ingest queries, qrels and candidates tables); otherwise every query searches every doc. ``k`` is capped at the
     pool size. FAISS ``IndexFlatIP`` (a GPU index when faiss-gpu sees a GPU), chunked: never an N x N matrix.
-    With ``shard`` (rule ``dense_neighbors_shard``) only that shard's block of queries; rows are sorted by qid, rank.
+    With ``shard`` (rule ``dense_neighbors_shard``) only that shard's block of queries (in qid order).
+
+    Streaming: queries are searched ``chunk_size`` at a time in qid order and each chunk's rows go straight to
+    disk in row groups of whole queries (:func:`curricula.dense.neighbor_chunks`, :func:`curricula.tables.write_grouped_table`),
+    so memory is the vectors and one chunk, not the queries x k table (131M rows for the whole chitchat corpus).
     """
     import faiss
 
@@ -304,26 +316,35 @@ def neighbors_stage(
 
     if threads:
         faiss.omp_set_num_threads(int(threads))
-    qv = read_table(query_vectors, VECTORS)
+    qv = read_table(query_vectors, VECTORS).sort("id")
     qv = qv[block(qv.height, shard)]
+    qids, Q = qv["id"], dense.vectors_to_numpy(qv)
+    del qv
     dv = read_table(doc_vectors, VECTORS)
     if not within_split:
-        out = dense.neighbors(qv, dv, k, chunk_size=chunk_size)
+        pools = [(dv["id"], dense.vectors_to_numpy(dv))]
+        pool_of = np.zeros(len(qids), dtype=np.int64)
     else:
-        queries = read_table(data["queries"], QUERIES)
-        pools = split_doc_pools(queries, read_table(data["qrels"], QRELS), read_table(data["candidates"], CANDIDATES))
-        frames = []
+        queries = read_table(data["queries"], QUERIES, columns=["qid", "split"])
+        refs = split_doc_pools(queries, read_table(data["qrels"], QRELS, columns=["qid", "docid"]),
+                               read_table(data["candidates"], CANDIDATES))
+        pools = []
         for split in SPLITS:
-            qids = queries.filter(pl.col("split") == split)["qid"].implode()
-            q = qv.filter(pl.col("id").is_in(qids))
-            d = dv.filter(pl.col("id").is_in(pools[split].implode()))
-            if q.height and d.height:
-                log.info("neighbours of split %s: %d queries among %d docs (k=%d)", split, q.height, d.height,
-                         min(k, d.height))
-                frames.append(dense.neighbors(q, d, k, chunk_size=chunk_size))
-        out = pl.concat(frames) if frames else pl.DataFrame(schema=NEIGHBORS.columns)
-    write_table(out.sort(GATHERED["neighbors"][1]), out_path, NEIGHBORS)
-    return out.height
+            d = dv.filter(pl.col("id").is_in(refs[split].implode()))
+            pools.append((d["id"], dense.vectors_to_numpy(d)))
+        split_of = qids.to_frame("qid").join(queries, on="qid", how="left", maintain_order="left")["split"]
+        if split_of.null_count():
+            raise ValueError(f"{query_vectors}: {split_of.null_count()} query vector(s) of queries not in "
+                             f"{data['queries']}")
+        pool_of = split_of.replace_strict(list(SPLITS), list(range(len(SPLITS))), return_dtype=pl.Int64).to_numpy()
+        for split, (d, _) in zip(SPLITS, pools):
+            n_q = int((pool_of == SPLITS.index(split)).sum())
+            if n_q:
+                log.info("neighbours of split %s: %d queries among %d docs (k=%d)", split, n_q, d.len(),
+                         min(k, d.len()))
+    del dv
+    chunks = dense.neighbor_chunks(qids, Q, pools, pool_of, k, chunk_size=chunk_size)
+    return write_grouped_table(chunks, out_path, NEIGHBORS, by="qid", size=group_size(k))
 
 
 #: The contract and row order of each sharded table (the unsharded stage writes the same order).
@@ -335,10 +356,33 @@ GATHERED = {
 }
 
 
-def gather_stage(table: str, shard_paths: Sequence[str | Path], out_path: str | Path) -> pl.DataFrame:
+#: Tables of (query x k) rows whose shards are gathered streaming, in row groups of whole queries.
+STREAMED = ("run", "neighbors")
+
+
+def gather_stage(table: str, shard_paths: Sequence[str | Path], out_path: str | Path,
+                 k: int | None = None) -> int:
     """Rules ``bm25_run``, ``bm25_candidate_scores``, ``dense_neighbors`` and ``teacher_score``: concatenate the
-    shard tables of ``table`` (a key of :data:`GATHERED`) in the unsharded stage's row order, write and return it."""
+    shard tables of ``table`` (a key of :data:`GATHERED`) in the unsharded stage's row order and write them;
+    returns the number of rows.
+
+    The query x k tables (:data:`STREAMED`; ``k`` their per-query depth) are copied a row group at a time into
+    the unsharded stage's row groups (:func:`gathered_groups`): the shards cut the queries in qid order, so their
+    concatenation is in order and is never held whole.
+    """
     spec, order = GATHERED[table]
+    if table in STREAMED:
+        if k is None:
+            raise ValueError(f"gathering '{table}' needs k, the per-query depth its row groups are cut by")
+        return write_grouped_table(gathered_groups(shard_paths, spec), out_path, spec, by="qid", size=group_size(k))
     out = gather_tables(shard_paths, spec, order)
     write_table(out, out_path, spec)
-    return out
+    return out.height
+
+
+def gathered_groups(shard_paths: Sequence[str | Path], spec: TableSpec) -> Iterator[pl.DataFrame]:
+    """The row groups of the shard tables in shard order (each checked; a stream for write_grouped_table)."""
+    if not shard_paths:
+        raise ValueError(f"no shard files to gather for table '{spec.name}'")
+    for path in shard_paths:
+        yield from iter_row_groups(path, spec)

@@ -11,10 +11,12 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from curricula.errors import SchemaError
@@ -154,6 +156,199 @@ def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
     return _write_file_atomically(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True))
 
 
+#: rows per row group that :func:`group_size` aims at: small enough that reading one group to find one query's
+#: rows costs about a millisecond, large enough that a table of 131M rows has only a few thousand groups
+GROUP_ROWS = 32_768
+
+
+def group_size(rows_per_key: int, target_rows: int = GROUP_ROWS) -> int:
+    """How many consecutive key values (queries) go into one row group when each has about ``rows_per_key`` rows."""
+    return max(1, target_rows // max(1, int(rows_per_key)))
+
+
+def key_groups(frames: Iterable[pl.DataFrame], by: str, size: int) -> Iterator[pl.DataFrame]:
+    """Re-cut ``frames`` (rows sorted by ``by`` across all frames) into frames of exactly ``size`` consecutive
+    distinct ``by`` values (the last may hold fewer); the rows of one value are never split between two frames.
+
+    Streaming: holds at most one input frame plus the rows of one unfinished group. Rows out of ``by`` order
+    raise ValueError (the input must be sorted by ``by``, as every query-keyed table of the pipeline is).
+    """
+    if size < 1:
+        raise ValueError(f"size={size}: expected >= 1")
+    carry: pl.DataFrame | None = None
+    last = None
+    for frame in frames:
+        if frame.height == 0:
+            continue
+        col = frame[by]
+        if not col.is_sorted() or (last is not None and col[0] < last):
+            raise ValueError(f"rows are not sorted by {by!r} (at {by} {col[0]!r}); a query-keyed table is written "
+                             f"in {by} order")
+        last = col[-1]
+        carry = frame if carry is None else pl.concat([carry, frame], how="vertical")
+        ids = carry[by].rle_id()
+        n = int(ids[-1]) + 1  # distinct values held; the last one may continue in the next frame
+        whole = (n - 1) // size * size
+        if whole:
+            cut = int(ids.search_sorted(whole, side="left"))
+            for start in range(0, whole, size):
+                lo, hi = int(ids.search_sorted(start, side="left")), int(ids.search_sorted(start + size, side="left"))
+                yield carry.slice(lo, hi - lo)
+            carry = carry.slice(cut)
+    if carry is not None:
+        ids = carry[by].rle_id()
+        n = int(ids[-1]) + 1
+        for start in range(0, n, size):
+            lo, hi = int(ids.search_sorted(start, side="left")), int(ids.search_sorted(start + size, side="left"))
+            yield carry.slice(lo, hi - lo)
+
+
+def write_grouped_table(frames: Iterable[pl.DataFrame], path: str | Path, spec: TableSpec, *, by: str = "qid",
+                        size: int) -> int:
+    """Write a large query-keyed table from a stream of frames, atomically, in row groups of ``size`` whole
+    ``by`` values (:func:`key_groups`); returns the number of rows.
+
+    Memory is one input frame and one row group, never the table: the dense neighbours (131M rows for the whole
+    chitchat corpus at k = 1,000) and BM25 runs are written this way. Each group is conformed and checked against
+    ``spec``; ``spec.key`` must contain ``by``, so a key unique within every group is unique in the table (a
+    ``by`` value lives in one group only). The row groups carry min/max statistics, from which
+    :class:`KeyedRowGroups` finds the group of a query without reading the others. The same rows give the same
+    bytes whatever frames they arrive in (sharded stages gather into exactly the unsharded file).
+    """
+    import pyarrow.parquet as pq
+
+    if by not in spec.key:
+        raise ValueError(f"table '{spec.name}': grouping column {by!r} must be part of its key {spec.key}")
+    path = Path(path)
+    empty = conform(pl.DataFrame(schema=spec.columns), spec).to_arrow(compat_level=pl.CompatLevel.oldest())
+    schema = empty.schema
+    rows = 0
+
+    def write(tmp: str) -> None:
+        nonlocal rows
+        with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True) as writer:
+            wrote = False
+            for group in key_groups(frames, by, size):
+                group = check_table(conform(group, spec), spec, path)
+                table = group.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(schema)
+                writer.write_table(table, row_group_size=max(1, group.height))
+                rows += group.height
+                wrote = True
+            if not wrote:
+                writer.write_table(empty)
+
+    _write_file_atomically(path, write)
+    return rows
+
+
+def iter_row_groups(path: str | Path, spec: TableSpec, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+    """The row groups of a Parquet table one at a time (each checked against ``spec``): a streaming read."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: table '{spec.name}' not found (has its stage run?)")
+    _check_file_schema(path, spec)
+    pf = pq.ParquetFile(path)
+    for i in range(pf.num_row_groups):
+        frame = pl.from_arrow(pf.read_row_group(i))
+        check_table(conform(frame, spec), spec, f"{path} (row group {i})")
+        yield frame.select(columns) if columns else frame
+
+
+def _check_file_schema(path: Path, spec: TableSpec) -> None:
+    """Column names and dtypes of a Parquet file's footer against ``spec`` (no rows read)."""
+    schema = pl.read_parquet_schema(path)
+    names = list(spec.columns)
+    if list(schema) != names:
+        raise SchemaError(f"{path}: table '{spec.name}' has columns {list(schema)}, expected {names}")
+    for col, expected in spec.columns.items():
+        if not _dtype_matches(schema[col], expected):
+            raise SchemaError(f"{path}: column '{col}' of '{spec.name}' has type {schema[col]}, expected {expected}")
+
+
+class KeyedRowGroups:
+    """Read side of a Parquet table sorted by a key column (``qid``): the rows of given keys, reading only the
+    row groups that hold them.
+
+    The footer's per-row-group min/max statistics of ``by`` locate a key by binary search (a key may span
+    groups in a file written by another writer; :func:`write_grouped_table` keeps each key in one group). Groups
+    read are checked against ``spec`` and kept in a small LRU cache (``cache`` groups); ``groups_read`` counts
+    the reads, so tests can check that a reader touched only what it needed. Memory: the footer plus ``cache``
+    groups, whatever the table's size.
+    """
+
+    def __init__(self, path: str | Path, spec: TableSpec, *, by: str = "qid", columns: list[str] | None = None,
+                 cache: int = 16):
+        import pyarrow.parquet as pq
+
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: table '{spec.name}' not found (has its stage run?)")
+        _check_file_schema(self.path, spec)
+        self.spec, self.by, self.columns = spec, by, columns or list(spec.columns)
+        self._file = pq.ParquetFile(self.path)
+        meta = self._file.metadata
+        j = list(spec.columns).index(by)
+        lo, hi = [], []
+        for i in range(meta.num_row_groups):
+            stats = meta.row_group(i).column(j).statistics
+            if meta.row_group(i).num_rows == 0:
+                continue
+            if stats is None or not stats.has_min_max:
+                raise SchemaError(f"{self.path}: row group {i} has no min/max statistics for '{by}'; re-run the "
+                                  "stage that writes it")
+            lo.append((stats.min, i))
+            hi.append(stats.max)
+        self.groups = np.array([i for _, i in lo], dtype=np.int64)
+        self.mins = [m for m, _ in lo]
+        self.maxs = hi
+        for a in range(1, len(self.mins)):
+            if self.mins[a] < self.maxs[a - 1]:
+                raise SchemaError(f"{self.path}: rows are not sorted by '{by}' (row group {self.groups[a]} starts "
+                                  f"at {self.mins[a]!r} before the previous group's last {self.maxs[a - 1]!r})")
+        self.cache = max(1, cache)
+        self._groups: OrderedDict[int, pl.DataFrame] = OrderedDict()
+        self.groups_read = 0
+
+    @property
+    def num_row_groups(self) -> int:
+        return self._file.metadata.num_row_groups
+
+    def groups_of(self, key) -> list[int]:
+        """The row groups whose [min, max] of ``by`` contains ``key`` (none when the table lacks it)."""
+        import bisect
+
+        first = bisect.bisect_left(self.maxs, key)
+        out = []
+        for a in range(first, len(self.mins)):
+            if self.mins[a] > key:
+                break
+            out.append(int(self.groups[a]))
+        return out
+
+    def group(self, i: int) -> pl.DataFrame:
+        """Row group ``i`` (the reader's columns), from the cache or the file."""
+        if i in self._groups:
+            self._groups.move_to_end(i)
+            return self._groups[i]
+        frame = pl.from_arrow(self._file.read_row_group(i))
+        check_table(conform(frame, self.spec), self.spec, f"{self.path} (row group {i})")
+        frame = frame.select(self.columns)
+        self.groups_read += 1
+        self._groups[i] = frame
+        if len(self._groups) > self.cache:
+            self._groups.popitem(last=False)
+        return frame
+
+    def rows(self, key) -> pl.DataFrame:
+        """The rows whose ``by`` equals ``key``, in file order (empty when there are none)."""
+        parts = [self.group(i).filter(pl.col(self.by) == key) for i in self.groups_of(key)]
+        if not parts:
+            return pl.DataFrame(schema={c: self.spec.columns[c] for c in self.columns})
+        return parts[0] if len(parts) == 1 else pl.concat(parts)
+
+
 def _write_file_atomically(path: Path, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp)`` on a hidden temporary file beside ``path``, fsync it and rename it to ``path``.
 
@@ -176,9 +371,11 @@ def _write_file_atomically(path: Path, write: Callable[[str], None]) -> Path:
     return path
 
 
-def write_trec_run(run: pl.DataFrame, path: str | Path, tag: str) -> Path:
+def write_trec_run(run: pl.DataFrame | Iterable[pl.DataFrame], path: str | Path, tag: str) -> Path:
     """Write a ``RUN`` table in TREC format (``qid Q0 docid rank score tag``), atomically.
 
+    ``run`` is a frame, or a stream of frames in qid order each holding whole queries (the row groups of
+    :func:`iter_row_groups`), so a run of any size is written without holding it.
     Rows are written by qid, then rank; scores in their shortest round-trip decimal form, so no two distinct scores
     collapse. Note that trec_eval and ir-measures ignore the rank column and order tied scores by docid
     *descending*, while :func:`curricula.bm25.search` ranks ties by docid ascending; with exact BM25 ties the
@@ -189,25 +386,29 @@ def write_trec_run(run: pl.DataFrame, path: str | Path, tag: str) -> Path:
     path = Path(path)
     if not tag or any(ch.isspace() for ch in tag):
         raise ValueError(f"run tag must be non-empty without whitespace, got {tag!r}")
-    run = check_table(conform(run, RUN), RUN, path)
-    for col in ("qid", "docid"):
-        bad = run.filter(pl.col(col).str.contains(r"\s") | (pl.col(col) == ""))
-        if bad.height:
-            raise ValueError(f"{path}: {col} {bad[col][0]!r} is empty or contains whitespace; TREC run files "
-                             "are whitespace-separated")
-    lines = run.sort("qid", "rank").select(
-        pl.concat_str(
-            [pl.col("qid"), pl.lit("Q0"), pl.col("docid"), pl.col("rank").cast(pl.String),
-             pl.col("score").cast(pl.String), pl.lit(tag)],
-            separator=" ",
-        )
-    ).to_series()
+    frames = [run] if isinstance(run, pl.DataFrame) else run
+
+    def lines(frame: pl.DataFrame) -> pl.Series:
+        frame = check_table(conform(frame, RUN), RUN, path)
+        for col in ("qid", "docid"):
+            bad = frame.filter(pl.col(col).str.contains(r"\s") | (pl.col(col) == ""))
+            if bad.height:
+                raise ValueError(f"{path}: {col} {bad[col][0]!r} is empty or contains whitespace; TREC run files "
+                                 "are whitespace-separated")
+        return frame.sort("qid", "rank").select(
+            pl.concat_str(
+                [pl.col("qid"), pl.lit("Q0"), pl.col("docid"), pl.col("rank").cast(pl.String),
+                 pl.col("score").cast(pl.String), pl.lit(tag)],
+                separator=" ",
+            )
+        ).to_series()
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            for line in lines:
-                fh.write(line)
-                fh.write("\n")
+            for frame in frames:
+                for line in lines(frame):
+                    fh.write(line)
+                    fh.write("\n")
 
     return _write_file_atomically(path, write)
 
@@ -222,12 +423,32 @@ def write_text_atomically(path: str | Path, text: str) -> Path:
     return path
 
 
-def read_table(path: str | Path, spec: TableSpec) -> pl.DataFrame:
-    """Read a Parquet table and check it against ``spec``; a missing file or a broken contract is a clear error."""
+def read_table(path: str | Path, spec: TableSpec, columns: list[str] | None = None) -> pl.DataFrame:
+    """Read a Parquet table and check it against ``spec``; a missing file or a broken contract is a clear error.
+
+    With ``columns`` only those are read (a job that needs a query's text, not its turns, does not pay for them):
+    the file's footer is checked against the whole contract, the columns read against theirs.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: table '{spec.name}' not found (has its stage run?)")
-    return check_table(pl.read_parquet(path), spec, path)
+    if columns is None:
+        return check_table(pl.read_parquet(path), spec, path)
+    _check_file_schema(path, spec)
+    part = subspec(spec, columns)
+    return check_table(pl.read_parquet(path, columns=list(part.columns)), part, path)
+
+
+def subspec(spec: TableSpec, columns: list[str]) -> TableSpec:
+    """The contract of some of ``spec``'s columns (in ``spec``'s order; the key only if all its columns are kept)."""
+    unknown = [c for c in columns if c not in spec.columns]
+    if unknown:
+        raise ValueError(f"table '{spec.name}' has no column(s) {unknown}")
+    keep = [c for c in spec.columns if c in columns]
+    return TableSpec(spec.name, {c: spec.columns[c] for c in keep},
+                     key=spec.key if set(spec.key) <= set(keep) else (),
+                     nullable=frozenset(c for c in spec.nullable if c in keep),
+                     allowed={c: v for c, v in spec.allowed.items() if c in keep})
 
 
 def write_dir_atomically(out_dir: str | Path, fill: Callable[[Path], None]) -> Path:

@@ -42,10 +42,13 @@ from curricula.ingest import candidate_pairs, read_ingest
 from curricula.losses import element_losses, weighted_mean
 from curricula.models import build_ranker
 from curricula.negatives import NegativeSampler
-from curricula.tables import DEV_CURVE, NEIGHBORS, RUN, read_table, write_table, write_text_atomically
+from curricula.tables import DEV_CURVE, read_table, write_table, write_text_atomically
 from curricula.weighting import PairEase
 
 log = logging.getLogger(__name__)
+
+#: what training reads of the ingest tables (a query's turns are the loader's, not the ranker's)
+TRAIN_COLUMNS = {"queries": ["qid", "split", "text"]}
 
 #: bumped when the checkpoint layout changes, so a checkpoint of another layout is ignored, not misread
 CHECKPOINT_FORMAT = 3  # 3: frozen parameters are left out of the checkpoint
@@ -88,8 +91,8 @@ def train_ranker(
     model_out: str | Path,
     checkpoint_dir: str | Path,
     weights: pl.DataFrame | None = None,
-    neighbors: pl.DataFrame | None = None,
-    run: pl.DataFrame | None = None,
+    neighbors: pl.DataFrame | str | Path | None = None,
+    run: pl.DataFrame | str | Path | None = None,
     relevant_min: int = 1,
     config_seed: int = 42,
     progress: bool = True,
@@ -111,7 +114,9 @@ def train_ranker(
     negs = NegativeSampler(spec["negatives"], queries=queries, docs=docs, qrels=data["qrels"],
                            candidates=data["candidates"], relevant_min=relevant_min, neighbors=neighbors, run=run,
                            total_steps=length, seed=seed)
-    context_of = dict(zip(queries["qid"].to_list(), queries["text"].to_list()))
+    train_queries = queries.filter(pl.col("split") == "train")  # only training contexts are ever drawn
+    context_of = dict(zip(train_queries["qid"].to_list(), train_queries["text"].to_list()))
+    del train_queries
     doc_texts = docs["text"].to_list()
     ease = None
     if spec.get("weighting"):
@@ -169,15 +174,14 @@ def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Pa
     ``inputs``: queries, docs, qrels, candidates, curriculum (folder) and, when the spec needs them, weights
     (the weighting function's difficulty table), neighbors, run. The checkpoint folder is ``<model>.checkpoint``.
     """
-    data = read_ingest(inputs)
+    data = read_ingest(inputs, columns=TRAIN_COLUMNS)
     names = set(inputs.keys())  # a Snakemake Namedlist's `in` looks at values, not names
     extra = {}
     if spec.get("weighting"):
         extra["weights"] = read_table(inputs["weights"], difficulty_spec([spec["weighting"]["scoring"]]))
-    if "neighbors" in names:
-        extra["neighbors"] = read_table(inputs["neighbors"], NEIGHBORS)
-    if "run" in names:
-        extra["run"] = read_table(inputs["run"], RUN)
+    for name in ("neighbors", "run"):  # ranked lists: read lazily, a step's queries at a time
+        if name in names:
+            extra[name] = Path(inputs[name])
     model_out = Path(outputs["model"])
     curve = train_ranker(data, spec, seed, curriculum_dir=inputs["curriculum"], model_out=model_out,
                          checkpoint_dir=model_out.with_name(model_out.name + ".checkpoint"),

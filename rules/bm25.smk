@@ -48,6 +48,8 @@ rule bm25_run:
     output:
         run=bm25_outputs()["run"],
         trec=bm25_outputs()["trec"],
+    params:
+        k=config["bm25"]["k"],  # cuts the row groups, as in the unsharded table
     log:
         log_path("bm25_run"),
     benchmark:

@@ -101,6 +101,7 @@ rule dense_neighbors:
         neighbors=dense_outputs()["neighbors"],
     params:
         table="neighbors",
+        k=config["dense"]["neighbors_k"],  # cuts the row groups, as in the unsharded table
     log:
         log_path("dense_neighbors"),
     benchmark:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from curricula.errors import SchemaError
@@ -14,8 +16,11 @@ from curricula.tables import (
     QUERIES,
     RUN,
     VECTORS,
+    KeyedRowGroups,
     check_table,
+    iter_row_groups,
     read_table,
+    write_grouped_table,
     write_table,
     write_trec_run,
 )
@@ -143,3 +148,86 @@ def test_write_trec_run(tmp_path):
     with pytest.raises(ValueError, match="run tag"):
         write_trec_run(run, tmp_path / "bad.run", tag="bm 25")
     assert [p.name for p in tmp_path.iterdir()] == ["bm25.run"]
+
+
+# ------------------------------------------------------------------------------ query-keyed tables in row groups
+def ranked(n_queries: int, seed: int = 0) -> pl.DataFrame:
+    """A NEIGHBORS-shaped table: 1..9 rows per query (qids sorted), ranks 1..n."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 10, n_queries)
+    qids = [f"q{i:03d}" for i, c in enumerate(counts) for _ in range(c)]
+    ranks = [r + 1 for c in counts for r in range(c)]
+    return pl.DataFrame({"qid": qids, "docid": [f"d{r}" for r in ranks], "rank": ranks,
+                         "score": rng.random(len(qids))}).with_columns(pl.col("rank").cast(pl.Int32),
+                                                                         pl.col("score").cast(pl.Float32))
+
+
+def test_grouped_table_is_the_same_file_whatever_frames_it_arrives_in(tmp_path):
+    df = ranked(40)
+    whole = tmp_path / "whole.parquet"
+    assert write_grouped_table([df], whole, NEIGHBORS, by="qid", size=6) == df.height
+    cuts = [0, 1, 17, 18, 100, 101, df.height]  # cuts inside queries too: a query's rows may arrive in two frames
+    parts = tmp_path / "parts.parquet"
+    write_grouped_table((df.slice(a, b - a) for a, b in zip(cuts, cuts[1:])), parts, NEIGHBORS, by="qid", size=6)
+    assert whole.read_bytes() == parts.read_bytes()
+    assert read_table(whole, NEIGHBORS).equals(df)
+    meta = pq.ParquetFile(whole).metadata
+    assert meta.num_row_groups == 7  # 40 queries, 6 per group
+    sizes = [pl.from_arrow(pq.ParquetFile(whole).read_row_group(i))["qid"].n_unique() for i in range(7)]
+    assert sizes == [6] * 6 + [4]
+    assert list(iter_row_groups(whole, NEIGHBORS))[3].equals(df.filter(pl.col("qid").is_in(
+        [f"q{i:03d}" for i in range(18, 24)])))
+
+
+def test_grouped_table_refuses_unsorted_rows_and_leaves_nothing(tmp_path):
+    df = ranked(10)
+    out = tmp_path / "n.parquet"
+    with pytest.raises(ValueError, match="not sorted by 'qid'"):
+        write_grouped_table([df.slice(20), df.slice(0, 20)], out, NEIGHBORS, by="qid", size=3)
+    assert not list(tmp_path.iterdir())
+    dup = pl.concat([df.head(1), df.head(1)])
+    with pytest.raises(SchemaError, match="duplicate key"):
+        write_grouped_table([dup], out, NEIGHBORS, by="qid", size=3)
+    with pytest.raises(ValueError, match="part of its key"):
+        write_grouped_table([df], out, NEIGHBORS, by="rank", size=3)
+    assert not list(tmp_path.iterdir())
+
+
+def test_keyed_row_groups_read_only_the_groups_of_a_key(tmp_path):
+    df = ranked(30, seed=2)
+    path = tmp_path / "n.parquet"
+    write_grouped_table([df], path, NEIGHBORS, by="qid", size=4)
+    reader = KeyedRowGroups(path, NEIGHBORS, cache=2)
+    assert reader.num_row_groups == 8 and reader.groups_read == 0
+    assert reader.rows("q013").equals(df.filter(pl.col("qid") == "q013"))
+    assert reader.groups_of("q013") == [3] and reader.groups_read == 1
+    assert reader.rows("q012").height and reader.groups_read == 1  # same group: from the cache
+    assert reader.rows("nope").height == 0 and reader.groups_read == 1
+    # a file written by another writer may hold a key in two row groups: both are read
+    other = tmp_path / "other.parquet"
+    df.write_parquet(other, row_group_size=7, statistics=True)
+    spans = KeyedRowGroups(other, NEIGHBORS)
+    key = df["qid"][6]  # row 6 and 7 are in different groups when the query has rows on both sides
+    assert spans.rows(key).equals(df.filter(pl.col("qid") == key))
+    df.reverse().write_parquet(other, row_group_size=7, statistics=True)
+    with pytest.raises(SchemaError, match="not sorted by 'qid'"):
+        KeyedRowGroups(other, NEIGHBORS)
+
+
+def test_read_table_columns_checks_the_file_and_reads_only_those(tmp_path):
+    df = ranked(5)
+    write_table(df, tmp_path / "n.parquet", NEIGHBORS)
+    part = read_table(tmp_path / "n.parquet", NEIGHBORS, columns=["qid", "rank"])
+    assert part.columns == ["qid", "rank"] and part.equals(df.select("qid", "rank"))
+    with pytest.raises(SchemaError, match="expected Float64"):
+        read_table(tmp_path / "n.parquet", RUN, columns=["qid", "rank"])  # the file is not a run (score Float32)
+    with pytest.raises(ValueError, match="no column"):
+        read_table(tmp_path / "n.parquet", NEIGHBORS, columns=["qid", "text"])
+
+
+def test_trec_run_from_row_groups_equals_the_whole_frame(tmp_path):
+    run = ranked(12).with_columns(pl.col("score").cast(pl.Float64))
+    write_grouped_table([run], tmp_path / "run.parquet", RUN, by="qid", size=5)
+    write_trec_run(run, tmp_path / "whole.trec", "t")
+    write_trec_run(iter_row_groups(tmp_path / "run.parquet", RUN), tmp_path / "groups.trec", "t")
+    assert (tmp_path / "whole.trec").read_bytes() == (tmp_path / "groups.trec").read_bytes()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -18,6 +19,7 @@ from curricula.experiments import experiment_specs, job_params, merge_experiment
 from curricula.ingest import candidate_pairs
 from curricula.losses import element_losses, weighted_mean
 from curricula.negatives import NegativeSampler
+from curricula.tables import NEIGHBORS, RUN, write_grouped_table
 from curricula.train import DEV_CURVE, PairEase, train_ranker
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
@@ -158,6 +160,38 @@ def test_instance_level_negatives_come_from_the_allowed_top_k_and_never_the_posi
         for q, row in zip(qids, bs.sample(qids, step)):
             docs = [bs.docids[c] for c in row]
             assert not set(docs) & rel[q] and all(rank[(q, d)] <= 15 for d in docs)
+
+
+def test_ranked_lists_from_a_file_read_only_the_row_groups_of_the_drawn_queries(data, tmp_path):
+    """The training job reads the neighbour table lazily: the same draws as from the whole frame, and only the row
+    groups holding the queries a step draws for are read (the table is never loaded whole)."""
+    qids = train_qids(data)
+    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
+                                                   on="qid")["docid"]))
+    rng = np.random.default_rng(3)
+    rows = [(q, d, r + 1, float(-r)) for q in qids for r, d in enumerate(rng.permutation(pool_docs)[:30])]
+    frame = pl.DataFrame(rows, schema=dict(NEIGHBORS.columns), orient="row")
+    path = tmp_path / "neighbors.parquet"
+    write_grouped_table([frame.slice(0, 500), frame.slice(500)], path, NEIGHBORS, by="qid", size=3)
+    n_groups = -(-len(qids) // 3)
+    assert pq.ParquetFile(path).metadata.num_row_groups == n_groups > 5
+    spec = {"mode": "neighbors", "m": 2, "pacing": {"kT": 1, "T": 50}}
+    eager, lazy = sampler(data, spec, neighbors=frame), sampler(data, spec, neighbors=path)
+    assert lazy.lists.groups_read == 0  # opening reads the footer only
+    asked = [qids[0], qids[1], qids[7]]  # groups 0, 0 and 2
+    for step in (0, 40, 60, 99):
+        assert np.array_equal(lazy.sample(asked, step), eager.sample(asked, step))
+    assert lazy.lists.groups_read == 2
+    for step in (10, 70):  # every query: still the same draws, each group read once (all fit in the cache)
+        assert np.array_equal(lazy.sample(qids, step), eager.sample(qids, step))
+    assert lazy.lists.groups_read == n_groups
+    for q in range(len(qids)):
+        assert np.array_equal(lazy.lists.row(q), eager.lists.row(q))
+    run = frame.with_columns(pl.col("score").cast(pl.Float64))  # the BM25 run is read the same way, to its depth
+    write_grouped_table([run], tmp_path / "run.parquet", RUN, by="qid", size=4)
+    bm25 = {"mode": "bm25", "m": 3, "depth": 12}
+    assert np.array_equal(sampler(data, bm25, run=tmp_path / "run.parquet").sample(qids, 5),
+                          sampler(data, bm25, run=run).sample(qids, 5))
 
 
 # --------------------------------------------------------------------------------------------- losses, weights

@@ -2,4 +2,4 @@ from curricula.logs import logged
 from curricula.precompute import gather_run_stage
 
 with logged(snakemake.log[0]):
-    gather_run_stage(list(snakemake.input.shards), snakemake.output.run, snakemake.output.trec)
+    gather_run_stage(list(snakemake.input.shards), snakemake.output.run, snakemake.output.trec, k=snakemake.params.k)
