@@ -1,13 +1,20 @@
-"""Scale curve of the precompute stages on the embedded chitchat data: time and peak memory per stage per size.
+"""Scale curve of the pipeline on the embedded chitchat data: time and peak memory of every job per size.
 
 For each target number of responses (documents) the script picks the number of chitchat instances that yields
-about that many distinct responses (calibrated with the loader itself: a train/dev/test split of 80/10/10), runs
-the workflow's precompute targets in a fresh working folder with Snakemake (ingest, BM25 index, BM25 run,
-BM25 candidate scores, dense encoding of queries and docs, FAISS neighbours; with ``--teacher`` also teacher
-training and scoring), and reads each job's wall time and peak resident memory from its ``benchmark:`` file.
-The growth exponent between two sizes is log(t2/t1) / log(n2/n1) (1 = linear in the number of responses).
+about that many distinct responses (calibrated with the loader itself: a train/dev/test split of 80/10/10;
+``all`` is the whole corpus, uncapped), writes ``configs/chitchat_full.yaml`` with those caps into a fresh working
+folder and runs the workflow there with Snakemake: ingest, BM25 index, run and candidate scores, dense encoding
+and neighbours (k = 1,000), every difficulty function that does not need the teacher, the curricula, and the
+config's short training jobs, one per negative mode (random, candidates, bm25, neighbours); ``--teacher`` adds
+teacher training and scoring. Each job's wall time and peak resident memory come from its ``benchmark:`` file.
 
-    .venv/bin/python bench/bench_scale.py [--docs 5000 20000 80000] [--cores 2] [--workdir /tmp/curricula-scale]
+The growth exponent between two sizes is log(y2/y1) / log(n2/n1) for y the time or the peak memory and n the
+number of responses (1 = linear, 0 = flat).
+
+    .venv/bin/python bench/bench_scale.py [--docs 5000 20000 80000 all] [--cores 2] [--workdir /tmp/curricula-scale]
+        [--repo CHECKOUT]     # measure another checkout of the pipeline (e.g. the code before a change)
+        [--forcerun RULE ..]  # in an existing working folder: re-run only these rules (and what depends on them)
+        [--table-only]        # print the table of existing working folders without running anything
 
 Prints a Markdown table; asserts nothing.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import subprocess
 import sys
 import time
@@ -30,7 +38,9 @@ sys.path.insert(0, str(REPO))
 from curricula.data import chitchat  # noqa: E402
 
 FRACTIONS = {"train": 0.8, "dev": 0.1, "test": 0.1}
-STAGES = [  # (label, benchmark files under benchmarks/<dataset>/, summed)
+BASE_CONFIG = REPO / "configs" / "chitchat_full.yaml"
+#: (label, benchmark files under benchmarks/<dataset>/, summed over a stage's jobs; the peak is the largest job's)
+PRECOMPUTE = [
     ("ingest", ["ingest.tsv"]),
     ("bm25_index", ["bm25_index.tsv"]),
     ("bm25_run", ["bm25_run_shard/*.tsv", "bm25_run.tsv"]),
@@ -43,11 +53,13 @@ STAGES = [  # (label, benchmark files under benchmarks/<dataset>/, summed)
 ]
 
 
-def caps(instances: int) -> dict[str, int]:
+def caps(instances: int | None) -> dict[str, int | None]:
+    if instances is None:
+        return {split: None for split in FRACTIONS}
     return {split: max(1, round(instances * f)) for split, f in FRACTIONS.items()}
 
 
-def n_docs(instances: int) -> int:
+def n_docs(instances: int | None) -> int:
     return chitchat.load(max_instances=caps(instances), max_context_turns=10).docs.height
 
 
@@ -63,64 +75,117 @@ def calibrate(target_docs: int, start: int) -> tuple[int, int]:
     return instances, docs
 
 
-def run_size(workdir: Path, instances: int, cores: int, teacher: bool) -> float:
-    workdir.mkdir(parents=True, exist_ok=True)
-    cfg = {"dataset": {"name": "chitchat", "format": "chitchat",
-                       "options": {"max_instances": caps(instances), "max_context_turns": 10}},
-           "experiments": {}}
-    (workdir / "scale.yaml").write_text(yaml.safe_dump(cfg))
-    res = "results/chitchat"
-    targets = [f"{res}/bm25/run.parquet", f"{res}/bm25/candidate_scores.parquet", f"{res}/dense/neighbors.parquet"]
+def size_config(instances: int | None) -> dict:
+    """configs/chitchat_full.yaml with the size's caps, results under ``results/`` of the working folder."""
+    cfg = yaml.safe_load(BASE_CONFIG.read_text())
+    cfg["results"] = "results"
+    cfg["dataset"]["options"]["max_instances"] = caps(instances)
+    return cfg
+
+
+def targets(cfg: dict, teacher: bool) -> list[str]:
+    res = f"results/{cfg['dataset']['name']}"
+    out = [f"{res}/bm25/run.parquet", f"{res}/bm25/candidate_scores.parquet", f"{res}/dense/neighbors.parquet",
+           f"{res}/difficulty/difficulty.parquet"]
+    out += [f"{res}/experiments/{name}/seed={seed}/dev_curve.parquet"
+            for name in ["baseline", *cfg["experiments"]] for seed in cfg["seeds"]]
     if teacher:
-        targets.append(f"{res}/teacher/scores.parquet")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--cores", str(cores), *targets, "--configfile", str(workdir / "scale.yaml")]
+        out.append(f"{res}/teacher/scores.parquet")
+    return out
+
+
+def run_size(workdir: Path, instances: int | None, cores: int, teacher: bool, repo: Path,
+             forcerun: list[str]) -> float:
+    workdir.mkdir(parents=True, exist_ok=True)
+    cfg = size_config(instances)
+    (workdir / "scale.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
+           "--cores", str(cores), *targets(cfg, teacher), "--configfile", str(workdir / "scale.yaml")]
+    if forcerun:  # only what changed: the other jobs' outputs (and benchmark files) stay
+        cmd += ["--rerun-triggers", "mtime", "--forcerun", *forcerun]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
     t0 = time.perf_counter()
-    with open(workdir / "snakemake.log", "w") as log:  # Snakemake's own output; the jobs log under logs/
-        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
+    with open(workdir / "snakemake.log", "a") as log:  # Snakemake's own output; the jobs log under logs/
+        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
     return time.perf_counter() - t0
+
+
+def stages(bench: Path) -> list[tuple[str, list[str]]]:
+    """The table's rows: the precompute stages, each difficulty function, the join, the curricula, each training."""
+    rows = list(PRECOMPUTE)
+    rows += [(f"difficulty_function: {p.stem}", [f"difficulty_function/{p.name}"])
+             for p in sorted((bench / "difficulty_function").glob("*.tsv"))]
+    rows += [("difficulty (join)", ["difficulty.tsv"]), ("curriculum (each)", ["curriculum/*.tsv"])]
+    rows += [(f"train: {p.name}", [f"train/{p.name}/*.tsv"]) for p in sorted((bench / "train").glob("*"))]
+    return rows
 
 
 def stage_figures(workdir: Path) -> dict[str, tuple[float, float]]:
     """{stage: (seconds summed over its jobs, peak max_rss in MB over its jobs)} from the benchmark files."""
     bench = workdir / "benchmarks" / "chitchat"
     out = {}
-    for label, patterns in STAGES:
+    for label, patterns in stages(bench):
         files = [p for pattern in patterns for p in bench.glob(pattern)]
         if not files:
             continue
-        rows = pl.concat([pl.read_csv(f, separator="\t").select("s", "max_rss") for f in files])
-        out[label] = (float(rows["s"].sum()), float(rows["max_rss"].cast(pl.Float64, strict=False).max() or 0.0))
+        rows = pl.concat([pl.read_csv(f, separator="\t").select("s", "max_rss").tail(1) for f in files])
+        seconds = float(rows["s"].sum()) if not label.startswith("curriculum") else float(rows["s"].max())
+        out[label] = (seconds, float(rows["max_rss"].cast(pl.Float64, strict=False).max() or 0.0))
     return out
+
+
+def exponent(y1: float, y2: float, n1: int, n2: int) -> float:
+    """Growth exponent log(y2/y1) / log(n2/n1)."""
+    return math.log(max(y2, 1e-3) / max(y1, 1e-3)) / math.log(n2 / n1)
+
+
+def table(sizes: list[int], figures: list[dict[str, tuple[float, float]]]) -> str:
+    labels = []
+    for f in figures:
+        labels += [label for label in f if label not in labels]
+    head = ("| job | " + " | ".join(f"{n:,} responses: s / peak MB" for n in sizes)
+            + " | exponent, time | exponent, peak |")
+    lines = [head, "|" + "---|" * (len(sizes) + 3)]
+    for label in labels:
+        if not all(label in f for f in figures):
+            continue
+        cells = [f"{f[label][0]:.1f} / {f[label][1]:,.0f}" for f in figures]
+        pairs = range(len(sizes) - 1)
+        t = ", ".join(f"{exponent(figures[i][label][0], figures[i + 1][label][0], sizes[i], sizes[i + 1]):.2f}"
+                      for i in pairs)
+        m = ", ".join(f"{exponent(figures[i][label][1], figures[i + 1][label][1], sizes[i], sizes[i + 1]):.2f}"
+                      for i in pairs)
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {t} | {m} |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, nargs="+", default=[5000, 20000, 80000])
+    ap.add_argument("--docs", nargs="+", default=["5000", "20000", "80000", "all"],
+                    help="target numbers of responses; 'all' = the whole corpus, uncapped")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--teacher", action="store_true", help="also teacher training and scoring (slow on a CPU)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/curricula-scale"))
+    ap.add_argument("--repo", type=Path, default=REPO, help="the checkout whose Snakefile and code run")
+    ap.add_argument("--forcerun", nargs="*", default=[], help="re-run only these rules in existing folders")
+    ap.add_argument("--table-only", action="store_true", help="print the table of existing folders; run nothing")
     args = ap.parse_args()
     sizes, figures = [], []
     start = 500
     for target in args.docs:
-        instances, docs = calibrate(target, start)
-        start = instances
-        print(f"# {target} responses: {instances} instances give {docs} responses", flush=True)
-        wall = run_size(args.workdir / f"docs{target}", instances, args.cores, args.teacher)
+        folder = args.workdir / f"docs{target}"
+        if target == "all":
+            instances, docs = None, n_docs(None)
+        else:
+            instances, docs = calibrate(int(target), start)
+            start = instances
+        print(f"# {target} responses: {instances or 'all'} instances give {docs} responses", flush=True)
+        if not args.table_only:
+            wall = run_size(folder, instances, args.cores, args.teacher, args.repo.resolve(), args.forcerun)
+            print(f"#   wall time {wall:.0f} s ({folder})", flush=True)
         sizes.append(docs)
-        figures.append(stage_figures(args.workdir / f"docs{target}"))
-        print(f"#   precompute wall time {wall:.0f} s", flush=True)
-    head = "| stage | " + " | ".join(f"{n} responses: s / peak MB" for n in sizes) + " | growth exponent (time) |"
-    print(head)
-    print("|" + "---|" * (len(sizes) + 2))
-    for label, _ in STAGES:
-        if not all(label in f for f in figures):
-            continue
-        cells = [f"{f[label][0]:.1f} / {f[label][1]:.0f}" for f in figures]
-        exps = [math.log(max(figures[i + 1][label][0], 1e-3) / max(figures[i][label][0], 1e-3))
-                / math.log(sizes[i + 1] / sizes[i]) for i in range(len(sizes) - 1)]
-        print(f"| {label} | " + " | ".join(cells) + " | " + ", ".join(f"{e:.2f}" for e in exps) + " |")
+        figures.append(stage_figures(folder))
+    print(table(sizes, figures))
 
 
 if __name__ == "__main__":
