@@ -68,6 +68,10 @@ def sigma_bm25(pairs: pl.DataFrame, candidate_scores: pl.DataFrame) -> pl.DataFr
     return candidate_std(scored, "score", "sigma_bm25_raw")
 
 
+#: texts tokenised, or pairs matched, at a time (memory stays flat in the number of pairs)
+CHUNK = 65_536
+
+
 def first_word_vectors(texts: list[str], tokenizer, embeddings: np.ndarray, k: int = SM_WORDS) -> np.ndarray:
     """Mean of the L2-normalised input embeddings of each text's first ``k`` word pieces (punctuation skipped).
 
@@ -75,15 +79,17 @@ def first_word_vectors(texts: list[str], tokenizer, embeddings: np.ndarray, k: i
     MiniLM's input word-piece embedding matrix stands in (same recipe, static vectors, no context). A text with no
     word piece left gets a zero vector (similarity 0 with everything).
     """
-    ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
     vocab = tokenizer.convert_ids_to_tokens(list(range(embeddings.shape[0])))
     wordlike = np.array([any(ch.isalnum() for ch in tok) for tok in vocab])
     unit = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
     out = np.zeros((len(texts), embeddings.shape[1]), dtype=np.float64)
-    for i, row in enumerate(ids):
-        keep = [t for t in row if wordlike[t]][:k]
-        if keep:
-            out[i] = unit[keep].mean(axis=0)
+    for start in range(0, len(texts), CHUNK):  # word-piece ids of CHUNK texts at a time, not of the whole corpus
+        ids = tokenizer(texts[start : start + CHUNK], add_special_tokens=False, truncation=False,
+                        verbose=False)["input_ids"]
+        for i, row in enumerate(ids, start):
+            keep = [t for t in row if wordlike[t]][:k]
+            if keep:
+                out[i] = unit[keep].mean(axis=0)
     return out
 
 
@@ -107,7 +113,9 @@ def sigma_sm(pairs: pl.DataFrame, queries: pl.DataFrame, docs: pl.DataFrame, tok
     di = dict(zip(d["docid"].to_list(), range(d.height)))
     rows_q = np.array([qi[x] for x in pairs["qid"].to_list()], dtype=np.int64)
     rows_d = np.array([di[x] for x in pairs["docid"].to_list()], dtype=np.int64)
-    sm = semantic_match(qv[rows_q], dv[rows_d])
+    # pair by pair in chunks: gathering both sides' vectors for a million pairs at once would take 6 GB
+    sm = np.concatenate([semantic_match(qv[rows_q[s : s + CHUNK]], dv[rows_d[s : s + CHUNK]])
+                         for s in range(0, rows_q.size, CHUNK)]) if rows_q.size else np.empty(0)
     return candidate_std(pairs.select("qid").with_columns(sm=pl.Series(sm)), "sm", "sigma_sm_raw")
 
 
