@@ -95,13 +95,14 @@ def candidate_pairs(
     (:func:`read_ingest`).
     """
     queries, docs, qrels, candidates = (data[name] for name in INGEST_TABLES)
-    relevant = qrels.filter(pl.col("rel") >= relevant_min).select("qid", "docid")
-    pairs = pl.concat([candidates.select("qid", "docid"), relevant]).unique()
+    chosen = queries.filter(pl.col("split").is_in(list(splits))).select("qid", "split", pl.col("text").alias("context"))
+    qids = chosen["qid"].implode()  # only the chosen splits' rows are joined (dev pairs: a tenth of the table)
+    relevant = qrels.filter((pl.col("rel") >= relevant_min) & pl.col("qid").is_in(qids)).select("qid", "docid")
+    pairs = pl.concat([candidates.filter(pl.col("qid").is_in(qids)).select("qid", "docid"), relevant]).unique()
     labelled = pairs.join(relevant.with_columns(rel=pl.lit(1, pl.Int64)), on=["qid", "docid"], how="left")
     return (
         labelled.with_columns(pl.col("rel").fill_null(0))
-        .join(queries.filter(pl.col("split").is_in(list(splits))).select("qid", "split", pl.col("text").alias("context")),
-              on="qid")
+        .join(chosen, on="qid")
         .join(docs.select("docid", pl.col("text").alias("response")), on="docid")
         .select("qid", "docid", "split", "context", "response", "rel")
         .sort("qid", "docid")
