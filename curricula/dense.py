@@ -64,6 +64,19 @@ def tokenize_texts(
     return {k: v for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
 
 
+#: texts tokenised at a time when only their lengths are kept
+LENGTH_CHUNK = 16_384
+
+
+def token_lengths(tokenizer, texts: Sequence[str], max_length: int, truncation_side: str = "right") -> np.ndarray:
+    """Word pieces per text after truncation (special tokens included), tokenising ``LENGTH_CHUNK`` at a time."""
+    out = np.empty(len(texts), dtype=np.int64)
+    for start in range(0, len(texts), LENGTH_CHUNK):
+        ids = tokenize_texts(tokenizer, texts[start : start + LENGTH_CHUNK], max_length, truncation_side)["input_ids"]
+        out[start : start + len(ids)] = [len(x) for x in ids]
+    return out
+
+
 def pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int], pad_id: int, device) -> dict[str, torch.Tensor]:
     """Right-pad the given rows to their longest member; returns model inputs with the attention mask."""
     ids = [tokens["input_ids"][i] for i in rows]
@@ -112,8 +125,7 @@ def encode_rows(
     dim = model.config.hidden_size
     if not len(texts):
         return np.empty(0, dtype=np.int64), np.empty((0, dim), dtype=np.float32)
-    tokens = tokenize_texts(tokenizer, texts, max_length, truncation_side)
-    lengths = [len(x) for x in tokens["input_ids"]]
+    lengths = token_lengths(tokenizer, texts, max_length, truncation_side)
     batches = batch_shard(length_batches(lengths, batch_size, longest_first=True), shard)
     rows = shard_rows(batches)
     out = np.empty((len(texts), dim), dtype=np.float32)
@@ -123,7 +135,10 @@ def encode_rows(
     try:
         with torch.inference_mode(), autocast(device, precision, transformer=True):
             for batch in tqdm(batches, desc=desc, unit="batch", disable=not progress, mininterval=2.0):
-                vecs = embed_batch(model, pad_batch(tokens, batch, pad_id, device))
+                # each batch is tokenised when it runs: the whole corpus's word-piece ids as Python lists took
+                # 6 GB for the 131,548 chitchat contexts (a text's ids do not depend on its batch)
+                tokens = tokenize_texts(tokenizer, [texts[i] for i in batch], max_length, truncation_side)
+                vecs = embed_batch(model, pad_batch(tokens, range(len(batch)), pad_id, device))
                 out[batch] = vecs.float().cpu().numpy()
     finally:
         model.train(was_training)

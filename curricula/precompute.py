@@ -249,7 +249,7 @@ def encode_stage(
         raise ValueError(f"kind must be 'queries' or 'docs', got {kind!r}")
     set_threads(cfg.get("threads"))
     if kind == "queries":
-        table = read_table(table_path, QUERIES).select(pl.col("qid").alias("id"), "text")
+        table = read_table(table_path, QUERIES, columns=["qid", "text"]).select(pl.col("qid").alias("id"), "text")
         side = cfg.get("query_truncation", "left")
     else:
         table = read_table(table_path, DOCS).select(pl.col("docid").alias("id"), "text")
