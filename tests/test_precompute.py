@@ -157,3 +157,16 @@ def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage,
     a = dense.encode(text, ["x"], tmp_path / "biencoder" / CONTEXT_DIR, progress=False)["vector"].to_numpy()
     b = dense.encode(text, ["x"], tmp_path / "biencoder" / RESPONSE_DIR, progress=False)["vector"].to_numpy()
     assert not np.allclose(a, b, atol=1e-4)
+
+
+def test_bm25_run_searched_in_blocks_and_neighbours_in_chunks_are_the_same_files(stage, bm25_outputs, dense_outputs,
+                                                                                  tmp_path, monkeypatch):
+    """The streamed stages write exactly what one batch search / one chunk writes."""
+    monkeypatch.setattr(precompute, "SEARCH_BLOCK", 7)
+    precompute.bm25_run_stage(bm25_outputs["index"], stage["queries"], tmp_path / "run.parquet",
+                              tmp_path / "run.trec", k=15, threads=2, heap="1g")
+    assert (tmp_path / "run.parquet").read_bytes() == bm25_outputs["run"].read_bytes()
+    assert (tmp_path / "run.trec").read_bytes() == bm25_outputs["trec"].read_bytes()
+    precompute.neighbors_stage(dense_outputs["queries"], dense_outputs["docs"], stage, tmp_path / "n.parquet", k=50,
+                               chunk_size=5)
+    assert (tmp_path / "n.parquet").read_bytes() == dense_outputs["neighbors"].read_bytes()
