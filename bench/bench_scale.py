@@ -159,6 +159,35 @@ def table(sizes: list[int], figures: list[dict[str, tuple[float, float]]]) -> st
     return "\n".join(lines)
 
 
+DATA_SIDE = """
+import gc, json, sys, psutil
+import polars as pl
+from curricula.ingest import ingest_paths, read_ingest
+from curricula.negatives import NegativeSampler
+from curricula.train import TRAIN_COLUMNS, dev_pairs
+proc = psutil.Process()
+base = proc.memory_info().rss
+data = read_ingest(ingest_paths(sys.argv[1]), columns=TRAIN_COLUMNS)
+negs = NegativeSampler({"mode": "candidates", "m": 1}, queries=data["queries"], docs=data["docs"],
+                       qrels=data["qrels"], candidates=data["candidates"])
+train = data["queries"].filter(pl.col("split") == "train")
+context_of = dict(zip(train["qid"].to_list(), train["text"].to_list()))
+doc_texts = data["docs"]["text"].to_list()
+dev = dev_pairs(data, 500, 42, 1)
+gc.collect()
+print(json.dumps((proc.memory_info().rss - base) / 2**20))
+"""
+
+
+def data_side_mb(workdir: Path, repo: Path) -> float:
+    """RSS (MB) a training job's data side takes in a fresh process: the ingest tables it reads, the id maps and
+    sampler lists, the training contexts and the dev pairs (what grows with the collection by design)."""
+    data = next(workdir.glob("results*/chitchat/data"))
+    out = subprocess.run([sys.executable, "-c", DATA_SIDE, str(data)], check=True, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", nargs="+", default=["5000", "20000", "80000", "all"],
@@ -169,6 +198,8 @@ def main() -> None:
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout whose Snakefile and code run")
     ap.add_argument("--forcerun", nargs="*", default=[], help="re-run only these rules in existing folders")
     ap.add_argument("--table-only", action="store_true", help="print the table of existing folders; run nothing")
+    ap.add_argument("--data-side", action="store_true",
+                    help="also measure each size's training data side (tables, id maps) and the peak without it")
     args = ap.parse_args()
     sizes, figures = [], []
     start = 500
@@ -186,6 +217,16 @@ def main() -> None:
         sizes.append(docs)
         figures.append(stage_figures(folder))
     print(table(sizes, figures))
+    if args.data_side:  # the training job's peak with and without its data side
+        side = [data_side_mb(args.workdir / f"docs{t}", args.repo.resolve()) for t in args.docs]
+        print("\n| training job | " + " | ".join(f"{n:,} responses" for n in sizes) + " | exponent |")
+        print("|" + "---|" * (len(sizes) + 2))
+        print("| data side: ingest tables, id maps, lists, contexts, dev pairs (MB) | "
+              + " | ".join(f"{x:,.0f}" for x in side) + f" | {exponent(side[0], side[-1], sizes[0], sizes[-1]):.2f} |")
+        for label in [label for label in figures[-1] if label.startswith("train: ")]:
+            rest = [f[label][1] - x for f, x in zip(figures, side)]
+            print(f"| {label} peak minus data side (MB) | " + " | ".join(f"{x:,.0f}" for x in rest)
+                  + f" | {exponent(rest[0], rest[-1], sizes[0], sizes[-1]):.2f} |")
 
 
 if __name__ == "__main__":
