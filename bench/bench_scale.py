@@ -9,7 +9,9 @@ config's short training jobs, one per negative mode (random, candidates, bm25, n
 teacher training and scoring. Each job's wall time and peak resident memory come from its ``benchmark:`` file.
 
 The growth exponent between two sizes is log(y2/y1) / log(n2/n1) for y the time or the peak memory and n the
-number of responses (1 = linear, 0 = flat).
+number of queries (contexts = training instances; 1 = linear, 0 = flat). Queries, not responses: from 80k
+responses to the whole corpus the responses grow 1.7x but the queries 11x (the capped sizes sample conversations,
+the whole corpus has every turn of each), and every query-keyed stage follows the queries.
 
     .venv/bin/python bench/bench_scale.py [--docs 5000 20000 80000 all] [--cores 2] [--workdir /tmp/curricula-scale]
         [--repo CHECKOUT]     # measure another checkout of the pipeline (e.g. the code before a change)
@@ -60,7 +62,13 @@ def caps(instances: int | None) -> dict[str, int | None]:
 
 
 def n_docs(instances: int | None) -> int:
-    return chitchat.load(max_instances=caps(instances), max_context_turns=10).docs.height
+    return size_of(instances)[0]
+
+
+def size_of(instances: int | None) -> tuple[int, int]:
+    """(responses, queries) the loader gives for an instance cap (None = the whole corpus)."""
+    data = chitchat.load(max_instances=caps(instances), max_context_turns=10)
+    return data.docs.height, data.queries.height
 
 
 def calibrate(target_docs: int, start: int) -> tuple[int, int]:
@@ -139,21 +147,21 @@ def exponent(y1: float, y2: float, n1: int, n2: int) -> float:
     return math.log(max(y2, 1e-3) / max(y1, 1e-3)) / math.log(n2 / n1)
 
 
-def table(sizes: list[int], figures: list[dict[str, tuple[float, float]]]) -> str:
+def table(sizes: list[int], figures: list[dict[str, tuple[float, float]]], queries: list[int]) -> str:
     labels = []
     for f in figures:
         labels += [label for label in f if label not in labels]
-    head = ("| job | " + " | ".join(f"{n:,} responses: s / peak MB" for n in sizes)
-            + " | exponent, time | exponent, peak |")
+    head = ("| job | " + " | ".join(f"{n:,} responses, {q:,} queries: s / peak MB" for n, q in zip(sizes, queries))
+            + " | exponent (per query), time | exponent (per query), peak |")
     lines = [head, "|" + "---|" * (len(sizes) + 3)]
     for label in labels:
         if not all(label in f for f in figures):
             continue
         cells = [f"{f[label][0]:.1f} / {f[label][1]:,.0f}" for f in figures]
         pairs = range(len(sizes) - 1)
-        t = ", ".join(f"{exponent(figures[i][label][0], figures[i + 1][label][0], sizes[i], sizes[i + 1]):.2f}"
+        t = ", ".join(f"{exponent(figures[i][label][0], figures[i + 1][label][0], queries[i], queries[i + 1]):.2f}"
                       for i in pairs)
-        m = ", ".join(f"{exponent(figures[i][label][1], figures[i + 1][label][1], sizes[i], sizes[i + 1]):.2f}"
+        m = ", ".join(f"{exponent(figures[i][label][1], figures[i + 1][label][1], queries[i], queries[i + 1]):.2f}"
                       for i in pairs)
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {t} | {m} |")
     return "\n".join(lines)
@@ -201,32 +209,34 @@ def main() -> None:
     ap.add_argument("--data-side", action="store_true",
                     help="also measure each size's training data side (tables, id maps) and the peak without it")
     args = ap.parse_args()
-    sizes, figures = [], []
+    sizes, figures, queries = [], [], []
     start = 500
     for target in args.docs:
         folder = args.workdir / f"docs{target}"
         if target == "all":
-            instances, docs = None, n_docs(None)
+            instances = None
         else:
-            instances, docs = calibrate(int(target), start)
+            instances, _ = calibrate(int(target), start)
             start = instances
+        docs, n_queries = size_of(instances)
+        queries.append(n_queries)
         print(f"# {target} responses: {instances or 'all'} instances give {docs} responses", flush=True)
         if not args.table_only:
             wall = run_size(folder, instances, args.cores, args.teacher, args.repo.resolve(), args.forcerun)
             print(f"#   wall time {wall:.0f} s ({folder})", flush=True)
         sizes.append(docs)
         figures.append(stage_figures(folder))
-    print(table(sizes, figures))
+    print(table(sizes, figures, queries))
     if args.data_side:  # the training job's peak with and without its data side
         side = [data_side_mb(args.workdir / f"docs{t}", args.repo.resolve()) for t in args.docs]
-        print("\n| training job | " + " | ".join(f"{n:,} responses" for n in sizes) + " | exponent |")
+        print("\n| training job | " + " | ".join(f"{n:,} responses" for n in sizes) + " | exponent (per query), first to last |")
         print("|" + "---|" * (len(sizes) + 2))
         print("| data side: ingest tables, id maps, lists, contexts, dev pairs (MB) | "
-              + " | ".join(f"{x:,.0f}" for x in side) + f" | {exponent(side[0], side[-1], sizes[0], sizes[-1]):.2f} |")
+              + " | ".join(f"{x:,.0f}" for x in side) + f" | {exponent(side[0], side[-1], queries[0], queries[-1]):.2f} |")
         for label in [label for label in figures[-1] if label.startswith("train: ")]:
             rest = [f[label][1] - x for f, x in zip(figures, side)]
             print(f"| {label} peak minus data side (MB) | " + " | ".join(f"{x:,.0f}" for x in rest)
-                  + f" | {exponent(rest[0], rest[-1], sizes[0], sizes[-1]):.2f} |")
+                  + f" | {exponent(rest[0], rest[-1], queries[0], queries[-1]):.2f} |")
 
 
 if __name__ == "__main__":
