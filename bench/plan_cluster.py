@@ -9,8 +9,9 @@ query, per pair, per word-piece, per query x doc product) and multiplies by MS M
 The transformer stages also get **GPU-hours from published throughput**: their FLOPs (2 x parameters per token
 forward, 6 x for forward + backward) over an NVIDIA A100's published dense peak (312 TFLOPS bf16; 19.5 TFLOPS
 fp32 for FAISS's exact search) at an assumed 30% utilisation (50% for FAISS's GEMM). Which number is which is
-printed beside each. Peak memory is extrapolated from the 80k -> 130k growth exponent of the stage when a second
-size is given (``--smaller``), else taken as flat; disk is the measured bytes per row times the rows.
+printed beside each. Peak memory is extrapolated from the growth exponent between the two measured sizes (``--smaller``;
+else taken as flat), for one job: a sharded stage's job sees its share of the items (``SHARDS``, the config's
+counts); disk is the measured bytes per row times the rows.
 
     .venv/bin/python bench/plan_cluster.py --run /tmp/curricula-scale/docsall [--smaller /tmp/curricula-scale/docs80000]
     .venv/bin/python bench/plan_cluster.py --run /tmp/curricula-scale/docsall --resources   # profile requests
@@ -112,13 +113,17 @@ def msmarco_counts() -> dict[str, float]:
     }
 
 
+#: shards per sharded stage in configs/msmarco_passage.yaml: a shard job's memory follows its share of the items
+SHARDS = {"bm25_run": 64, "bm25_candidate_scores": 64, "dense_encode": 32, "dense_neighbors": 32}
+
+
 #: (stage, benchmark files, the count its cost scales with, the rows it writes (a count key or None), GPU FLOPs)
 def stages(ms: dict[str, float]) -> list[tuple]:
     r = RUN_SHAPE
     pair_tokens = r["max_length"]  # a cross-encoder pair is padded/truncated to max_length at paper scale
     eval_pairs = (MSMARCO["dev_queries"]) * MSMARCO["eval_depth"]
-    train_flops = r["experiments"] * (r["max_steps"] * r["batch"] * (1 + r["m"]) * pair_tokens * 6 * BERT_BASE
-                                      + r["evaluations"] * eval_pairs * pair_tokens * 2 * BERT_BASE)
+    step_flops = r["experiments"] * r["max_steps"] * r["batch"] * (1 + r["m"]) * pair_tokens * 6 * BERT_BASE
+    eval_flops = r["experiments"] * r["evaluations"] * eval_pairs * pair_tokens * 2 * BERT_BASE
     return [
         ("ingest", ["ingest.tsv"], "pairs", None, None),
         ("bm25_index", ["bm25_index.tsv"], "doc_words", None, None),
@@ -137,8 +142,13 @@ def stages(ms: dict[str, float]) -> list[tuple]:
                                            A100_BF16 * UTIL_TRANSFORMER)),
         ("teacher_score", [], None, "train_pairs", (ms["train_pairs"] * pair_tokens * 2 * BERT_BASE,
                                                     A100_BF16 * UTIL_TRANSFORMER)),
-        (f"train ({r['experiments']} jobs, bert-base, 512 tokens)", [], None, None,
-         (train_flops, A100_BF16 * UTIL_TRANSFORMER)),
+        (f"train: {r['experiments']} jobs x {r['max_steps']} steps (bert-base, 512 tokens)", [], None, None,
+         (step_flops, A100_BF16 * UTIL_TRANSFORMER)),
+        (f"train: their dev evaluations ({r['evaluations']} x 200 queries x 1,000 candidates each)", [], None, None,
+         (eval_flops, A100_BF16 * UTIL_TRANSFORMER)),
+        ("evaluate: test re-ranking (43 queries x 1,000, 20 selected models + references)", [], None, None,
+         (22 * MSMARCO["test_queries"] * MSMARCO["eval_depth"] * pair_tokens * 2 * BERT_BASE,
+          A100_BF16 * UTIL_TRANSFORMER)),
     ]
 
 
@@ -205,10 +215,13 @@ def main() -> None:
             per_item = b["cpu"] / scaled(driver, here)
             cpu = f"{per_item * scaled(driver, ms) / 3600:,.1f} ({per_item:.3g} s per {driver})"
             peak = b["rss"] / 1024
+            shards = next((n for key, n in SHARDS.items() if stage.startswith(key)), 1)
             if small is not None and (bs := bench(args.smaller, patterns)):
                 grow = math.log(max(b["rss"], 1) / max(bs["rss"], 1)) / math.log(scaled(driver, here) / scaled(driver, small))
                 grow = max(0.0, grow)
-                mem = f"{peak * (scaled(driver, ms) / scaled(driver, here)) ** grow:,.1f} (exp {grow:.2f}; here {peak:.1f})"
+                ratio = scaled(driver, ms) / shards / scaled(driver, here)
+                mem = (f"{peak * ratio ** grow:,.1f} per job (exp {grow:.2f}; here {peak:.1f}"
+                       + (f"; {shards} shards" if shards > 1 else "") + ")")
             else:
                 mem = f"{peak:.1f} (here)"
         if gpu is not None:
