@@ -181,7 +181,8 @@ def resources(run: Path) -> None:
     for f in sorted(root.rglob("*.tsv")):
         rel = f.relative_to(root)
         rule = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-        rule = "dense_encode" if rule.startswith("dense_encode_") else rule  # dense_encode_{kind}.tsv
+        if len(rel.parts) == 1 and rule.startswith("dense_encode_"):  # dense_encode_{kind}.tsv: rule dense_encode
+            rule = "dense_encode"
         row = pl.read_csv(f, separator="\t").tail(1)
         rss = float(row["max_rss"].cast(pl.Float64, strict=False)[0] or 0.0)
         old = peaks.get(rule, (0.0, 0.0))
