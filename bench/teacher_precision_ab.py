@@ -20,7 +20,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import polars as pl  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 from curricula.config import load_config  # noqa: E402
