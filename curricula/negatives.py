@@ -161,20 +161,26 @@ class NegativeSampler:
             if frame is None:
                 raise ValueError(f"negatives mode {self.mode!r} needs the {'neighbors' if self.mode == 'neighbors' else 'BM25 run'} table")
             depth = int(self.spec["depth"]) if self.mode == "bm25" and self.spec.get("depth") else None
-            if not isinstance(frame, pl.DataFrame):  # a file: read each query's list when a step draws for it
+            if isinstance(frame, pl.DataFrame):
+                self.lists = self._stored_lists(frame, train_qids, query_index, doc_index, depth)
+            else:  # a file: read each query's list when a step draws for it
                 reader = KeyedRowGroups(frame, NEIGHBORS if self.mode == "neighbors" else RUN, cache=4)
                 self.lists = LazyRankedLists(reader, self.qids, doc_index, self.in_pool, depth)
-                return
-            frame = frame.filter(pl.col("qid").is_in(train_qids))
-            if depth:
-                frame = frame.filter(pl.col("rank") <= depth)
-            lists = ranked_lists(frame.select("qid", "docid", "rank"), query_index, doc_index, n_q)
-            keep = self.in_pool[lists.codes]  # only training responses
-            row_query = np.repeat(np.arange(n_q), np.diff(lists.offsets))
-            counts = np.bincount(row_query[keep], minlength=n_q)
-            offsets = np.zeros(n_q + 1, dtype=np.int64)
-            np.cumsum(counts, out=offsets[1:])
-            self.lists = RankedLists(offsets, lists.codes[keep])
+
+    def _stored_lists(self, frame: pl.DataFrame, train_qids: pl.Series, query_index: pl.DataFrame,
+                      doc_index: pl.DataFrame, depth: int | None) -> RankedLists:
+        """The training queries' ranked lists of a whole frame, cut to ``depth`` and to the training pool."""
+        n_q = len(self.qids)
+        frame = frame.filter(pl.col("qid").is_in(train_qids))
+        if depth:
+            frame = frame.filter(pl.col("rank") <= depth)
+        lists = ranked_lists(frame.select("qid", "docid", "rank"), query_index, doc_index, n_q)
+        keep = self.in_pool[lists.codes]  # only training responses
+        row_query = np.repeat(np.arange(n_q), np.diff(lists.offsets))
+        counts = np.bincount(row_query[keep], minlength=n_q)
+        offsets = np.zeros(n_q + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return RankedLists(offsets, lists.codes[keep])
 
     # ------------------------------------------------------------------ sampling space
     def space(self, step: int) -> int:

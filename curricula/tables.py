@@ -246,25 +246,25 @@ def iter_row_groups(path: str | Path, spec: TableSpec, columns: list[str] | None
     import pyarrow.parquet as pq
 
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: table '{spec.name}' not found (has its stage run?)")
     _check_file_schema(path, spec)
     pf = pq.ParquetFile(path)
     for i in range(pf.num_row_groups):
-        frame = pl.from_arrow(pf.read_row_group(i))
-        check_table(conform(frame, spec), spec, f"{path} (row group {i})")
+        frame = _read_row_group(pf, i, path, spec)
         yield frame.select(columns) if columns else frame
 
 
 def _check_file_schema(path: Path, spec: TableSpec) -> None:
-    """Column names and dtypes of a Parquet file's footer against ``spec`` (no rows read)."""
-    schema = pl.read_parquet_schema(path)
-    names = list(spec.columns)
-    if list(schema) != names:
-        raise SchemaError(f"{path}: table '{spec.name}' has columns {list(schema)}, expected {names}")
-    for col, expected in spec.columns.items():
-        if not _dtype_matches(schema[col], expected):
-            raise SchemaError(f"{path}: column '{col}' of '{spec.name}' has type {schema[col]}, expected {expected}")
+    """A missing file, or column names and dtypes of a Parquet file's footer against ``spec`` (no rows read):
+    :func:`check_table` on an empty frame of the file's schema."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: table '{spec.name}' not found (has its stage run?)")
+    check_table(pl.DataFrame(schema=pl.read_parquet_schema(path)), spec, path)
+
+
+def _read_row_group(pf, i: int, path: Path, spec: TableSpec) -> pl.DataFrame:
+    """Row group ``i`` of the open Parquet file ``pf``, checked against ``spec``."""
+    frame = pl.from_arrow(pf.read_row_group(i))
+    return check_table(conform(frame, spec), spec, f"{path} (row group {i})")
 
 
 class KeyedRowGroups:
@@ -278,15 +278,12 @@ class KeyedRowGroups:
     groups, whatever the table's size.
     """
 
-    def __init__(self, path: str | Path, spec: TableSpec, *, by: str = "qid", columns: list[str] | None = None,
-                 cache: int = 16):
+    def __init__(self, path: str | Path, spec: TableSpec, *, by: str = "qid", cache: int = 16):
         import pyarrow.parquet as pq
 
         self.path = Path(path)
-        if not self.path.exists():
-            raise FileNotFoundError(f"{self.path}: table '{spec.name}' not found (has its stage run?)")
         _check_file_schema(self.path, spec)
-        self.spec, self.by, self.columns = spec, by, columns or list(spec.columns)
+        self.spec, self.by = spec, by
         self._file = pq.ParquetFile(self.path)
         meta = self._file.metadata
         j = list(spec.columns).index(by)
@@ -328,13 +325,11 @@ class KeyedRowGroups:
         return out
 
     def group(self, i: int) -> pl.DataFrame:
-        """Row group ``i`` (the reader's columns), from the cache or the file."""
+        """Row group ``i``, from the cache or the file."""
         if i in self._groups:
             self._groups.move_to_end(i)
             return self._groups[i]
-        frame = pl.from_arrow(self._file.read_row_group(i))
-        check_table(conform(frame, self.spec), self.spec, f"{self.path} (row group {i})")
-        frame = frame.select(self.columns)
+        frame = _read_row_group(self._file, i, self.path, self.spec)
         self.groups_read += 1
         self._groups[i] = frame
         if len(self._groups) > self.cache:
@@ -345,7 +340,7 @@ class KeyedRowGroups:
         """The rows whose ``by`` equals ``key``, in file order (empty when there are none)."""
         parts = [self.group(i).filter(pl.col(self.by) == key) for i in self.groups_of(key)]
         if not parts:
-            return pl.DataFrame(schema={c: self.spec.columns[c] for c in self.columns})
+            return pl.DataFrame(schema=self.spec.columns)
         return parts[0] if len(parts) == 1 else pl.concat(parts)
 
 
@@ -430,11 +425,9 @@ def read_table(path: str | Path, spec: TableSpec, columns: list[str] | None = No
     the file's footer is checked against the whole contract, the columns read against theirs.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: table '{spec.name}' not found (has its stage run?)")
+    _check_file_schema(path, spec)
     if columns is None:
         return check_table(pl.read_parquet(path), spec, path)
-    _check_file_schema(path, spec)
     part = subspec(spec, columns)
     return check_table(pl.read_parquet(path, columns=list(part.columns)), part, path)
 
