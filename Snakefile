@@ -1,8 +1,9 @@
 # Curriculum learning for neural rankers: the whole pipeline.
 # `snakemake --cores 2` runs it on config.yaml; `--configfile other.yaml` overlays another config.
+# A config with a `study` section runs the same grid on several datasets in one invocation (rules/study.smk).
 import os
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 from curricula.config import apply_overlays
 
@@ -17,34 +18,20 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 if not workflow.config_settings.replace_workflow_config:
     apply_overlays(config, os.path.join(workflow.basedir, "config.yaml"), workflow.config_settings.overwrite_config)
 
-validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
-
 
 report: "report/workflow.rst"
 
 
-# Shard counts of the expensive precompute stages (config `shards`; `--set-scatter bm25=8` overrides per run).
-scattergather:
-    bm25=config["shards"]["bm25"],
-    encode=config["shards"]["encode"],
-    neighbors=config["shards"]["neighbors"],
-    teacher=config["shards"]["teacher"],
+if config.get("study"):
 
+    include: "rules/study.smk"
 
-include: "rules/common.smk"
-include: "rules/data.smk"
-include: "rules/bm25.smk"
-include: "rules/dense.smk"
-include: "rules/teacher.smk"
-include: "rules/difficulty.smk"
-include: "rules/curriculum.smk"
-include: "rules/train.smk"
-include: "rules/evaluate.smk"
-include: "rules/report.smk"
-include: "rules/active.smk"
+else:
+
+    include: "rules/pipeline.smk"
 
 
 rule all:
     input:
-        all_outputs(),
+        study_outputs() if config.get("study") else all_outputs(),
     default_target: True

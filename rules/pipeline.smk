@@ -1,0 +1,31 @@
+# One dataset's pipeline: every stage from ingest to the report, on this file's `config`; its final targets are
+# `all_outputs()` (the Snakefile's `rule all`).
+# The Snakefile includes it directly for a one-dataset run; a study (rules/study.smk) loads it once per dataset as
+# a Snakemake module with that dataset's config, so each module has its own RESULTS, logs and benchmarks.
+import os
+
+from snakemake.utils import validate
+
+validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
+
+
+# Shard counts of the expensive precompute stages (config `shards`; `--set-scatter bm25=8` overrides per run).
+# Snakemake keeps one scatter table per workflow, so every dataset of a study shares the study's counts.
+scattergather:
+    bm25=config["shards"]["bm25"],
+    encode=config["shards"]["encode"],
+    neighbors=config["shards"]["neighbors"],
+    teacher=config["shards"]["teacher"],
+
+
+include: "common.smk"
+include: "data.smk"
+include: "bm25.smk"
+include: "dense.smk"
+include: "teacher.smk"
+include: "difficulty.smk"
+include: "curriculum.smk"
+include: "train.smk"
+include: "evaluate.smk"
+include: "report.smk"
+include: "active.smk"

@@ -1,0 +1,101 @@
+# A study: the pipeline (rules/pipeline.smk) once per dataset of config `study.datasets`, each a Snakemake module
+# with its own config (curricula.study.study_configs) whose rules are named `<dataset>_<rule>` and whose outputs
+# are under results/<dataset>/, then the findings page over all of them.
+import os
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from curricula.study import study_configs
+
+validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
+
+with open(os.path.join(workflow.basedir, "config.yaml"), encoding="utf-8") as _fh:
+    _DEFAULT = yaml.safe_load(_fh) or {}
+try:
+    STUDY = study_configs(_DEFAULT, workflow.config_settings.overwrite_config,
+                          {"results": config["results"], "shards": config["shards"]})
+except ValueError as err:
+    raise WorkflowError(f"config: {err}") from None
+
+STUDY_RESULTS = f"{config['results']}/report/study"
+CONDA_ENVS_STUDY = {"cpu": "../envs/cpu.yaml"}
+
+for STUDY_DATASET, STUDY_CONFIG in STUDY.items():
+    STUDY_MODULE = f"dataset_{STUDY_DATASET}"
+    STUDY_RULES = f"{STUDY_DATASET}_"
+    workflow.module(name=STUDY_MODULE, snakefile=os.path.join(workflow.basedir, "rules", "pipeline.smk"),
+                    config=STUDY_CONFIG)
+
+    use rule * from STUDY_MODULE as STUDY_RULES*
+
+
+def study_namespace(dataset):
+    """The globals of a dataset's module (its input functions, bound to its own config)."""
+    return workflow.globals[f"dataset_{dataset}"]
+
+
+
+
+STUDY_SETTINGS = config["study"]
+
+
+def study_claim_metrics():
+    """{"metrics|<dataset>|<experiment>|<seed>": path} of every experiment a claim names, on every dataset; a claim
+    naming an experiment that a dataset's grid lacks stops the run before any job."""
+    named = {name for claim in STUDY_SETTINGS["claims"] for name in (claim["experiment"], claim["against"])}
+    out = {}
+    for dataset in STUDY:
+        runs = study_namespace(dataset).runs_by_key("metrics", additive=True)
+        have = {key.split("|")[1] for key in runs}
+        missing = sorted(named - have)
+        if missing:
+            raise WorkflowError(f"config: study.claims name {missing}, which {dataset}'s grid does not evaluate "
+                                f"(it has {sorted(have)}; +bm25 forms need evaluate.additivity.enabled)")
+        for key, path in runs.items():
+            _, experiment, seed = key.split("|")
+            if experiment in named:
+                out[f"metrics|{dataset}|{experiment}|{seed}"] = path
+    return out
+
+
+def study_report_outputs():
+    return {
+        "findings": f"{STUDY_RESULTS}/findings.md",
+        "table": f"{STUDY_RESULTS}/findings.csv",
+        "parquet": f"{STUDY_RESULTS}/findings.parquet",
+        "figure": f"{STUDY_RESULTS}/findings.png",
+    }
+
+
+rule report_study:
+    """The findings page: each paper's claim on each dataset (effect, CI, p, MDE, verdict), and its forest plot."""
+    input:
+        **study_claim_metrics(),
+    output:
+        findings=report(study_report_outputs()["findings"], caption="../report/study_findings.rst", category="Study"),
+        table=study_report_outputs()["table"],
+        parquet=study_report_outputs()["parquet"],
+        figure=report(study_report_outputs()["figure"], caption="../report/study_figure.rst", category="Study"),
+    params:
+        claims=STUDY_SETTINGS["claims"],
+        measure=STUDY_SETTINGS["measure"],
+        alpha=STUDY_SETTINGS["alpha"],
+        power=STUDY_SETTINGS["power"],
+    log:
+        f"logs/study/report_study.log",
+    benchmark:
+        f"benchmarks/study/report_study.tsv"
+    resources:
+        mem_mb=2000,
+    conda:
+        CONDA_ENVS_STUDY["cpu"]
+    script:
+        "../workflow_scripts/report_study.py"
+
+
+def study_outputs():
+    """The final targets of a study: every dataset's `all_outputs()` and the findings page."""
+    return [path for name in STUDY for path in study_namespace(name).all_outputs()] + \
+        list(study_report_outputs().values())

@@ -1,0 +1,7 @@
+from curricula.logs import logged
+from curricula.report import split_inputs
+from curricula.study import findings_stage
+
+with logged(snakemake.log[0]):
+    findings_stage(split_inputs(snakemake.input, "metrics"), snakemake.params.claims, snakemake.output,
+                   measure=snakemake.params.measure, alpha=snakemake.params.alpha, power=snakemake.params.power)
