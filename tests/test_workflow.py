@@ -262,3 +262,63 @@ def test_a_tuned_list_trains_each_value_and_adding_one_schedules_only_its_jobs(t
                                    "report_tuning", "all"}
     assert set(re.findall(r"experiment=([\w.@=]+), seed=1", out.stdout)) == {"weighted@weighting.m=4", "weighted"}
     assert out.stdout.count("rule train:") == 1
+
+
+def _study(datasets: dict, claims: list | None = None) -> dict:
+    """A study overlay over the tiny grid: TINY_PRECOMPUTE's knobs for every dataset, each dataset's own section."""
+    common = {k: v for k, v in TINY_PRECOMPUTE.items() if k != "dataset"}
+    claims = claims if claims is not None else [
+        {"paper": "Yang et al. 2019", "claim": "interpolating BM25 helps", "experiment": "baseline+bm25",
+         "against": "baseline", "expect": "better"}]
+    return {**common, "study": {"datasets": {k: {"dataset": d} for k, d in datasets.items()}, "claims": claims}}
+
+
+def _tiny_dataset(name: str, train: int) -> dict:
+    return {**TINY["dataset"], "name": name, "options": {**TINY["dataset"]["options"],
+                                                         "max_instances": {"train": train, "dev": 10, "test": 10}}}
+
+
+def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_run, tmp_path):
+    """A two-dataset study: the tiny run's dataset (its finished jobs reused: same config, same params) and a second
+    tiny chitchat cut, each under results/<key>/ with its own logs, and the findings page over both. Adding a third
+    dataset schedules that dataset's jobs and the study report only."""
+    wd = copy_run(tiny_run, tmp_path / "run")
+    two = _study({"tiny": TINY["dataset"], "tiny_b": _tiny_dataset("tiny_b", 30)})
+    plan = snakemake(wd, "-n", config=two)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert {j for j in jobs_of(plan.stdout) if not j.startswith("tiny_b_")} == {"report_study", "all"}
+    out = snakemake(wd, config=two)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for key in ("tiny", "tiny_b"):
+        assert (wd / "results" / key / "report" / "table_metrics.md").is_file()
+        assert (wd / "logs" / key / "ingest.log").is_file()
+    queries = {k: pl.read_parquet(wd / "results" / k / "data" / "queries.parquet") for k in ("tiny", "tiny_b")}
+    assert queries["tiny"].filter(pl.col("split") == "train").height == 40
+    assert queries["tiny_b"].filter(pl.col("split") == "train").height == 30
+    study = wd / "results" / "report" / "study"
+    page = (study / "findings.md").read_text()
+    assert "| Yang et al. 2019 | interpolating BM25 helps | " in page
+    assert "| tiny | 10 | 1 |" in page and "| tiny_b | 10 | 1 |" in page
+    table = pl.read_parquet(study / "findings.parquet")
+    assert table["dataset"].to_list() == ["tiny", "tiny_b"]
+    assert set(table["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert (study / "findings.png").stat().st_size > 0
+    assert jobs_of(snakemake(wd, "-n", config=two).stdout) == set()          # nothing left to do
+    three = _study({"tiny": TINY["dataset"], "tiny_b": _tiny_dataset("tiny_b", 30),
+                    "tiny_c": _tiny_dataset("tiny_c", 20)})
+    added = jobs_of(snakemake(wd, "-n", config=three).stdout)
+    assert "tiny_c_train" in added and "tiny_c_ingest" in added
+    assert {j for j in added if not j.startswith("tiny_c_")} == {"report_study", "all"}
+
+
+def test_a_bad_study_stops_before_any_job(tmp_path):
+    missing = _study({"tiny": TINY["dataset"]}, claims=[
+        {"paper": "P", "claim": "c", "experiment": "nope", "against": "baseline", "expect": "better"}])
+    out = snakemake(tmp_path, "-n", config=missing)
+    assert out.returncode != 0
+    assert "study.claims name ['nope'], which tiny's grid does not evaluate" in out.stdout + out.stderr
+    moved = _study({"tiny": TINY["dataset"]})
+    moved["study"]["datasets"]["tiny"]["results"] = "elsewhere"
+    out = snakemake(tmp_path, "-n", config=moved)
+    assert out.returncode != 0 and "study.datasets.tiny: its overrides sets results" in out.stdout + out.stderr
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,190 @@
+"""Studies (curricula.study): each dataset's config from the study's layers, and the findings (effect, CI, p, MDE,
+verdict) of each claim on each dataset."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+from scipy import stats
+
+from curricula.config import validate_config
+from curricula.report import mde
+from curricula.study import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, claim_row, confidence_interval,
+                             dataset_config, findings_markdown, findings_stage, findings_table, study_configs,
+                             verdict)
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
+WIDE = {"results": "results", "shards": {"bm25": 1, "encode": 1, "neighbors": 1, "teacher": 1}}
+
+
+def test_a_dataset_config_layers_default_preset_study_then_overrides(tmp_path):
+    preset = tmp_path / "p.yaml"
+    preset.write_text(yaml.safe_dump({"dataset": {"name": "wikiqa", "format": "wikiqa", "files": {"train": "t.tsv"}},
+                                      "seeds": [1, 2, 3, 4, 5], "train": {"negatives": {"mode": "candidates"},
+                                                                          "steps": 100}}))
+    common = {"seeds": [7], "train": {"steps": 50}}
+    cfg = dataset_config("wq", {"preset": str(preset), "train": {"eval_every": 25}}, DEFAULT, common, WIDE)
+    assert cfg["dataset"] == {"name": "wq", "format": "wikiqa", "files": {"train": "t.tsv"}}  # the key names it
+    assert cfg["seeds"] == [7]                                         # the study's grid wins over the preset's
+    assert cfg["train"]["steps"] == 50
+    assert cfg["train"]["negatives"] == {"mode": "candidates"}         # what the study leaves open, from the preset
+    assert cfg["train"]["eval_every"] == 25                            # overrides come last
+    assert cfg["train"]["ranker"] == DEFAULT["train"]["ranker"]        # the rest from config.yaml
+    assert cfg["results"] == "results" and cfg["shards"] == WIDE["shards"]
+    validate_config(cfg)
+    plain = dataset_config("chitchat", None, DEFAULT, common, WIDE)    # null: config.yaml's dataset
+    assert plain["dataset"]["format"] == "chitchat" and plain["dataset"]["options"] == DEFAULT["dataset"]["options"]
+
+
+def test_a_dataset_may_not_move_what_the_study_shares(tmp_path):
+    preset = tmp_path / "p.yaml"
+    preset.write_text(yaml.safe_dump({"results": "elsewhere"}))
+    with pytest.raises(ValueError, match=r"study.datasets.x: its preset sets results: 'elsewhere'"):
+        dataset_config("x", str(preset), DEFAULT, {}, WIDE)
+    with pytest.raises(ValueError, match=r"study.datasets.x: its overrides sets shards"):
+        dataset_config("x", {"shards": {"bm25": 4}}, DEFAULT, {}, WIDE)
+
+
+def test_bad_study_entries_are_refused_with_the_key_and_file(tmp_path):
+    with pytest.raises(ValueError, match=r"study.datasets.x: preset file .*nope.yaml not found"):
+        dataset_config("x", str(tmp_path / "nope.yaml"), DEFAULT, {}, WIDE)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("dataset: [unclosed\n")
+    with pytest.raises(ValueError, match=r"broken.yaml is not valid YAML"):
+        dataset_config("x", str(broken), DEFAULT, {}, WIDE)
+    nested = tmp_path / "nested.yaml"
+    nested.write_text(yaml.safe_dump({"study": {"datasets": {"a": None}}}))
+    with pytest.raises(ValueError, match="holds a study section"):
+        dataset_config("x", str(nested), DEFAULT, {}, WIDE)
+    with pytest.raises(ValueError, match="a dataset key is a letter"):
+        dataset_config("9x", None, DEFAULT, {}, WIDE)
+    with pytest.raises(ValueError, match="expected a preset path or a mapping"):
+        dataset_config("x", 3, DEFAULT, {}, WIDE)
+    with pytest.raises(ValueError, match="drop the top-level dataset section"):
+        study_configs(DEFAULT, {"study": {"datasets": {"a": None}}, "dataset": {"name": "a"}}, WIDE)
+    with pytest.raises(ValueError, match="at least one dataset"):
+        study_configs(DEFAULT, {"study": {"datasets": {}}}, WIDE)
+
+
+def test_the_study_preset_builds_a_valid_config_per_dataset(monkeypatch):
+    """configs/study.yaml names presets by paths relative to the repository root (the working directory)."""
+    monkeypatch.chdir(REPO)
+    overlay = yaml.safe_load((REPO / "configs" / "study.yaml").read_text())
+    configs = study_configs(DEFAULT, overlay, WIDE)
+    assert list(configs) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp"]
+    formats = {k: validate_config(c)["dataset"]["format"] for k, c in configs.items()}
+    assert formats == {"chitchat": "chitchat", "wikiqa": "wikiqa", "semeval_cqa": "semeval_cqa",
+                       "dailydialog_pp": "dailydialog_pp"}
+    grids = {k: (c["seeds"], c["experiments"]) for k, c in configs.items()}
+    assert all(g == grids["chitchat"] for g in grids.values())          # one grid on every dataset
+    assert configs["semeval_cqa"]["dataset"]["relevant_min"] == 2        # the official scorer's threshold
+    claimed = {n for c in overlay["study"]["claims"] for n in (c["experiment"], c["against"])} - {"baseline"}
+    assert claimed <= set(overlay["experiments"])
+
+
+def test_confidence_interval_is_the_t_interval_of_the_mean():
+    d = np.random.default_rng(0).normal(0.01, 0.1, 300)
+    low, high = confidence_interval(d, 0.95)
+    ref = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+    assert (low, high) == pytest.approx(ref, rel=1e-12)
+    assert all(math.isnan(x) for x in confidence_interval([0.1]))
+
+
+@pytest.mark.parametrize(("effect", "mde_abs", "expect", "word"), [
+    (0.03, 0.02, "better", REPRODUCED), (-0.03, 0.02, "better", NOT_REPRODUCED),
+    (-0.03, 0.02, "worse", REPRODUCED), (0.03, 0.02, "worse", NOT_REPRODUCED),
+    (0.019, 0.02, "better", INCONCLUSIVE), (-0.019, 0.02, "worse", INCONCLUSIVE), (0.1, math.nan, "better", INCONCLUSIVE),
+])
+def test_verdict_words(effect, mde_abs, expect, word):
+    assert verdict(effect, mde_abs, expect) == word
+
+
+def _metrics(values: dict[str, np.ndarray], seeds: int = 2, measure: str = "AP") -> pl.DataFrame:
+    """A long metrics frame: per experiment and seed, the given per-query values plus a seed offset that averages
+    to zero over the seeds."""
+    rows = []
+    for experiment, v in values.items():
+        for s in range(seeds):
+            offset = (s - (seeds - 1) / 2) * 0.01
+            rows += [{"experiment": experiment, "seed": str(s + 1), "qid": f"q{i:03d}", "measure": measure,
+                      "value": float(x + offset)} for i, x in enumerate(v)]
+    return pl.DataFrame(rows)
+
+
+def test_a_claim_row_pairs_seed_averaged_values_by_query():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.2, 0.8, 400)
+    better = base + 0.05 + rng.normal(0, 0.05, 400)
+    row = claim_row(_metrics({"baseline": base, "x": better}), "x", "baseline", "AP", "better")
+    d = better - base
+    assert row["queries"] == 400 and row["seeds"] == 2
+    assert row["effect"] == pytest.approx(d.mean(), abs=1e-12)
+    assert row["p"] == pytest.approx(stats.ttest_rel(better, base).pvalue, rel=1e-9)
+    assert row["mde"] == pytest.approx(mde(d), rel=1e-9)
+    assert row["ci_low"] < row["effect"] < row["ci_high"]
+    assert row["effect_pct"] == pytest.approx(100 * d.mean() / base.mean(), rel=1e-9)
+    assert row["verdict"] == REPRODUCED
+    assert claim_row(_metrics({"baseline": base, "x": better}), "baseline", "x", "AP", "better")["verdict"] == \
+        NOT_REPRODUCED
+    noise = base + rng.normal(0, 0.05, 400)
+    assert claim_row(_metrics({"baseline": base, "x": noise}), "x", "baseline", "AP", "better")["verdict"] == \
+        INCONCLUSIVE
+
+
+def test_a_claim_on_a_missing_experiment_or_other_queries_is_refused():
+    base = np.linspace(0.1, 0.9, 20)
+    with pytest.raises(ValueError, match="no AP values for 'y'"):
+        claim_row(_metrics({"baseline": base}), "y", "baseline", "AP", "better")
+    frame = pl.concat([_metrics({"baseline": base}), _metrics({"x": base[:10]})])
+    with pytest.raises(ValueError, match="different queries"):
+        claim_row(frame, "x", "baseline", "AP", "better")
+
+
+CLAIMS = [{"paper": "P", "claim": "x beats the baseline", "experiment": "x", "against": "baseline",
+           "expect": "better"},
+          {"paper": "Q", "claim": "y is worse than x", "experiment": "y", "against": "x", "expect": "worse"}]
+
+
+def test_findings_page_has_a_verdict_per_claim_and_dataset(tmp_path):
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0.2, 0.8, 300)
+    frames = {"one": _metrics({"baseline": base, "x": base + 0.1, "y": base + 0.1 + rng.normal(0, 0.01, 300)}),
+              "two": _metrics({"baseline": base, "x": base - 0.1, "y": base - 0.2})}
+    table = findings_table(frames, CLAIMS, "AP")
+    assert table.select("paper", "dataset", "verdict").rows() == [
+        ("P", "one", REPRODUCED), ("P", "two", NOT_REPRODUCED), ("Q", "one", INCONCLUSIVE), ("Q", "two", REPRODUCED)]
+    page = findings_markdown(table)
+    assert "| P | x beats the baseline | reproduced (+" in page
+    assert "Over 4 (claim, dataset) tests: 2 reproduced, 1 not reproduced, 1 inconclusive." in page
+    assert "## Q: y is worse than x" in page and "| two | 300 | 2 |" in page
+    with pytest.raises(ValueError, match="'x beats the baseline' on one: no AP values for 'x'"):
+        findings_table({"one": _metrics({"baseline": base})}, CLAIMS[:1], "AP")
+    with pytest.raises(ValueError, match="study.measure 'RR@10' was not evaluated on one"):
+        findings_table(frames, CLAIMS, "RR@10")
+
+
+def test_findings_stage_writes_every_file_from_metric_files(tmp_path):
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.2, 0.8, 50)
+    paths = {}
+    for dataset, shift in (("one", 0.05), ("two", -0.05)):
+        long = _metrics({"baseline": base, "x": base + shift, "y": base})
+        for (experiment, seed), part in long.group_by("experiment", "seed"):
+            path = tmp_path / dataset / f"{experiment}-{seed}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            part.select("qid", "measure", "value").write_parquet(path)
+            paths[(dataset, experiment, seed)] = path
+    out = {"findings": tmp_path / "s" / "findings.md", "table": tmp_path / "s" / "findings.csv",
+           "parquet": tmp_path / "s" / "findings.parquet", "figure": tmp_path / "s" / "findings.png"}
+    table = findings_stage(paths, CLAIMS, out, measure="AP")
+    assert all(Path(p).is_file() for p in out.values())
+    assert pl.read_parquet(out["parquet"]).equals(table)
+    assert pl.read_csv(out["table"]).height == 4
+    assert Path(out["figure"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in out["findings"].parent.iterdir()) == sorted(p.name for p in out.values())
