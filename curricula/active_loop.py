@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -45,10 +45,11 @@ from curricula.active import (
     spl_lambda,
     top_uncertain,
 )
-from curricula.evaluate import ranker_metrics
+from curricula.evaluate import ranker_metrics, ranker_per_query
 from curricula.fitting import FitConfig, fit
 from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
+from curricula.metrics import measure_means
 from curricula.losses import element_losses, weighted_mean
 from curricula.models import build_ranker
 from curricula.models.base import mc_dropout_probabilities
@@ -65,6 +66,21 @@ ACTIVE_CURVE = TableSpec(
      "test_AP": pl.Float64},
     key=("round",),
 )
+
+ACTIVE_TEST_METRICS = TableSpec(
+    "active_test_metrics",
+    {"round": pl.Int64, "qid": pl.String, "measure": pl.String, "value": pl.Float64},
+    key=("round", "qid", "measure"),
+)
+TEST_MEASURES = ("RR", "AP")
+
+
+class ActiveRun(NamedTuple):
+    """One (method, seed) of the loop: the ACTIVE_CURVE rows and each round's per-query test values
+    (ACTIVE_TEST_METRICS; the curve's test_RR/test_AP are their means), which paired comparisons need."""
+
+    curve: pl.DataFrame
+    test_metrics: pl.DataFrame
 
 
 @dataclass(frozen=True)
@@ -196,7 +212,8 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
                qrels: pl.DataFrame, spec: Mapping[str, Any], settings: ActiveSettings,
                embeddings: np.ndarray | None = None, state_dir: str | Path | None = None, relevant_min: int = 1,
                fingerprint: str = "", on_round: Callable[[int], None] | None = None) -> pl.DataFrame:
-    """Run the loop for one method and seed; returns the ACTIVE_CURVE rows (one per round).
+    """Run the loop for one method and seed: the ACTIVE_CURVE rows (one per round) and each round's per-query test
+    values (:class:`ActiveRun`).
 
     ``train``/``dev``/``test`` are candidate pairs (qid, docid, context, response, rel) of the splits;
     ``embeddings`` (Q, d) are the train queries' bi-encoder vectors in ``sorted(qid)`` order (``coreset`` only).
@@ -219,12 +236,14 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
         first = np.random.default_rng([seed, 0]).choice(n, max(1, int(round(settings.initial * n))), replace=False)
         labeled[first] = True
     rows: list[dict] = []
+    per_query: list[list] = []  # [round, qid, measure, value] of every finished round
     start = 0
     if state_path is not None and state_path.exists():
         state = json.loads(state_path.read_text())
         if state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed:
             labeled = np.isin(np.array(pool.qids), state["labeled"])
             rows, start = state["rows"], int(state["round"])
+            per_query = state.get("test_metrics", [])
             log.info("resuming %s seed %d after round %d of %d", method, seed, start, rounds)
     for r in range(start, rounds):
         pseudo: dict[int, int] = {}
@@ -252,7 +271,10 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
         else:
             model, _ = fit_ranker(spec, seed, labeled_pairs(pool, labeled), dev, qrels, device, relevant_min)
         d = split_metrics(model, dev, qrels, spec, device, relevant_min)
-        t = split_metrics(model, test, qrels, spec, device, relevant_min)
+        t_pq = ranker_per_query(model, test, qrels, TEST_MEASURES, batch_size=spec["score_batch_size"], device=device,
+                                precision=spec["precision"], relevant_min=relevant_min, desc="scoring")
+        per_query += [[r, q, m, v] for q, m, v in t_pq.select("qid", "measure", "value").iter_rows()]
+        t = measure_means(t_pq, TEST_MEASURES)
         rows.append({"round": r, "labeled": int(labeled.sum()), "labeled_fraction": float(labeled.mean()),
                      "pseudo_labeled": len(pseudo), "spl_iterations": iterations, "dev_RR": d["RR"],
                      "dev_AP": d["AP"], "test_RR": t["RR"], "test_AP": t["AP"]})
@@ -277,15 +299,18 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
             labeled[picks] = True
         if state_path is not None:
             _save_state(state_path, {"fingerprint": fingerprint, "method": method, "seed": seed, "round": r + 1,
-                                     "labeled": [q for q, x in zip(pool.qids, labeled) if x], "rows": rows})
+                                     "labeled": [q for q, x in zip(pool.qids, labeled) if x], "rows": rows,
+                                     "test_metrics": per_query})
         if on_round is not None:
             on_round(r)
-    return pl.DataFrame(rows, schema=ACTIVE_CURVE.columns, orient="row")
+    return ActiveRun(pl.DataFrame(rows, schema=ACTIVE_CURVE.columns, orient="row"),
+                     pl.DataFrame(per_query, schema=ACTIVE_TEST_METRICS.columns, orient="row"))
 
 
 def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, method: str, seed: int,
                  spec: Mapping[str, Any], settings: Mapping[str, Any], relevant_min: int = 1) -> pl.DataFrame:
-    """Rule ``active``: read the ingest tables (and the dense query vectors for coreset), run, write the curve.
+    """Rule ``active``: read the ingest tables (and the dense query vectors for coreset), run, write the curve
+    (``curve``) and the per-query test values of every round (``test_metrics``).
 
     The per-round state lives in ``<curve folder>/state`` (beside the output, so a killed job resumes).
     """
@@ -308,9 +333,10 @@ def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | P
                                             default=str).encode()).hexdigest()[:16]
     out = Path(outputs["curve"])
     state_dir = out.parent / "state"
-    curve = run_active(method, seed, train=split["train"], dev=split["dev"], test=split["test"], qrels=qrels,
-                       spec=spec, settings=ActiveSettings.from_config(settings), embeddings=embeddings,
-                       state_dir=state_dir, relevant_min=relevant_min, fingerprint=fingerprint)
-    write_table(curve, out, ACTIVE_CURVE)
+    done = run_active(method, seed, train=split["train"], dev=split["dev"], test=split["test"], qrels=qrels,
+                      spec=spec, settings=ActiveSettings.from_config(settings), embeddings=embeddings,
+                      state_dir=state_dir, relevant_min=relevant_min, fingerprint=fingerprint)
+    write_table(done.test_metrics, outputs["test_metrics"], ACTIVE_TEST_METRICS)
+    write_table(done.curve, out, ACTIVE_CURVE)
     shutil.rmtree(state_dir, ignore_errors=True)
-    return curve
+    return done.curve

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from curricula.ingest import candidate_pairs, read_ingest
-from curricula.metrics import DEFAULT_MEASURES, mean_metrics, per_query, trec_order
+from curricula.metrics import DEFAULT_MEASURES, mean_metrics, measure_means, per_query, trec_order
 from curricula.tables import CANDIDATE_SCORES, TEACHER_SCORES, TableSpec, read_table, write_table, write_trec_run
 
 log = logging.getLogger(__name__)
@@ -143,12 +143,22 @@ def ranker_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures: S
     """Mean ``measures`` (ir-measures names, e.g. ``AP``, ``RR``) of a ranker's scores of ``pairs`` (qid, docid,
     context, response), against the qrels of the queries in ``pairs``: dev selection and active learning's curves.
     """
+    pq = ranker_per_query(ranker, pairs, qrels, measures, batch_size=batch_size, device=device, precision=precision,
+                          relevant_min=relevant_min, progress=progress, desc=desc)
+    return measure_means(pq, measures)
+
+
+def ranker_per_query(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str], *,
+                     batch_size: int, device, precision: str = "auto", relevant_min: int = 1, progress: bool = False,
+                     desc: str = "dev") -> pl.DataFrame:
+    """Per-query ``measures`` (qid, measure, value; curricula.metrics.per_query) of a ranker's scores of ``pairs``
+    against the qrels of the queries in ``pairs``."""
     from curricula.models import score_pair_frame  # imports torch
 
     run = score_pair_frame(ranker, pairs, batch_size=batch_size, device=device, precision=precision,
                            progress=progress, desc=desc)
     rel = qrels.filter(pl.col("qid").is_in(pairs["qid"].unique().implode()))
-    return mean_metrics(run, rel, list(measures), relevant_min)
+    return per_query(run, rel, list(measures), relevant_min)
 
 
 def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, tag: str,

@@ -70,8 +70,12 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str] = 
 def mean_metrics(run: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES,
                  relevant_min: int = 1) -> dict[str, float]:
     """Mean of each measure over the evaluated queries (see :func:`per_query`)."""
-    pq = per_query(run, qrels, measures, relevant_min)
-    means = dict(pq.group_by("measure").agg(pl.col("value").mean()).iter_rows())
+    return measure_means(per_query(run, qrels, measures, relevant_min), measures)
+
+
+def measure_means(per_query_values: pl.DataFrame, measures: Sequence[str]) -> dict[str, float]:
+    """Mean value of each measure over the rows (qid, measure, value) of :func:`per_query` (nan when absent)."""
+    means = dict(per_query_values.group_by("measure").agg(pl.col("value").mean()).iter_rows())
     return {m: float(means.get(m, float("nan"))) for m in measures}
 
 

@@ -123,13 +123,13 @@ def verdict(effect: float, mde_abs: float, expect: str) -> str:
     ``effect`` is mean(experiment - against) on seed-averaged per-query values (higher = better for the measures
     used here), ``expect`` the claim's direction (``better``: effect > 0; ``worse``: effect < 0). An effect smaller
     in size than the minimum detectable effect is ``inconclusive`` (the comparison could not have told it from
-    noise); otherwise the claim is ``reproduced`` when the effect has the claimed sign and ``not reproduced`` when it
-    has the opposite sign. Since |effect| >= MDE implies p < alpha for the paired t-test, a decided verdict is also a
-    significant one.
+    noise), and so is an effect of exactly 0; otherwise the claim is ``reproduced`` when the effect has the claimed
+    sign and ``not reproduced`` when it has the opposite sign. Since |effect| >= MDE implies p < alpha for the
+    paired t-test, a decided verdict is also a significant one.
     """
     if expect not in ("better", "worse"):
         raise ValueError(f"expect must be 'better' or 'worse', got {expect!r}")
-    if not (math.isfinite(effect) and math.isfinite(mde_abs)) or abs(effect) < mde_abs:
+    if not (math.isfinite(effect) and math.isfinite(mde_abs)) or abs(effect) < mde_abs or effect == 0:
         return INCONCLUSIVE
     return REPRODUCED if (effect > 0) == (expect == "better") else NOT_REPRODUCED
 
@@ -282,19 +282,53 @@ def plot_findings(table: pl.DataFrame, path: str | Path) -> Path:
     return out
 
 
+ACTIVE_PREFIX = "active:"
+
+
+def parse_active_name(name: str) -> tuple[str, int] | None:
+    """``active:<method>@<round>`` (an active-learning method's model after that round, 0-based) as (method, round);
+    None for an experiment name. Claims name active-learning results this way (Wang et al. 2020)."""
+    if not name.startswith(ACTIVE_PREFIX):
+        return None
+    method, at, rnd = name[len(ACTIVE_PREFIX):].partition("@")
+    if not at or not rnd.isdigit() or not method:
+        raise ValueError(f"{name!r}: an active-learning result is named active:<method>@<round>, e.g. active:dasl@3")
+    return method, int(rnd)
+
+
+def load_active_metrics(paths: Mapping[tuple[str, str], str | Path]) -> pl.DataFrame:
+    """Per-query test values of active-learning runs (ACTIVE_TEST_METRICS files keyed (method, seed)) as a long
+    metrics frame whose experiment is ``active:<method>@<round>``."""
+    from curricula.active_loop import ACTIVE_TEST_METRICS
+    from curricula.tables import read_table
+
+    frames = [read_table(p, ACTIVE_TEST_METRICS).with_columns(
+        experiment=pl.format(ACTIVE_PREFIX + method + "@{}", pl.col("round")), seed=pl.lit(str(seed)))
+        for (method, seed), p in paths.items()]
+    return pl.concat(frames).select("experiment", "seed", "qid", "measure", "value")
+
+
 def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], claims: Sequence[Mapping[str, str]],
                    outputs: Mapping[str, str | Path], *, measure: str, alpha: float = 0.05, power: float = 0.8,
-                   title: str = "") -> pl.DataFrame:
+                   title: str = "", active_paths: Mapping[tuple[str, str, str], str | Path] | None = None,
+                   ) -> pl.DataFrame:
     """Rule ``report_study``: the findings table from every dataset's per-query test metrics, keyed (dataset,
-    experiment, seed), written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each
-    atomically."""
+    experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed),
+    written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically."""
     from curricula.report import load_metrics
     from curricula.tables import write_text_atomically
 
     by_dataset: dict[str, dict[tuple[str, str], str | Path]] = {}
     for (dataset, experiment, seed), path in metric_paths.items():
         by_dataset.setdefault(dataset, {})[(experiment, seed)] = path
-    metrics = {dataset: load_metrics(paths) for dataset, paths in by_dataset.items()}
+    active: dict[str, dict[tuple[str, str], str | Path]] = {}
+    for (dataset, method, seed), path in (active_paths or {}).items():
+        active.setdefault(dataset, {})[(method, seed)] = path
+    metrics = {}
+    for dataset in dict.fromkeys([*by_dataset, *active]):
+        parts = [load_metrics(by_dataset[dataset])] if dataset in by_dataset else []
+        parts += [load_active_metrics(active[dataset])] if dataset in active else []
+        metrics[dataset] = pl.concat(parts)
     table = findings_table(metrics, claims, measure, alpha, power)
     write_text_atomically(outputs["findings"], findings_markdown(table, alpha=alpha, power=power, title=title))
     for key, write in (("table", pl.DataFrame.write_csv), ("parquet", pl.DataFrame.write_parquet)):

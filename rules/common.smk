@@ -429,7 +429,8 @@ ACTIVE_SPEC = resolve_active()
 
 
 def active_outputs(method="{method}", seed="{seed}"):
-    return {"curve": f"{RESULTS}/active/{method}/seed={seed}/curve.parquet"}
+    out = f"{RESULTS}/active/{method}/seed={seed}"
+    return {"curve": f"{out}/curve.parquet", "test_metrics": f"{out}/test_metrics.parquet"}
 
 
 def active_report_outputs():

@@ -7,7 +7,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from curricula.study import study_configs
+from curricula.study import parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
@@ -42,11 +42,28 @@ STUDY_SETTINGS = config["study"]
 
 
 def study_claim_metrics():
-    """{"metrics|<dataset>|<experiment>|<seed>": path} of every experiment a claim names, on every dataset; a claim
-    naming an experiment that a dataset's grid lacks stops the run before any job."""
+    """{"metrics|<dataset>|<experiment>|<seed>": path} of every experiment a claim names, and
+    {"active|<dataset>|<method>|<seed>": path} of every active-learning method a claim names (active:<method>@<round>),
+    on every dataset; a claim naming what a dataset does not run stops the run before any job."""
     named = {name for claim in STUDY_SETTINGS["claims"] for name in (claim["experiment"], claim["against"])}
+    try:
+        active = {name: parse_active_name(name) for name in named}
+    except ValueError as err:
+        raise WorkflowError(f"config: study.claims: {err}") from None
+    active = {name: parsed for name, parsed in active.items() if parsed is not None}
+    named -= set(active)
     out = {}
     for dataset in STUDY:
+        settings = STUDY[dataset]["active"]
+        for name, (method, rnd) in active.items():
+            rounds = 1 if method == "all" else settings.get("rounds", 6)
+            if not settings.get("enabled") or method not in settings.get("methods", []) or rnd >= rounds:
+                raise WorkflowError(f"config: study.claims name {name}, which {dataset} does not run (active: "
+                                    f"enabled {settings.get('enabled', False)}, methods {settings.get('methods')}, "
+                                    f"rounds 0-{rounds - 1}; all has round 0 only)")
+            for seed in settings.get("seeds", [1]):
+                out[f"active|{dataset}|{method}|{seed}"] = study_namespace(dataset).active_outputs(
+                    method, seed)["test_metrics"]
         runs = study_namespace(dataset).runs_by_key("metrics", additive=True)
         have = {key.split("|")[1] for key in runs}
         missing = sorted(named - have)

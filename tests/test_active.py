@@ -167,8 +167,15 @@ def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, me
     emb = np.random.default_rng(0).random((tiny["train"]["qid"].n_unique(), 5))
     kw = dict(train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"], spec=tiny_spec(),
               settings=settings, embeddings=emb)
-    curve = run_active(method, 1, state_dir=tmp_path / "a", **kw)
+    done = run_active(method, 1, state_dir=tmp_path / "a", **kw)
+    curve = done.curve
     n = tiny["train"]["qid"].n_unique()
+    # per-query test values of every round, whose means are the curve's test columns
+    n_test = tiny["test"]["qid"].n_unique()
+    assert done.test_metrics.height == 3 * n_test * 2
+    means = done.test_metrics.group_by("round", "measure").agg(pl.col("value").mean())
+    for r, measure, value in means.iter_rows():
+        assert value == pytest.approx(curve.filter(pl.col("round") == r)[f"test_{measure}"][0], abs=1e-12)
     assert curve["round"].to_list() == [0, 1, 2]
     assert curve["labeled"].to_list() == [round(0.2 * n) + k * round(0.2 * n) for k in range(3)]
     if method == "dasl":  # lambda0 = 1 is above any EL: after iteration 0 every unlabeled query is pseudo-labeled;
@@ -189,14 +196,15 @@ def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, me
     with pytest.raises(Killed):
         run_active(method, 1, state_dir=tmp_path / "b", on_round=kill, **kw)
     resumed = run_active(method, 1, state_dir=tmp_path / "b", **kw)
-    assert resumed.equals(curve)
+    assert resumed.curve.equals(curve)
+    assert resumed.test_metrics.equals(done.test_metrics)  # the resumed job kept round 0's per-query values
 
 
 def test_all_data_is_one_round_with_every_query_labeled(tiny, tmp_path):
     from curricula.active_loop import ActiveSettings, run_active
 
     curve = run_active("all", 1, train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"],
-                       spec=tiny_spec(), settings=ActiveSettings())
+                       spec=tiny_spec(), settings=ActiveSettings()).curve
     assert curve.height == 1 and curve["labeled_fraction"][0] == 1.0
 
 

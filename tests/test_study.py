@@ -99,7 +99,7 @@ def test_confidence_interval_is_the_t_interval_of_the_mean():
 @pytest.mark.parametrize(("effect", "mde_abs", "expect", "word"), [
     (0.03, 0.02, "better", REPRODUCED), (-0.03, 0.02, "better", NOT_REPRODUCED),
     (-0.03, 0.02, "worse", REPRODUCED), (0.03, 0.02, "worse", NOT_REPRODUCED),
-    (0.019, 0.02, "better", INCONCLUSIVE), (-0.019, 0.02, "worse", INCONCLUSIVE), (0.1, math.nan, "better", INCONCLUSIVE),
+    (0.019, 0.02, "better", INCONCLUSIVE), (0.0, 0.0, "worse", INCONCLUSIVE), (-0.019, 0.02, "worse", INCONCLUSIVE), (0.1, math.nan, "better", INCONCLUSIVE),
 ])
 def test_verdict_words(effect, mde_abs, expect, word):
     assert verdict(effect, mde_abs, expect) == word
@@ -188,3 +188,35 @@ def test_findings_stage_writes_every_file_from_metric_files(tmp_path):
     assert pl.read_csv(out["table"]).height == 4
     assert Path(out["figure"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in out["findings"].parent.iterdir()) == sorted(p.name for p in out.values())
+
+
+def test_active_learning_claims_pair_per_round_test_values(tmp_path):
+    """A claim may name an active-learning method's model after a round (active:<method>@<round>, Wang et al.
+    2020); its per-query test values come from the active rule's test_metrics files."""
+    from curricula.active_loop import ACTIVE_TEST_METRICS
+    from curricula.study import parse_active_name
+    from curricula.tables import write_table
+
+    assert parse_active_name("active:dasl@3") == ("dasl", 3) and parse_active_name("hcl") is None
+    with pytest.raises(ValueError, match="active:<method>@<round>"):
+        parse_active_name("active:dasl")
+    rng = np.random.default_rng(4)
+    base = rng.uniform(0.2, 0.8, 200)
+    paths = {}
+    for method, gain in (("random", 0.0), ("dasl", 0.08)):
+        for seed in ("1", "2"):
+            rows = [{"round": r, "qid": f"q{i}", "measure": m, "value": float(v + gain * r)}
+                    for r in range(2) for m in ("RR", "AP") for i, v in enumerate(base)]
+            path = tmp_path / f"{method}-{seed}.parquet"
+            write_table(pl.DataFrame(rows, schema=ACTIVE_TEST_METRICS.columns), path, ACTIVE_TEST_METRICS)
+            paths[("one", method, seed)] = path
+    claims = [{"paper": "Wang et al. 2020", "claim": "DASL beats random acquisition", "experiment": "active:dasl@1",
+               "against": "active:random@1", "expect": "better"},
+              {"paper": "Wang et al. 2020", "claim": "round 0 is the same", "experiment": "active:dasl@0",
+               "against": "active:random@0", "expect": "better"}]
+    out = {k: tmp_path / "s" / f"findings.{e}" for k, e in
+           (("findings", "md"), ("table", "csv"), ("parquet", "parquet"), ("figure", "png"))}
+    table = findings_stage({}, claims, out, measure="AP", active_paths=paths)
+    assert table["verdict"].to_list() == [REPRODUCED, INCONCLUSIVE]
+    assert table["effect"][0] == pytest.approx(0.08) and table["effect"][1] == pytest.approx(0.0, abs=1e-12)
+    assert table["seeds"].to_list() == [2, 2]

@@ -4,4 +4,5 @@ from curricula.study import findings_stage
 
 with logged(snakemake.log[0]):
     findings_stage(split_inputs(snakemake.input, "metrics"), snakemake.params.claims, snakemake.output,
-                   measure=snakemake.params.measure, alpha=snakemake.params.alpha, power=snakemake.params.power)
+                   measure=snakemake.params.measure, alpha=snakemake.params.alpha, power=snakemake.params.power,
+                   active_paths=split_inputs(snakemake.input, "active"))
