@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import polars as pl
 
@@ -18,8 +19,11 @@ from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, r
 
 
 def outputs(config_files: list[str]) -> int:
-    """Print where the configured run's outputs are, stage by stage, and which exist."""
+    """Print where the configured run's outputs are, stage by stage, and which exist (for a study: each dataset's
+    folder and report, then the findings page)."""
     config = load_config(*config_files)
+    if config.get("study"):
+        return study_outputs(config)
     root = results_dir(config)
     print(f"Outputs of dataset '{config['dataset']['name']}' are under {root}/")
     for stage in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
@@ -41,6 +45,23 @@ def outputs(config_files: list[str]) -> int:
               "HTML report: snakemake --report report.html)\n")
         print(table.read_text(encoding="utf-8"))
     print(f"Logs: logs/{config['dataset']['name']}/  Benchmarks: benchmarks/{config['dataset']['name']}/")
+    return 0
+
+
+def study_outputs(config: dict) -> int:
+    """Print a study's dataset folders, each dataset's result table, and its findings page when it exists."""
+    results = Path(config["results"])
+    datasets = list(config["study"]["datasets"])
+    print(f"Study over {len(datasets)} datasets; each dataset's outputs are under {results}/<dataset>/:")
+    for name in datasets:
+        table = results / name / "report" / "table_metrics.md"
+        print(f"  {name}: {results / name}/  (result table: {table if table.is_file() else 'not yet written'}; "
+              f"logs/{name}/, benchmarks/{name}/)")
+    findings = results / "report" / "study" / "findings.md"
+    if findings.is_file():
+        print(f"\nFindings: {findings}  (table: {findings.with_suffix('.csv')}, figure: "
+              f"{findings.with_suffix('.png')}; HTML report: snakemake --report report.html --configfile ...)\n")
+        print(findings.read_text(encoding="utf-8"))
     return 0
 
 

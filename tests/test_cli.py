@@ -24,3 +24,18 @@ def test_outputs_follows_the_configfile_of_the_snakemake_arguments(tmp_path, mon
     assert main(["outputs", str(REPO / "config.yaml"), "--", "--cores", "2", "--configfile", wikiqa]) == 0
     out = capsys.readouterr().out
     assert "Outputs of dataset 'wikiqa'" in out and "Logs: logs/wikiqa/" in out
+
+
+def test_outputs_of_a_study_lists_each_dataset_and_prints_the_findings(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    study = str(REPO / "configs" / "study.yaml")
+    assert main(["outputs", str(REPO / "config.yaml"), "--", "--configfile", study]) == 0
+    out = capsys.readouterr().out
+    assert "Study over 4 datasets" in out and "  semeval_cqa: results/semeval_cqa/" in out
+    assert "Findings:" not in out  # not written yet
+    page = tmp_path / "results" / "report" / "study" / "findings.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("# Findings of the study\n")
+    assert main(["outputs", str(REPO / "config.yaml"), "--", "--configfile", study]) == 0
+    out = capsys.readouterr().out
+    assert f"Findings: {Path('results/report/study/findings.md')}" in out and "# Findings of the study" in out

@@ -304,6 +304,10 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
     assert set(table["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (study / "findings.png").stat().st_size > 0
     assert jobs_of(snakemake(wd, "-n", config=two).stdout) == set()          # nothing left to do
+    html = wd / "report.html"
+    out = snakemake(wd, "--report", str(html), config=two)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "findings.md" in html.read_text(errors="replace") and "tiny_b" in html.read_text(errors="replace")
     three = _study({"tiny": TINY["dataset"], "tiny_b": _tiny_dataset("tiny_b", 30),
                     "tiny_c": _tiny_dataset("tiny_c", 20)})
     added = jobs_of(snakemake(wd, "-n", config=three).stdout)
