@@ -247,9 +247,9 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
     return "\n".join(lines)
 
 
-def plot_findings(table: pl.DataFrame, path: str | Path) -> Path:
-    """A forest plot: per claim (rows of panels) and dataset, the effect as % of the compared experiment's mean with
-    its confidence interval, the +/-MDE band shaded, coloured by verdict."""
+def plot_findings(table: pl.DataFrame, path: str | Path, columns: int = 2) -> Path:
+    """A forest plot, one panel per claim (``columns`` panels a row): per dataset, the effect as % of the compared
+    result's mean with its confidence interval, the +/-MDE band shaded, coloured by verdict."""
     from curricula.figures import _save, _use_agg
 
     _use_agg()
@@ -258,24 +258,28 @@ def plot_findings(table: pl.DataFrame, path: str | Path) -> Path:
     claims = list(dict.fromkeys(zip(table["paper"], table["claim"])))
     datasets = list(dict.fromkeys(table["dataset"]))
     colours = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", INCONCLUSIVE: "tab:gray"}
-    fig, axes = plt.subplots(len(claims), 1, figsize=(6.5, 0.45 * len(datasets) * len(claims) + 0.9 * len(claims)),
-                             sharex=True, squeeze=False)
-    for ax, (paper, claim) in zip(axes[:, 0], claims):
-        rows = table.filter((pl.col("paper") == paper) & (pl.col("claim") == claim))
-        for i, r in enumerate(rows.iter_rows(named=True)):
+    columns = max(1, min(columns, len(claims)))
+    rows = math.ceil(len(claims) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, rows * (0.32 * len(datasets) + 1.0)),
+                             squeeze=False)
+    for ax in axes.flat[len(claims):]:
+        ax.set_visible(False)
+    for ax, (paper, claim) in zip(axes.flat, claims):
+        for r in table.filter((pl.col("paper") == paper) & (pl.col("claim") == claim)).iter_rows(named=True):
             scale = 100 / r["against_mean"] if r["against_mean"] > 0 else math.nan
             y = len(datasets) - 1 - datasets.index(r["dataset"])
-            ax.fill_between([-r["mde"] * scale, r["mde"] * scale], y - 0.35, y + 0.35, color="0.9", lw=0)
+            ax.fill_between([-r["mde"] * scale, r["mde"] * scale], y - 0.35, y + 0.35, color="0.88", lw=0)
             ax.errorbar(r["effect"] * scale, y, xerr=[[(r["effect"] - r["ci_low"]) * scale],
                                                       [(r["ci_high"] - r["effect"]) * scale]],
                         fmt="o", color=colours[r["verdict"]], capsize=3, ms=4)
         ax.axvline(0, color="k", lw=0.8)
         ax.set_yticks(range(len(datasets)), list(reversed(datasets)), fontsize=7)
         ax.set_ylim(-0.6, len(datasets) - 0.4)
-        ax.set_title(f"{paper}: {claim}", fontsize=8, loc="left")
+        ax.set_title(f"{paper}: {claim}", fontsize=7, loc="left", wrap=True)
+        ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", alpha=0.3)
-    axes[-1, 0].set_xlabel(f"effect, % of the compared mean ({table['measure'][0]}); grey band: ±MDE; "
-                           "green reproduced, red not reproduced, grey inconclusive", fontsize=7)
+    fig.supxlabel(f"effect, % of the compared mean ({table['measure'][0]}), with its CI; grey band: ±MDE; "
+                  "green reproduced, red not reproduced, grey inconclusive", fontsize=7)
     fig.tight_layout()
     out = _save(fig, path)
     plt.close(fig)
