@@ -85,7 +85,9 @@ def test_the_study_preset_builds_a_valid_config_per_dataset(monkeypatch):
     assert all(g == grids["chitchat"] for g in grids.values())          # one grid on every dataset
     assert configs["semeval_cqa"]["dataset"]["relevant_min"] == 2        # the official scorer's threshold
     claimed = {n for c in overlay["study"]["claims"] for n in (c["experiment"], c["against"])} - {"baseline"}
-    assert claimed <= set(overlay["experiments"])
+    active = {n for n in claimed if n.startswith("active:")}
+    assert claimed - active <= set(overlay["experiments"])
+    assert {n.split(":")[1].split("@")[0] for n in active} <= set(overlay["active"]["methods"])
 
 
 def test_confidence_interval_is_the_t_interval_of_the_mean():
