@@ -106,6 +106,12 @@ def study_configs(default: Mapping[str, Any], overlay: Mapping[str, Any],
     return {key: dataset_config(key, entry, default, common, study_wide) for key, entry in datasets.items()}
 
 
+def listed_claims(claims: Mapping[str, Mapping[str, str] | None]) -> list[dict[str, str]]:
+    """The claims of config ``study.claims`` (id -> claim, null = dropped) as a list in listed order, each with its
+    ``id``."""
+    return [{**claim, "id": key} for key, claim in claims.items() if claim is not None]
+
+
 # --------------------------------------------------------------------------------------------------- findings
 def confidence_interval(differences: Sequence[float], level: float = 0.95) -> tuple[float, float]:
     """The two-sided ``level`` confidence interval of the mean of paired differences (Student's t, n - 1 degrees of

@@ -25,7 +25,7 @@ rule report_study:
         parquet=study_report_outputs()["parquet"],
         figure=report(study_report_outputs()["figure"], caption="../report/study_figure.rst", category="Study"),
     params:
-        claims=STUDY_SETTINGS["claims"],
+        claims=STUDY_CLAIMS,
         measure=STUDY_SETTINGS["measure"],
         alpha=STUDY_SETTINGS["alpha"],
         power=STUDY_SETTINGS["power"],

@@ -5,7 +5,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from curricula.study import parse_active_name, study_configs
+from curricula.study import listed_claims, parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
@@ -21,6 +21,7 @@ STUDY_RESULTS = f"{config['results']}/report/study"
 CONDA_ENVS_STUDY = {"cpu": "../envs/cpu.yaml"}
 
 STUDY_SETTINGS = config["study"]
+STUDY_CLAIMS = listed_claims(STUDY_SETTINGS["claims"])
 
 
 def study_namespace(dataset):
@@ -34,7 +35,7 @@ def study_claim_metrics():
     """{"metrics|<dataset>|<experiment>|<seed>": path} of every experiment a claim names, and
     {"active|<dataset>|<method>|<seed>": path} of every active-learning method a claim names (active:<method>@<round>),
     on every dataset; a claim naming what a dataset does not run stops the run before any job."""
-    named = {name for claim in STUDY_SETTINGS["claims"] for name in (claim["experiment"], claim["against"])}
+    named = {name for claim in STUDY_CLAIMS for name in (claim["experiment"], claim["against"])}
     try:
         active = {name: parse_active_name(name) for name in named}
     except ValueError as err:

@@ -15,8 +15,8 @@ from scipy import stats
 from curricula.config import validate_config
 from curricula.report import mde
 from curricula.study import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, claim_row, confidence_interval,
-                             dataset_config, findings_markdown, findings_stage, findings_table, study_configs,
-                             verdict)
+                             dataset_config, findings_markdown, findings_stage, findings_table, listed_claims,
+                             study_configs, verdict)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -84,10 +84,24 @@ def test_the_study_preset_builds_a_valid_config_per_dataset(monkeypatch):
     grids = {k: (c["seeds"], c["experiments"]) for k, c in configs.items()}
     assert all(g == grids["chitchat"] for g in grids.values())          # one grid on every dataset
     assert configs["semeval_cqa"]["dataset"]["relevant_min"] == 2        # the official scorer's threshold
-    claimed = {n for c in overlay["study"]["claims"] for n in (c["experiment"], c["against"])} - {"baseline"}
+    claims = listed_claims(overlay["study"]["claims"])
+    assert [c["id"] for c in claims][:2] == ["penha_root2", "macavaney_kde"]
+    claimed = {n for c in claims for n in (c["experiment"], c["against"])} - {"baseline"}
     active = {n for n in claimed if n.startswith("active:")}
     assert claimed - active <= set(overlay["experiments"])
     assert {n.split(":")[1].split("@")[0] for n in active} <= set(overlay["active"]["methods"])
+
+
+def test_an_overlay_drops_a_claim_and_the_active_part():
+    """configs/study_curricula.yaml over configs/study.yaml: the study without Wang's claim and the active loop."""
+    from curricula.config import merge
+
+    overlay = merge(yaml.safe_load((REPO / "configs" / "study.yaml").read_text()),
+                    yaml.safe_load((REPO / "configs" / "study_curricula.yaml").read_text()))
+    ids = [c["id"] for c in listed_claims(overlay["study"]["claims"])]
+    assert "wang_dasl" not in ids and len(ids) == 9
+    assert list(overlay["study"]["datasets"]) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp"]
+    assert overlay["active"]["enabled"] is False
 
 
 def test_confidence_interval_is_the_t_interval_of_the_mean():

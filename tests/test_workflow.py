@@ -264,12 +264,12 @@ def test_a_tuned_list_trains_each_value_and_adding_one_schedules_only_its_jobs(t
     assert out.stdout.count("rule train:") == 1
 
 
-def _study(datasets: dict, claims: list | None = None) -> dict:
+def _study(datasets: dict, claims: dict | None = None) -> dict:
     """A study overlay over the tiny grid: TINY_PRECOMPUTE's knobs for every dataset, each dataset's own section."""
     common = {k: v for k, v in TINY_PRECOMPUTE.items() if k != "dataset"}
-    claims = claims if claims is not None else [
-        {"paper": "Yang et al. 2019", "claim": "interpolating BM25 helps", "experiment": "baseline+bm25",
-         "against": "baseline", "expect": "better"}]
+    claims = claims if claims is not None else {
+        "additivity": {"paper": "Yang et al. 2019", "claim": "interpolating BM25 helps", "experiment": "baseline+bm25",
+                       "against": "baseline", "expect": "better"}}
     return {**common, "study": {"datasets": {k: {"dataset": d} for k, d in datasets.items()}, "claims": claims}}
 
 
@@ -316,8 +316,8 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
 
 
 def test_a_bad_study_stops_before_any_job(tmp_path):
-    missing = _study({"tiny": TINY["dataset"]}, claims=[
-        {"paper": "P", "claim": "c", "experiment": "nope", "against": "baseline", "expect": "better"}])
+    missing = _study({"tiny": TINY["dataset"]}, claims={
+        "c": {"paper": "P", "claim": "c", "experiment": "nope", "against": "baseline", "expect": "better"}})
     out = snakemake(tmp_path, "-n", config=missing)
     assert out.returncode != 0
     assert "study.claims name ['nope'], which tiny's grid does not evaluate" in out.stdout + out.stderr
