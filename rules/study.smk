@@ -7,7 +7,7 @@ include: "study_common.smk"
 
 
 for STUDY_DATASET, STUDY_CONFIG in STUDY.items():
-    STUDY_MODULE = f"dataset_{STUDY_DATASET}"
+    STUDY_MODULE = study_module(STUDY_DATASET)
     STUDY_RULES = f"{STUDY_DATASET}_"
     workflow.module(name=STUDY_MODULE, snakefile=os.path.join(workflow.basedir, "rules", "pipeline.smk"),
                     config=STUDY_CONFIG)

@@ -24,11 +24,14 @@ STUDY_SETTINGS = config["study"]
 STUDY_CLAIMS = listed_claims(STUDY_SETTINGS["claims"])
 
 
+def study_module(dataset):
+    """The name of a dataset's module (its rules are named ``<dataset>_<rule>``)."""
+    return f"dataset_{dataset}"
+
+
 def study_namespace(dataset):
     """The globals of a dataset's module (its input functions, bound to its own config)."""
-    return workflow.globals[f"dataset_{dataset}"]
-
-
+    return workflow.globals[study_module(dataset)]
 
 
 def study_claim_metrics():
@@ -44,14 +47,14 @@ def study_claim_metrics():
     named -= set(active)
     out = {}
     for dataset in STUDY:
-        settings = STUDY[dataset]["active"]
+        settings = STUDY[dataset]["active"]  # validated (defaults filled) when its module was loaded
         for name, (method, rnd) in active.items():
-            rounds = 1 if method == "all" else settings.get("rounds", 6)
-            if not settings.get("enabled") or method not in settings.get("methods", []) or rnd >= rounds:
+            rounds = 1 if method == "all" else settings["rounds"]
+            if not settings["enabled"] or method not in settings["methods"] or rnd >= rounds:
                 raise WorkflowError(f"config: study.claims name {name}, which {dataset} does not run (active: "
-                                    f"enabled {settings.get('enabled', False)}, methods {settings.get('methods')}, "
+                                    f"enabled {settings['enabled']}, methods {settings['methods']}, "
                                     f"rounds 0-{rounds - 1}; all has round 0 only)")
-            for seed in settings.get("seeds", [1]):
+            for seed in settings["seeds"]:
                 out[f"active|{dataset}|{method}|{seed}"] = study_namespace(dataset).active_outputs(
                     method, seed)["test_metrics"]
         runs = study_namespace(dataset).runs_by_key("metrics", additive=True)
@@ -74,6 +77,7 @@ def study_report_outputs():
         "parquet": f"{STUDY_RESULTS}/findings.parquet",
         "figure": f"{STUDY_RESULTS}/findings.png",
     }
+
 
 def study_outputs():
     """The final targets of a study: every dataset's `all_outputs()` and the findings page."""

@@ -321,6 +321,12 @@ def test_a_bad_study_stops_before_any_job(tmp_path):
     out = snakemake(tmp_path, "-n", config=missing)
     assert out.returncode != 0
     assert "study.claims name ['nope'], which tiny's grid does not evaluate" in out.stdout + out.stderr
+    inactive = _study({"tiny": TINY["dataset"]}, claims={
+        "w": {"paper": "W", "claim": "c", "experiment": "active:dasl@1", "against": "active:random@1",
+              "expect": "better"}})
+    out = snakemake(tmp_path, "-n", config=inactive)
+    assert out.returncode != 0 and "study.claims name active:" in out.stdout + out.stderr
+    assert "which tiny does not run (active: enabled False" in out.stdout + out.stderr
     moved = _study({"tiny": TINY["dataset"]})
     moved["study"]["datasets"]["tiny"]["results"] = "elsewhere"
     out = snakemake(tmp_path, "-n", config=moved)
