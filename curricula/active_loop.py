@@ -49,8 +49,8 @@ from curricula.evaluate import ranker_metrics, ranker_per_query
 from curricula.fitting import FitConfig, fit
 from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
-from curricula.metrics import measure_means
 from curricula.losses import element_losses, weighted_mean
+from curricula.metrics import measure_means
 from curricula.models import build_ranker
 from curricula.models.base import mc_dropout_probabilities
 from curricula.tables import VECTORS, TableSpec, read_table, write_table, write_text_atomically
@@ -211,7 +211,7 @@ def _save_state(path: Path, state: dict) -> None:
 def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame, test: pl.DataFrame,
                qrels: pl.DataFrame, spec: Mapping[str, Any], settings: ActiveSettings,
                embeddings: np.ndarray | None = None, state_dir: str | Path | None = None, relevant_min: int = 1,
-               fingerprint: str = "", on_round: Callable[[int], None] | None = None) -> pl.DataFrame:
+               fingerprint: str = "", on_round: Callable[[int], None] | None = None) -> ActiveRun:
     """Run the loop for one method and seed: the ACTIVE_CURVE rows (one per round) and each round's per-query test
     values (:class:`ActiveRun`).
 
@@ -240,10 +240,12 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     start = 0
     if state_path is not None and state_path.exists():
         state = json.loads(state_path.read_text())
-        if state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed:
+        # a state written before per-query test values were kept cannot give them for its rounds: start over
+        if (state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed
+                and "test_metrics" in state):
             labeled = np.isin(np.array(pool.qids), state["labeled"])
             rows, start = state["rows"], int(state["round"])
-            per_query = state.get("test_metrics", [])
+            per_query = state["test_metrics"]
             log.info("resuming %s seed %d after round %d of %d", method, seed, start, rounds)
     for r in range(start, rounds):
         pseudo: dict[int, int] = {}
