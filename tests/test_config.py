@@ -80,11 +80,16 @@ def test_bad_experiment_config_names_the_key(patch, needle):
         validate_config(merge(default(), patch))
 
 
+# presets that overlay another preset, not the default alone
+OVERLAYS = {"study_curricula.yaml": ["study.yaml"]}
+
+
 @pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
 def test_every_preset_validates_over_the_default_and_resolves_its_runs(preset):
     from curricula.experiments import experiment_runs
 
-    cfg = load_config(REPO / "config.yaml", REPO / "configs" / preset)
+    under = [REPO / "configs" / name for name in OVERLAYS.get(preset, [])]
+    cfg = load_config(REPO / "config.yaml", *under, REPO / "configs" / preset)
     runs = experiment_runs(cfg)
     assert "baseline" in runs and all(runs.values())
 
