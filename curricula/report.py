@@ -244,10 +244,11 @@ def _vector(metrics: pl.DataFrame, experiment: str, measure: str, seed: str | No
     return rows.group_by("qid").agg(pl.col("value").mean()).sort("qid")
 
 
-def _paired(metrics: pl.DataFrame, experiment: str, measure: str, seed: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """The per-query values of ``experiment`` and of :func:`baseline_of` it on one measure, aligned by qid (one seed's,
-    or seed-averaged when ``seed`` is None)."""
-    base = baseline_of(experiment)
+def _paired(metrics: pl.DataFrame, experiment: str, measure: str, seed: str | None,
+            against: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The per-query values of ``experiment`` and of ``against`` (default: :func:`baseline_of` it) on one measure,
+    aligned by qid (one seed's, or seed-averaged when ``seed`` is None)."""
+    base = baseline_of(experiment) if against is None else against
     a, b = _vector(metrics, experiment, measure, seed), _vector(metrics, base, measure, seed)
     joined = a.join(b, on="qid", suffix="_base")
     if joined.height != a.height or joined.height != b.height:

@@ -31,7 +31,7 @@ import yaml
 from scipy.stats import t as student_t
 
 from curricula.config import merge
-from curricula.report import _vector, mde, paired_ttest
+from curricula.report import _paired, mde, paired_ttest
 
 KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 STUDY_WIDE = ("results", "shards")
@@ -145,14 +145,10 @@ def claim_row(metrics: pl.DataFrame, experiment: str, against: str, measure: str
     """One claim on one dataset from a long metrics frame (experiment, seed, qid, measure, value): the seed-averaged
     per-query values of ``experiment`` and ``against`` paired by qid, their means, the mean difference (effect), its
     relative size, 95% CI, paired t-test p, MDE and :func:`verdict`."""
-    a, b = _vector(metrics, experiment, measure, None), _vector(metrics, against, measure, None)
-    if a.is_empty() or b.is_empty():
-        missing = experiment if a.is_empty() else against
-        raise ValueError(f"no {measure} values for {missing!r} (is it in the study's experiments?)")
-    joined = a.join(b, on="qid", suffix="_against")
-    if joined.height != a.height or joined.height != b.height:
-        raise ValueError(f"{experiment} and {against} were evaluated on different queries ({measure})")
-    x, y = joined["value"].to_numpy(), joined["value_against"].to_numpy()
+    for name in (experiment, against):
+        if metrics.filter((pl.col("experiment") == name) & (pl.col("measure") == measure)).is_empty():
+            raise ValueError(f"no {measure} values for {name!r} (is it in the study's experiments?)")
+    x, y = _paired(metrics, experiment, measure, None, against)
     d = x - y
     effect, mde_abs = float(d.mean()), mde(d, alpha, power)
     low, high = confidence_interval(d, 1 - alpha)
