@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from curricula.models import ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pairs
+from curricula.models.base import mc_dropout_probabilities
 from curricula.models.convknrm import (ConvKNRMModule, kernel_mus, kernel_pooling, kernel_pooling_dense, kernel_sigmas,
                                       window_mask)
 from curricula.models.qa import CNNEncoder, LSTMEncoder, SiameseQAModule
@@ -87,14 +88,14 @@ def test_window_mask_keeps_only_full_ngrams():
 
 
 # ------------------------------------------------------------------------------------------- modules
-def _modules(dropout: float):
+def _modules(dropout: float, embedding_dropout: float | None = None):
     torch.manual_seed(0)
     emb = torch.randn(50, 8)
     return {
         "convknrm": ConvKNRMModule(emb, [1, 2, 3], channels=6, kernels=5, hidden=4, dropout=dropout,
-                                   freeze_embeddings=False),
-        "cnn_qa": SiameseQAModule(emb, CNNEncoder(8, 6, 3), 6, 4, dropout, False),
-        "lstm_qa": SiameseQAModule(emb, LSTMEncoder(8, 6), 6, 4, dropout, False),
+                                   freeze_embeddings=False, embedding_dropout=embedding_dropout),
+        "cnn_qa": SiameseQAModule(emb, CNNEncoder(8, 6, 3), 6, 4, dropout, False, embedding_dropout),
+        "lstm_qa": SiameseQAModule(emb, LSTMEncoder(8, 6), 6, 4, dropout, False, embedding_dropout),
     }
 
 
@@ -264,6 +265,56 @@ def test_mc_dropout_passes_differ_and_restore_eval_mode(name):
     assert not ranker.module.training and not any(m.training for m in ranker.module.modules())
     d1 = score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=4, progress=False)
     np.testing.assert_allclose(d1, score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=1, progress=False), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_without_embedding_dropout_mc_passes_featurise_once_and_draw_the_masks_full_passes_draw(name):
+    """With ``embedding_dropout: 0`` the features are deterministic, so ``mc_forward`` computes them once per batch;
+    the per-pass masks come from the same random stream in the same order, so the passes equal full forward
+    passes under the same seed. With embedding dropout on, each pass is a full forward pass."""
+    q, qm, d, dm = _batch()
+    batch = {"q": q, "q_mask": qm, "d": d, "d_mask": dm}
+    for emb_rate in (0.0, 0.5):
+        module = _modules(0.5, embedding_dropout=emb_rate)[name].train()
+        torch.manual_seed(3)
+        once = module.mc_forward(batch, 4)
+        torch.manual_seed(3)
+        full = torch.stack([module(q, qm, d, dm) for _ in range(4)])
+        torch.testing.assert_close(once, full, rtol=1e-6, atol=1e-6)
+        assert once.shape == (4, 3) and not torch.allclose(once[0], once[1])
+    calls = []
+    module = _modules(0.5, embedding_dropout=0.0)[name].train()
+    encoder = module.grams if name == "convknrm" else module.side
+    setattr(module, "grams" if name == "convknrm" else "side",
+            lambda *a, **k: (calls.append(1), encoder(*a, **k))[1])
+    module.mc_forward(batch, 5)
+    assert len(calls) == 2  # the context side and the response side, once each for all 5 passes
+
+
+def test_mc_dropout_probabilities_use_the_ranker_passes_and_keep_input_order():
+    ranker = build_ranker(spec("convknrm", dropout=0.3, embedding_dropout=0.0), seed=1)
+    torch.manual_seed(0)
+    probs = mc_dropout_probabilities(ranker, CONTEXTS, RESPONSES, passes=6, batch_size=3, progress=False)
+    assert probs.shape == (6, 4) and np.all((probs > 0) & (probs < 1))
+    assert not np.allclose(probs[0], probs[1])
+    # each pair's passes scatter around its deterministic score (dropout is unbiased in expectation)
+    plain = score_pairs(ranker, CONTEXTS, RESPONSES, batch_size=4, progress=False)
+    reordered = mc_dropout_probabilities(ranker, CONTEXTS[::-1], RESPONSES[::-1], passes=200, batch_size=3,
+                                         progress=False)[:, ::-1]
+    mean_logit = np.log(reordered / (1 - reordered)).mean(axis=0)
+    assert np.corrcoef(mean_logit, plain)[0, 1] > 0.9
+
+
+def test_embedding_dropout_defaults_to_the_dropout_rate():
+    for name in FAST:  # unset, it stays out of the resolved knobs: existing specs (and Snakemake params) unchanged
+        assert "embedding_dropout" not in resolve_architecture(name, {"embedding_dropout": None})
+        assert resolve_architecture(name, {"embedding_dropout": 0.0})["embedding_dropout"] == 0.0
+    q, qm, d, dm = _batch()
+    same = _modules(0.5)["cnn_qa"]
+    assert same.dropout.p == 0.5
+    assert _modules(0.5, embedding_dropout=0.0)["cnn_qa"].dropout.p == 0.0
+    assert _modules(0.5, embedding_dropout=0.0)["convknrm"].embedding_dropout.p == 0.0
+    assert _modules(0.5)["convknrm"].embedding_dropout.p == 0.5
 
 
 def test_convknrm_has_no_dropout_by_default_and_qa_models_have_wangs_half():

@@ -31,6 +31,9 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
 #: Adam learning rate of each ranker when the config leaves ``lr`` null (MacAvaney §4: 1e-3 for ConvKNRM;
 #: 5e-5 is Penha's BERT rate and the measured-good rate for the 6-layer MiniLM here)
 DEFAULT_LR = {"cross_encoder": 5.0e-5, "convknrm": 1.0e-3, "cnn_qa": 1.0e-3, "lstm_qa": 1.0e-3}
+#: knobs a ranker also takes that stay out of a resolved architecture unless set (null = the behaviour from before
+#: they existed), so adding one changes no existing run's spec (nor its params for Snakemake)
+OPTIONAL_KNOBS: dict[str, tuple[str, ...]] = {name: ("embedding_dropout",) for name in ("convknrm", "cnn_qa", "lstm_qa")}
 RANKERS = tuple(ARCHITECTURES)
 
 __all__ = ["ARCHITECTURES", "DEFAULT_LR", "RANKERS", "Ranker", "build_ranker", "load_ranker", "ranker_class",
@@ -66,7 +69,7 @@ def resolve_architecture(name: str, arch: Mapping[str, Any] | None) -> dict[str,
         raise ValueError(f"unknown ranker {name!r}; known: {list(RANKERS)}")
     defaults = ARCHITECTURES[name]
     given = {k: v for k, v in (arch or {}).items() if v is not None}
-    unknown = sorted(set(given) - set(defaults))
+    unknown = sorted(set(given) - set(defaults) - set(OPTIONAL_KNOBS.get(name, ())))
     if unknown:
         raise ValueError(f"architecture knob(s) {unknown} do not apply to ranker {name!r} "
                          f"(its knobs: {sorted(defaults) or 'none; use model, layers, max_length'})")

@@ -91,6 +91,19 @@ class Ranker:
             out = self.forward(batch)
         return out.float().view(-1)
 
+    def stochastic_logits(self, batch: dict[str, torch.Tensor], device: torch.device, passes: int,
+                          precision: str = "auto") -> torch.Tensor:
+        """Float32 logits (passes, batch) of ``passes`` forward passes of one batch with dropout on (call inside
+        :meth:`mc_dropout`). A module with an ``mc_forward(*batch, passes)`` method (dropout only after a
+        deterministic featurisation) computes the features once; otherwise each pass is a whole forward pass."""
+        mc_forward = getattr(self.module, "mc_forward", None)
+        if mc_forward is None:
+            return torch.stack([self.logits(batch, device, precision) for _ in range(passes)])
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with autocast(device, precision, self.transformer):
+            out = mc_forward(batch, passes)
+        return out.float().view(passes, -1)
+
     def pair_logits(self, contexts: Sequence[str], responses: Sequence[str], device: torch.device,
                     precision: str = "auto") -> torch.Tensor:
         """Logits of pairs in input order, with gradients (one training batch)."""
@@ -182,18 +195,18 @@ def mc_dropout_probabilities(ranker: Ranker, contexts: Sequence[str], responses:
                              batch_size: int, device: torch.device | None = None, precision: str = "auto",
                              progress: bool = True, desc: str = "mc-dropout") -> np.ndarray:
     """(passes, pairs) relevance probabilities (sigmoid of the logit) from ``passes`` stochastic forward passes with
-    dropout on (Wang et al. 2020 eq. 7, Algorithm 1 line 3). Each batch is featurised once and run ``passes``
-    times; the caller seeds torch for reproducible passes."""
+    dropout on (Wang et al. 2020 eq. 7, Algorithm 1 line 3). Each batch is tokenised once and run ``passes``
+    times (:meth:`Ranker.stochastic_logits`: featurised once too when the ranker's dropout allows); the caller
+    seeds torch for reproducible passes."""
     if not ranker.has_dropout():
         raise ValueError(f"ranker {ranker.name!r} has no dropout > 0: MC-dropout passes would all be equal")
     device = device or ranker.device
     items = ranker.encode(contexts, responses)
     order = np.argsort([ranker.length(x) for x in items], kind="stable")
     out = np.empty((passes, len(items)), dtype=np.float32)
-    with ranker.mc_dropout():
+    with ranker.mc_dropout(), ranker.scoring_cache():
         for start in tqdm(range(0, len(items), batch_size), desc=desc, disable=not progress, unit="batch"):
             idx = order[start : start + batch_size]
             batch = {k: v.to(device) for k, v in ranker.collate([items[i] for i in idx]).items()}
-            for t in range(passes):
-                out[t, idx] = torch.sigmoid(ranker.logits(batch, device, precision)).cpu().numpy()
+            out[:, idx] = torch.sigmoid(ranker.stochastic_logits(batch, device, passes, precision)).cpu().numpy()
     return out

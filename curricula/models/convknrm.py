@@ -108,7 +108,7 @@ def window_mask(mask: torch.Tensor, h: int) -> torch.Tensor:
 
 class ConvKNRMModule(torch.nn.Module):
     def __init__(self, embeddings: torch.Tensor, ngrams: Sequence[int], channels: int, kernels: int, hidden: int,
-                 dropout: float, freeze_embeddings: bool):
+                 dropout: float, freeze_embeddings: bool, embedding_dropout: float | None = None):
         super().__init__()
         self.embedding = torch.nn.Embedding.from_pretrained(embeddings.clone(), freeze=freeze_embeddings,
                                                             padding_idx=None)
@@ -118,7 +118,9 @@ class ConvKNRMModule(torch.nn.Module):
         self.register_buffer("mus", torch.tensor(kernel_mus(kernels)))
         self.register_buffer("sigmas", torch.tensor(kernel_sigmas(kernels)))
         features = len(self.ngrams) ** 2 * kernels
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = torch.nn.Dropout(dropout)  # on the kernel features
+        #: on the word-piece embeddings (null = ``dropout``)
+        self.embedding_dropout = torch.nn.Dropout(dropout if embedding_dropout is None else embedding_dropout)
         #: during a scoring pass (:meth:`TwoSidedRanker.scoring_cache`): context ids -> its h-gram vectors
         self.context_cache: dict[bytes, list[torch.Tensor]] | None = None
         if hidden:
@@ -129,15 +131,16 @@ class ConvKNRMModule(torch.nn.Module):
 
     def grams(self, ids: torch.Tensor, mask: torch.Tensor,
               embedded: torch.Tensor | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        x = (self.dropout(self.embedding(ids)) if embedded is None else embedded).transpose(1, 2)  # (B, E, L)
+        x = (self.embedding_dropout(self.embedding(ids)) if embedded is None else embedded).transpose(1, 2)  # (B, E, L)
         out = []
         for h, conv in zip(self.ngrams, self.convs):
             g = F.normalize(F.relu(conv(x)).transpose(1, 2), dim=-1)  # (B, L - h + 1, C), unit length
             out.append((g, window_mask(mask, h)))
         return out
 
-    def forward(self, q, q_mask, d, d_mask) -> torch.Tensor:
-        if dropout_active(self.dropout):
+    def features(self, q, q_mask, d, d_mask) -> torch.Tensor:
+        """(B, n_grams^2 * kernels) kernel-pooled soft-match features of each pair (before the feature dropout)."""
+        if dropout_active(self.embedding_dropout):
             # random masks: drawn per pair and side, in the order and shapes they were always drawn in
             qg, dg = self.grams(q, q_mask), self.grams(d, d_mask)
         elif self.context_cache is not None and not torch.is_grad_enabled():
@@ -149,12 +152,24 @@ class ConvKNRMModule(torch.nn.Module):
             # embedding lookup for both sides (one dense embedding gradient instead of two summed): the same
             # numbers up to the order of float sums
             q, q_mask, rows = distinct_rows(q, q_mask)
-            emb = self.dropout(self.embedding(torch.cat([q.reshape(-1), d.reshape(-1)])))
+            emb = self.embedding_dropout(self.embedding(torch.cat([q.reshape(-1), d.reshape(-1)])))
             qg = [(g[rows], m[rows]) for g, m in self.grams(q, q_mask, emb[: q.numel()].view(*q.shape, -1))]
             dg = self.grams(d, d_mask, emb[q.numel():].view(*d.shape, -1))
         feats = [kernel_pooling(qh @ dh.transpose(1, 2), qm, dm, self.mus, self.sigmas)
                  for qh, qm in qg for dh, dm in dg]
-        return self.combine(self.dropout(torch.cat(feats, dim=1))).squeeze(-1)
+        return torch.cat(feats, dim=1)
+
+    def forward(self, q, q_mask, d, d_mask) -> torch.Tensor:
+        return self.combine(self.dropout(self.features(q, q_mask, d, d_mask))).squeeze(-1)
+
+    def mc_forward(self, batch: dict[str, torch.Tensor], passes: int) -> torch.Tensor:
+        """(passes, B) logits of MC-dropout passes: without embedding dropout the kernel features are
+        deterministic, so they are computed once and only the feature dropout and the combination run per pass."""
+        args = (batch["q"], batch["q_mask"], batch["d"], batch["d_mask"])
+        if dropout_active(self.embedding_dropout):
+            return torch.stack([self(*args) for _ in range(passes)])
+        feats = self.features(*args)
+        return torch.stack([self.combine(self.dropout(feats)).squeeze(-1) for _ in range(passes)])
 
     #: contexts a scoring pass keeps (each ~100 KB at 64 word pieces); beyond, contexts are computed per batch
     CONTEXT_CACHE_LIMIT = 2000
@@ -192,7 +207,7 @@ class ConvKNRMRanker(TwoSidedRanker):
     @classmethod
     def make_module(cls, arch: Mapping[str, Any], embeddings: torch.Tensor) -> torch.nn.Module:
         return ConvKNRMModule(embeddings, arch["ngrams"], arch["channels"], arch["kernels"], arch["hidden"],
-                              arch["dropout"], arch["freeze_embeddings"])
+                              arch["dropout"], arch["freeze_embeddings"], arch.get("embedding_dropout"))
 
     def min_width(self) -> int:
         return max(self.arch["ngrams"])

@@ -71,11 +71,11 @@ class LSTMEncoder(torch.nn.Module):
 
 class SiameseQAModule(torch.nn.Module):
     def __init__(self, embeddings: torch.Tensor, encoder: torch.nn.Module, channels: int, hidden: int,
-                 dropout: float, freeze_embeddings: bool):
+                 dropout: float, freeze_embeddings: bool, embedding_dropout: float | None = None):
         super().__init__()
         self.embedding = torch.nn.Embedding.from_pretrained(embeddings.clone(), freeze=freeze_embeddings)
         self.encoder = encoder
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = torch.nn.Dropout(dropout if embedding_dropout is None else embedding_dropout)
         self.head = JoinHead(channels, hidden, dropout)
 
     def side(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -88,6 +88,16 @@ class SiameseQAModule(torch.nn.Module):
         q, q_mask, rows = distinct_rows(q, q_mask)  # each distinct context encoded once
         return self.head(self.side(q, q_mask)[rows], self.side(d, d_mask))
 
+    def mc_forward(self, batch: dict[str, torch.Tensor], passes: int) -> torch.Tensor:
+        """(passes, B) logits of MC-dropout passes: without embedding dropout the encoders are deterministic, so
+        e_q and e_a are computed once and only the join head (with its dropout) runs per pass."""
+        args = (batch["q"], batch["q_mask"], batch["d"], batch["d_mask"])
+        if dropout_active(self.dropout):
+            return torch.stack([self(*args) for _ in range(passes)])
+        q, q_mask, rows = distinct_rows(args[0], args[1])
+        eq, ea = self.side(q, q_mask)[rows], self.side(args[2], args[3])
+        return torch.stack([self.head(eq, ea) for _ in range(passes)])
+
 
 class CNNQARanker(TwoSidedRanker):
     name = "cnn_qa"
@@ -96,7 +106,7 @@ class CNNQARanker(TwoSidedRanker):
     def make_module(cls, arch: Mapping[str, Any], embeddings: torch.Tensor) -> torch.nn.Module:
         encoder = CNNEncoder(embeddings.shape[1], arch["channels"], arch["width"])
         return SiameseQAModule(embeddings, encoder, arch["channels"], arch["hidden"], arch["dropout"],
-                               arch["freeze_embeddings"])
+                               arch["freeze_embeddings"], arch.get("embedding_dropout"))
 
 
 class LSTMQARanker(TwoSidedRanker):
@@ -106,4 +116,4 @@ class LSTMQARanker(TwoSidedRanker):
     def make_module(cls, arch: Mapping[str, Any], embeddings: torch.Tensor) -> torch.nn.Module:
         encoder = LSTMEncoder(embeddings.shape[1], arch["channels"])
         return SiameseQAModule(embeddings, encoder, arch["channels"], arch["hidden"], arch["dropout"],
-                               arch["freeze_embeddings"])
+                               arch["freeze_embeddings"], arch.get("embedding_dropout"))
