@@ -89,6 +89,22 @@ def spl_lambda(lam0: float, mu: float, iteration: int) -> float:
     return lam0 * mu**iteration
 
 
+def quantile_lambda0(el: np.ndarray, quantile: float) -> float:
+    """An initial self-paced threshold on EL's scale from the unlabeled queries' EL: its ``quantile`` (0-1), so that
+    eq. 14 pseudo-labels about that fraction of them at the first pace (lowest EL = most reliable first).
+
+    Wang et al. tune lambda0 on the validation data (§5.1.2) and find pseudo-labelling 30% of the unlabeled samples
+    better than 10% or 50% (ST0.3, §5.3); EL's absolute scale depends on the candidate count and the model, so a
+    quantile carries across datasets where a fixed lambda0 does not.
+    """
+    if not 0 < quantile <= 1:
+        raise ValueError(f"the lambda0 quantile must be in (0, 1], got {quantile}")
+    values = np.asarray(el, dtype=np.float64)
+    if values.size == 0:
+        return 0.0
+    return float(np.quantile(values, quantile, method="higher"))
+
+
 def pseudo_positive(mean_scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """The candidate index each query's pseudo-label marks relevant: the top of the mean-score ordering
     (Wang §3: l_ij = 1 for the best answer). ``mean_scores`` (Q, J)."""

@@ -9,7 +9,8 @@ the pseudo-labeled ones, then records dev and test MRR/MAP and queries ``budget`
 * ``bald``: highest MC-dropout mutual information on the top-1 choice (:func:`curricula.active.bald`);
 * ``coreset``: k-center greedy on the bi-encoder embeddings of the dense stage (:func:`k_center_greedy`);
 * ``dal``: highest expected loss EL (Algorithm 1), no pseudo-labels;
-* ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = lambda0, train,
+* ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = lambda0 (or, with
+  ``lambda0_quantile``, that quantile of the unlabeled queries' EL under the round's first model), train,
   pseudo-label the unlabeled queries with EL < lambda by the model's top answer, lambda *= mu; stop when dev stops
   improving or after ``spl_iterations``; pseudo-labels are recomputed every iteration and dropped at the next
   round), then acquires by EL like ``dal``;
@@ -40,6 +41,7 @@ from curricula.active import (
     expected_loss,
     k_center_greedy,
     pseudo_positive,
+    quantile_lambda0,
     random_pick,
     self_paced_indicators,
     spl_lambda,
@@ -92,6 +94,7 @@ class ActiveSettings:
     budget: float = 0.1
     passes: int = 20
     lambda0: float = 1e-4
+    lambda0_quantile: float | None = None
     mu: float = 2.0
     spl_iterations: int = 3
     score_batch_size: int = 256
@@ -261,8 +264,11 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
                 el, answer = uncertainty(model, pool, ~labeled, settings, spec, device, seed * 1000 + r, "el")
                 best = (model, value, dict(pseudo), el, answer)
                 iterations = it + 1
-                lam = spl_lambda(settings.lambda0, settings.mu, it)  # Algorithm 2 line 8
                 pool_el = el[~labeled]
+                if it == 0:  # each round starts at lambda0 (Algorithm 2 line 2), here or from the first model's EL
+                    lam0 = (settings.lambda0 if settings.lambda0_quantile is None
+                            else quantile_lambda0(pool_el, settings.lambda0_quantile))
+                lam = spl_lambda(lam0, settings.mu, it)  # Algorithm 2 line 8
                 log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g)",
                          *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam)
                 reliable = np.flatnonzero(~labeled & self_paced_indicators(el, lam))  # eq. 14

@@ -18,6 +18,7 @@ from curricula.active import (
     pseudo_positive,
     random_pick,
     self_paced_indicators,
+    quantile_lambda0,
     spl_lambda,
     top_uncertain,
 )
@@ -81,6 +82,16 @@ def test_self_paced_selection_honours_lambda_and_the_pace_grows():
     assert spl_lambda(0.01, 2.0, 0) == 0.01 and spl_lambda(0.01, 2.0, 3) == pytest.approx(0.08)
     with pytest.raises(ValueError):
         spl_lambda(0.01, 1.0, 1)
+
+
+def test_a_quantile_lambda0_pseudo_labels_about_that_fraction_at_the_first_pace():
+    el = np.random.default_rng(4).random(1000) * 0.004  # EL of 10-candidate queries is of order 1e-3
+    lam0 = quantile_lambda0(el, 0.3)
+    assert self_paced_indicators(el, lam0).mean() == pytest.approx(0.3, abs=0.002)
+    assert quantile_lambda0(el, 1.0) == el.max() and quantile_lambda0(np.array([]), 0.3) == 0.0
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="quantile"):
+            quantile_lambda0(el, bad)
 
 
 def test_pseudo_label_is_the_top_of_the_mean_ordering_among_real_candidates():
@@ -198,6 +209,28 @@ def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, me
     resumed = run_active(method, 1, state_dir=tmp_path / "b", **kw)
     assert resumed.curve.equals(curve)
     assert resumed.test_metrics.equals(done.test_metrics)  # the resumed job kept round 0's per-query values
+
+
+def test_dasl_with_a_lambda0_quantile_pseudo_labels_that_share_of_the_unlabeled_queries(tiny, caplog):
+    import re
+
+    from curricula.active_loop import ActiveSettings, run_active
+
+    caplog.set_level("INFO", logger="curricula.active_loop")
+
+    settings = ActiveSettings(rounds=2, initial=0.2, budget=0.2, passes=4, lambda0=1e-12, lambda0_quantile=0.5,
+                              mu=2.0, spl_iterations=2)
+    done = run_active("dasl", 1, train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"],
+                      spec=tiny_spec(), settings=settings)
+    n = tiny["train"]["qid"].n_unique()
+    # the fixed lambda0 (1e-12) would pseudo-label nothing; the median of EL labels the lower half at each round's
+    # first pace
+    first_pace = [tuple(map(int, m.groups())) for m in (re.search(r"spl iteration 0: .* (\d+) pseudo-labeled of (\d+)",
+                                                                    r.getMessage()) for r in caplog.records) if m]
+    assert [unlabeled for _, unlabeled in first_pace] == [n - x for x in done.curve["labeled"].to_list()]
+    assert all(pseudo == unlabeled // 2 > 0 for pseudo, unlabeled in first_pace)
+    for row in done.curve.iter_rows(named=True):  # kept only with the model they trained, when it improved dev
+        assert row["pseudo_labeled"] == ((n - row["labeled"]) // 2 if row["spl_iterations"] == 2 else 0)
 
 
 def test_all_data_is_one_round_with_every_query_labeled(tiny, tmp_path):
