@@ -33,7 +33,8 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
 DEFAULT_LR = {"cross_encoder": 5.0e-5, "convknrm": 1.0e-3, "cnn_qa": 1.0e-3, "lstm_qa": 1.0e-3}
 #: knobs a ranker also takes that stay out of a resolved architecture unless set (null = the behaviour from before
 #: they existed), so adding one changes no existing run's spec (nor its params for Snakemake)
-OPTIONAL_KNOBS: dict[str, tuple[str, ...]] = {name: ("embedding_dropout",) for name in ("convknrm", "cnn_qa", "lstm_qa")}
+OPTIONAL_KNOBS: dict[str, tuple[str, ...]] = {name: ("embedding_dropout",)
+                                             for name in ("convknrm", "cnn_qa", "lstm_qa")}
 RANKERS = tuple(ARCHITECTURES)
 
 __all__ = ["ARCHITECTURES", "DEFAULT_LR", "RANKERS", "Ranker", "build_ranker", "load_ranker", "ranker_class",

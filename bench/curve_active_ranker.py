@@ -1,0 +1,74 @@
+"""Does the active-learning ranker learn on a dataset? Dev curve of ``active.train``'s ranker fitted on a fraction of a
+study dataset's train queries (the seeded draw round 0 of the loop labels, ``curricula.active_loop``), through
+``curricula.active_loop.fit_ranker``; ``--train`` is a JSON overlay of ``active.train`` knobs (ranker,
+architecture, loss, steps...). Reads the ingest tables of a finished study run (``--root``, e.g. the study's working
+directory). Prints every dev evaluation (the fitting log) and the best value with the wall time.
+
+    .venv/bin/python bench/curve_active_ranker.py --root /tmp/study --dataset chitchat --fraction 1.0 \
+        --train '{"architecture": {"embedding_dropout": 0.0}, "steps": 2500, "max_steps": 2500, "patience": 0,
+                  "eval_every": 500}'
+
+Measured with it (2 cores, one thread, chitchat's 3,000 train / 500 dev contexts, random dev MRR about 0.29):
+lstm_qa, cnn_qa and dropout-0.5 convknrm stay at 0.28-0.31 through 750-2,500 steps; convknrm without dropout
+reaches 0.46 at 500 steps (all queries) and 0.38 at 1,000 (30% of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True, help="working directory of a study run (its results/<dataset>/data)")
+    ap.add_argument("--study", default=str(REPO / "configs/study.yaml"))
+    ap.add_argument("--dataset", default="chitchat")
+    ap.add_argument("--fraction", type=float, default=1.0, help="share of the train queries labeled")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--train", default="{}", help="JSON overlay of active.train")
+    args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
+    import numpy as np
+    import torch
+    import yaml
+
+    from curricula.active_loop import QueryPool, fit_ranker, labeled_pairs
+    from curricula.config import load_config, validate_config
+    from curricula.experiments import active_spec, merge_experiment
+    from curricula.hf import set_threads
+    from curricula.ingest import INGEST_TABLES, candidate_pairs, read_ingest
+    from curricula.study import study_configs
+
+    os.chdir(REPO)  # preset paths in the study file are relative to the repository
+    configs = study_configs(load_config(REPO / "config.yaml"), yaml.safe_load(Path(args.study).read_text()), {})
+    config = validate_config(configs[args.dataset])
+    config["active"]["train"] = merge_experiment(config["active"].get("train") or {}, json.loads(args.train))
+    spec = active_spec(config)
+    set_threads(spec.get("threads") or 1)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    relevant_min = config["dataset"]["relevant_min"]
+    data = read_ingest({n: Path(args.root) / "results" / args.dataset / "data" / f"{n}.parquet"
+                        for n in INGEST_TABLES})
+    pool = QueryPool(candidate_pairs(data, ("train",), relevant_min))
+    labeled = np.zeros(len(pool), dtype=bool)
+    labeled[np.random.default_rng([args.seed, 0]).choice(len(pool), int(round(args.fraction * len(pool))),
+                                                        replace=False)] = True
+    dev = candidate_pairs(data, ("dev",), relevant_min)
+    print(f"{args.dataset}: {int(labeled.sum())} of {len(pool)} train queries, {spec['ranker']} "
+          f"{spec['architecture']}, loss {spec['loss']}", flush=True)
+    start = time.perf_counter()
+    _, best = fit_ranker(spec, args.seed, labeled_pairs(pool, labeled), dev, data["qrels"], torch.device("cpu"),
+                         relevant_min)
+    print(f"best dev {spec['eval_metric']} {best:.4f} in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
