@@ -94,7 +94,7 @@ class Ranker:
     def stochastic_logits(self, batch: dict[str, torch.Tensor], device: torch.device, passes: int,
                           precision: str = "auto") -> torch.Tensor:
         """Float32 logits (passes, batch) of ``passes`` forward passes of one batch with dropout on (call inside
-        :meth:`mc_dropout`). A module with an ``mc_forward(*batch, passes)`` method (dropout only after a
+        :meth:`mc_dropout`). A module with an ``mc_forward(batch, passes)`` method (dropout only after a
         deterministic featurisation) computes the features once; otherwise each pass is a whole forward pass."""
         mc_forward = getattr(self.module, "mc_forward", None)
         if mc_forward is None:

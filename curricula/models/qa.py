@@ -75,6 +75,7 @@ class SiameseQAModule(torch.nn.Module):
         super().__init__()
         self.embedding = torch.nn.Embedding.from_pretrained(embeddings.clone(), freeze=freeze_embeddings)
         self.encoder = encoder
+        # on the word-piece embeddings (null = ``dropout``); the head has its own at ``dropout``
         self.dropout = torch.nn.Dropout(dropout if embedding_dropout is None else embedding_dropout)
         self.head = JoinHead(channels, hidden, dropout)
 
