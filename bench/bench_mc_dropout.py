@@ -54,8 +54,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name in args.rankers.split(","):
         for emb in (0.0, 0.5):
-            ranker = build_ranker({"ranker": name, "model": "minilm", "architecture": {"dropout": 0.5, "embedding_dropout": emb,
-                                                                    "freeze_embeddings": True}}, seed=1)
+            arch = {"dropout": 0.5, "embedding_dropout": emb, "freeze_embeddings": True}
+            ranker = build_ranker({"ranker": name, "model": "minilm", "architecture": arch}, seed=1)
             items = ranker.encode(contexts, responses)  # tokenising is shared; both sides below start from the ids
             torch.manual_seed(0)
             start = time.perf_counter()
