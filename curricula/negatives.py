@@ -65,6 +65,11 @@ def ranked_lists(frame: pl.DataFrame, query_index: pl.DataFrame, doc_index: pl.D
     return RankedLists(offsets, coded["code"].to_numpy().astype(np.int64))
 
 
+def _codes_nbytes(group: Mapping[str, np.ndarray]) -> int:
+    """Bytes of one decoded row group's doc codes (what :class:`LazyRankedLists` bounds its cache by)."""
+    return sum(a.nbytes for a in group.values())
+
+
 class LazyRankedLists:
     """Per-query doc codes in rank order, read on demand from a query-keyed Parquet table (``NEIGHBORS`` or
     ``RUN``, sorted by qid, rank): the same rows as :func:`ranked_lists` over the whole table cut to ``depth`` and
@@ -82,7 +87,6 @@ class LazyRankedLists:
         self.reader, self.qids, self.doc_index, self.keep, self.depth = reader, qids, doc_index, keep, depth
         self.cache_bytes = max(0, cache_bytes)
         self._decoded: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
-        self._sizes: dict[int, int] = {}
         self._total = 0  # bytes of the cached codes
 
     @property
@@ -111,11 +115,10 @@ class LazyRankedLists:
             for a, b in zip(starts.tolist(), stops.tolist()):
                 out[qid[a]] = codes[a:b]
         self._decoded[i] = out
-        self._sizes[i] = sum(a.nbytes for a in out.values())
-        self._total += self._sizes[i]
+        self._total += _codes_nbytes(out)
         while len(self._decoded) > 1 and self._total > self.cache_bytes:
-            oldest, _ = self._decoded.popitem(last=False)
-            self._total -= self._sizes.pop(oldest)
+            _, dropped = self._decoded.popitem(last=False)
+            self._total -= _codes_nbytes(dropped)
         return out
 
     def row(self, q: int) -> np.ndarray:
