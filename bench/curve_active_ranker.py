@@ -42,11 +42,10 @@ def main() -> None:
     ap.add_argument("--train", default="{}", help="JSON overlay of active.train")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    import numpy as np
     import torch
     import yaml
 
-    from curricula.active_loop import QueryPool, fit_ranker, labeled_pairs
+    from curricula.active_loop import QueryPool, fit_ranker, initial_labeled, labeled_pairs
     from curricula.config import load_config, validate_config
     from curricula.experiments import active_spec, merge_experiment
     from curricula.hf import set_threads
@@ -64,9 +63,7 @@ def main() -> None:
     data = read_ingest({n: Path(args.root) / "results" / args.dataset / "data" / f"{n}.parquet"
                         for n in INGEST_TABLES})
     pool = QueryPool(candidate_pairs(data, ("train",), relevant_min))
-    labeled = np.zeros(len(pool), dtype=bool)
-    labeled[np.random.default_rng([args.seed, 0]).choice(len(pool), int(round(args.fraction * len(pool))),
-                                                        replace=False)] = True
+    labeled = initial_labeled(len(pool), args.fraction, args.seed)
     dev = candidate_pairs(data, ("dev",), relevant_min)
     print(f"{args.dataset}: {int(labeled.sum())} of {len(pool)} train queries, {spec['ranker']} "
           f"{spec['architecture']}, loss {spec['loss']}", flush=True)

@@ -132,6 +132,14 @@ class QueryPool:
         return qs, out, mask
 
 
+def initial_labeled(n: int, fraction: float, seed: int) -> np.ndarray:
+    """Bool mask (n,) of the queries labeled before round 0 (Algorithm 2's random initial D_L): ``fraction`` of
+    them, at least one, drawn with the (seed, round 0) generator."""
+    labeled = np.zeros(n, dtype=bool)
+    labeled[np.random.default_rng([seed, 0]).choice(n, max(1, int(round(fraction * n))), replace=False)] = True
+    return labeled
+
+
 def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.DataFrame, qrels: pl.DataFrame,
                device: torch.device, relevant_min: int = 1, progress: bool = False):
     """Train a ranker from scratch on ``train`` pairs (qid, context, response, rel); best-on-dev weights.
@@ -232,12 +240,7 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     budget = max(1, int(round(settings.budget * n)))
     rounds = 1 if method == "all" else settings.rounds
     state_path = Path(state_dir) / "state.json" if state_dir else None
-    labeled = np.zeros(n, dtype=bool)
-    if method == "all":
-        labeled[:] = True
-    else:
-        first = np.random.default_rng([seed, 0]).choice(n, max(1, int(round(settings.initial * n))), replace=False)
-        labeled[first] = True
+    labeled = np.ones(n, dtype=bool) if method == "all" else initial_labeled(n, settings.initial, seed)
     rows: list[dict] = []
     per_query: list[list] = []  # [round, qid, measure, value] of every finished round
     start = 0
