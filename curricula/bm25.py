@@ -9,7 +9,7 @@ This module computes both once, for the ``bm25`` stage (``DESIGN.md``):
 * :func:`build_index` indexes the ``docs`` table with Anserini's ``IndexCollection`` (a ``JsonCollection``),
   atomically.
 * :func:`search` retrieves the top ``k`` of every query (Anserini ``SimpleSearcher.batch_search``, multi-threaded)
-  as a ``RUN`` table (:mod:`curricula.tables`).
+  as a ``RUN`` table (:mod:`curricula.tables`); :func:`search_blocks` yields it a block of queries at a time.
 * :func:`score_candidates` gives the Lucene BM25 score of every given (query, candidate) pair as a
   ``CANDIDATE_SCORES`` table, with exactly the scoring of :func:`search`.
 * :func:`tune` picks (k1, b) on the dev queries from a grid (MacAvaney et al. 2020 report BM25 with default
@@ -49,7 +49,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ from curricula.tables import CANDIDATE_SCORES, RUN, TableSpec, check_table, conf
 __all__ = [
     "ANSERINI_B", "ANSERINI_K1", "EMPTY_DOC_PLACEHOLDER", "GRID", "MAX_CLAUSES", "ROBERTSON_B", "ROBERTSON_K1",
     "BM25Error", "anserini_jar", "build_index", "check_grid", "choose_point", "jvm_info", "query_text",
-    "score_candidates", "search", "start_jvm", "tune",
+    "score_candidates", "search", "search_blocks", "start_jvm", "tune",
 ]
 
 log = logging.getLogger(__name__)
@@ -240,6 +240,23 @@ def search(
 
     Long queries (dialogue contexts) are searched in full: Lucene's clause limit is raised to
     :data:`MAX_CLAUSES` distinct terms at JVM start. A Lucene error is raised as :class:`BM25Error` naming the qid.
+    All queries go into one batch search (:func:`search_blocks` with one block).
+    """
+    stats: dict[str, Any] = {}
+    runs = list(search_blocks(index_dir, queries, k, k1, b, threads, block=max(1, queries.height), stats=stats))
+    return (runs[0] if runs else _run_frame([], [], [])), stats
+
+
+def search_blocks(index_dir: str | Path, queries: pl.DataFrame, k: int, k1: float = ANSERINI_K1,
+                  b: float = ANSERINI_B, threads: int = 1, *, block: int,
+                  stats: dict[str, Any] | None = None) -> Iterator[pl.DataFrame]:
+    """:func:`search` ``block`` queries at a time, in the order of ``queries``, with one searcher opened once.
+
+    Yields each block's ``RUN`` rows (sorted and ranked as by :func:`search`) before the next block is searched,
+    so only one block's hits are held: Anserini keeps every hit of a batch search in the JVM heap (4.7 GB for the
+    131,548 chitchat contexts at once). The arguments are checked at the call; the index is opened at the first
+    block and closed when the generator ends. Once it is exhausted, ``stats`` (when given) holds :func:`search`'s
+    stats over all the blocks; ``seconds`` counts the searching, not the time the caller spends between blocks.
     """
     _check_queries(queries)
     _check_params(k1, b)
@@ -247,38 +264,37 @@ def search(
         raise ValueError(f"k must be >= 1, got {k}")
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    return _search_blocks(index_dir, queries["qid"].to_list(), queries["text"].to_list(), k, k1, b, threads, block,
+                          {} if stats is None else stats)
+
+
+def _search_blocks(index_dir: str | Path, qids: list[str], texts: list[str], k: int, k1: float, b: float,
+                   threads: int, block: int, stats: dict[str, Any]) -> Iterator[pl.DataFrame]:
+    """The generator behind :func:`search_blocks` (checked arguments; ``stats`` is filled at the end)."""
     started = time.perf_counter()
+    seconds = 0.0
+    n_rows = 0
+    no_terms: list[str] = []
+    no_match: list[str] = []
     searcher = open_searcher(index_dir, k1, b)
-    qids: list[str] = queries["qid"].to_list()
-    texts: list[str] = queries["text"].to_list()
     try:
-        results = batch_search(searcher, qids, texts, k, threads)
-        out_q: list[str] = []
-        out_d: list[str] = []
-        out_s: list[float] = []
-        empty: list[str] = []
-        for qid in qids:
-            hits = results.get(qid)
-            if hits is None:
-                raise BM25Error(f"BM25 search returned nothing at all for qid {qid!r} (Anserini lost the query)")
-            if not hits:
-                empty.append(qid)
-                continue
-            for hit in hits:
-                out_d.append(hit.docid)
-                out_s.append(hit.score)
-            out_q.extend([qid] * len(hits))
-        empty_set = set(empty)
-        no_terms = [q for q, t in zip(qids, texts) if q in empty_set and not analyze(searcher, t)]
+        for start in range(0, len(qids), block):
+            run, empty_no_terms, empty_no_match = _search_block(searcher, qids[start:start + block],
+                                                               texts[start:start + block], k, threads)
+            n_rows += run.height
+            no_terms += empty_no_terms
+            no_match += empty_no_match
+            seconds += time.perf_counter() - started
+            yield run
+            started = time.perf_counter()
     finally:
         searcher.close()
-    run = _run_frame(out_q, out_d, out_s)
-    no_terms_set = set(no_terms)
-    no_match = [q for q in empty if q not in no_terms_set]
-    seconds = time.perf_counter() - started
-    stats = {
+    seconds += time.perf_counter() - started
+    stats.update({
         "n_queries": len(qids),
-        "n_rows": run.height,
+        "n_rows": n_rows,
         "n_no_terms": len(no_terms),
         "no_terms_qids": no_terms[:10],
         "n_no_match": len(no_match),
@@ -286,9 +302,33 @@ def search(
         "k": k, "k1": k1, "b": b, "threads": threads,
         "seconds": round(seconds, 3),
         "queries_per_second": round(len(qids) / seconds, 1) if seconds > 0 else None,
-    }
+    })
     log.info("BM25 search: %s", stats)
-    return run, stats
+
+
+def _search_block(searcher, qids: list[str], texts: list[str], k: int,
+                  threads: int) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """One batch search: its ``RUN`` rows, and the qids without rows by cause (no terms, no match), in order."""
+    results = batch_search(searcher, qids, texts, k, threads)
+    out_q: list[str] = []
+    out_d: list[str] = []
+    out_s: list[float] = []
+    empty: list[str] = []
+    for qid in qids:
+        hits = results.get(qid)
+        if hits is None:
+            raise BM25Error(f"BM25 search returned nothing at all for qid {qid!r} (Anserini lost the query)")
+        if not hits:
+            empty.append(qid)
+            continue
+        for hit in hits:
+            out_d.append(hit.docid)
+            out_s.append(hit.score)
+        out_q.extend([qid] * len(hits))
+    empty_set = set(empty)
+    no_terms = [q for q, t in zip(qids, texts) if q in empty_set and not analyze(searcher, t)]
+    no_terms_set = set(no_terms)
+    return _run_frame(out_q, out_d, out_s), no_terms, [q for q in empty if q not in no_terms_set]
 
 
 def _run_frame(qids: list[str], docids: list[str], scores: list[float]) -> pl.DataFrame:

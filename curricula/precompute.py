@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 
 #: Run tag of the BM25 TREC run file.
 BM25_TAG = "bm25"
-#: queries per BM25 batch search (their hits are written before the next batch is searched)
+#: queries per BM25 batch search (their hits are written before the next batch is searched; bm25.search_blocks)
 SEARCH_BLOCK = 8192
 
 
@@ -100,23 +100,9 @@ def bm25_run_stage(
     """
     bm25.start_jvm(heap)
     queries = bm25_query_frame(queries_path, query_turns, shard)
-    stats: dict[str, Any] = {"n_queries": 0, "n_rows": 0, "n_no_terms": 0, "no_terms_qids": [], "n_no_match": 0,
-                             "no_match_qids": [], "k": k, "k1": k1, "b": b, "threads": threads, "seconds": 0.0}
-
-    def blocks() -> Iterator[pl.DataFrame]:
-        # SEARCH_BLOCK queries at a time, each block's rows written before the next is searched: Anserini keeps
-        # every hit of a batch search in the JVM heap (4.7 GB for the 131,548 chitchat contexts at once)
-        for start in range(0, queries.height, SEARCH_BLOCK):
-            run, part = bm25.search(index_dir, queries.slice(start, SEARCH_BLOCK), k=k, k1=k1, b=b, threads=threads)
-            for key in ("n_queries", "n_rows", "n_no_terms", "n_no_match", "seconds"):
-                stats[key] += part[key]
-            for key in ("no_terms_qids", "no_match_qids"):
-                stats[key] = (stats[key] + part[key])[:10]
-            yield run
-
-    write_grouped_table(blocks(), run_path, RUN, by="qid", size=group_size(k))
-    stats["seconds"] = round(stats["seconds"], 3)
-    stats["queries_per_second"] = round(stats["n_queries"] / stats["seconds"], 1) if stats["seconds"] > 0 else None
+    stats: dict[str, Any] = {}
+    blocks = bm25.search_blocks(index_dir, queries, k, k1, b, threads, block=SEARCH_BLOCK, stats=stats)
+    write_grouped_table(blocks, run_path, RUN, by="qid", size=group_size(k))
     if stats["n_no_terms"] or stats["n_no_match"]:
         log.warning("BM25: %d queries without terms after analysis (e.g. %s) and %d matching no document "
                     "(e.g. %s) have no run rows", stats["n_no_terms"], stats["no_terms_qids"][:3],

@@ -181,6 +181,19 @@ def test_search_is_deterministic(index, run, wikiqa):
     assert again.equals(run[0])
 
 
+def test_block_search_opens_the_searcher_once_and_yields_the_run_in_blocks(index, run, wikiqa, monkeypatch):
+    opened = []
+    real = bm25.open_searcher
+    monkeypatch.setattr(bm25, "open_searcher", lambda *args: opened.append(args) or real(*args))
+    stats: dict = {}
+    blocks = list(bm25.search_blocks(index[0], wikiqa["queries"], K, threads=2, block=50, stats=stats))
+    assert len(opened) == 1
+    assert len(blocks) == -(-wikiqa["queries"].height // 50)
+    assert pl.concat(blocks).equals(run[0])  # the queries are in qid order, so the blocks are too
+    timing = ("seconds", "queries_per_second")
+    assert {k: v for k, v in stats.items() if k not in timing} == {k: v for k, v in run[1].items() if k not in timing}
+
+
 def test_duplicate_docids_raise_naming_the_docid(tmp_path):
     docs = pl.DataFrame({"docid": ["a", "b", "a"], "text": ["x y", "y z", "z x"]})
     with pytest.raises(ValueError, match="duplicate docid 'a'"):
