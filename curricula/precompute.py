@@ -350,34 +350,37 @@ def neighbors_stage(
     return write_grouped_table(chunks, out_path, NEIGHBORS, by="qid", size=group_size(k))
 
 
-#: The contract and row order of each sharded table (the unsharded stage writes the same order).
+#: The contract and row order of each sharded table gathered whole (the unsharded stage writes the same order).
 GATHERED = {
-    "run": (RUN, ["qid", "rank"]),
     "candidate_scores": (CANDIDATE_SCORES, ["qid", "docid"]),
-    "neighbors": (NEIGHBORS, ["qid", "rank"]),
     "teacher_scores": (TEACHER_SCORES, ["qid", "docid"]),
 }
 
 
-#: Tables of (query x k) rows whose shards are gathered streaming, in row groups of whole queries.
-STREAMED = ("run", "neighbors")
+#: The contract of each table of (query x k) rows whose shards are gathered streaming, in row groups of whole
+#: queries (in qid order, then rank, as the unsharded stage writes them).
+STREAMED = {
+    "run": RUN,
+    "neighbors": NEIGHBORS,
+}
 
 
 def gather_stage(table: str, shard_paths: Sequence[str | Path], out_path: str | Path,
                  k: int | None = None) -> int:
     """Rules ``bm25_run``, ``bm25_candidate_scores``, ``dense_neighbors`` and ``teacher_score``: concatenate the
-    shard tables of ``table`` (a key of :data:`GATHERED`) in the unsharded stage's row order and write them;
-    returns the number of rows.
+    shard tables of ``table`` (a key of :data:`STREAMED` or :data:`GATHERED`) in the unsharded stage's row order
+    and write them; returns the number of rows.
 
     The query x k tables (:data:`STREAMED`; ``k`` their per-query depth) are copied a row group at a time into
     the unsharded stage's row groups (:func:`gathered_groups`): the shards cut the queries in qid order, so their
     concatenation is in order and is never held whole.
     """
-    spec, order = GATHERED[table]
     if table in STREAMED:
         if k is None:
             raise ValueError(f"gathering '{table}' needs k, the per-query depth its row groups are cut by")
+        spec = STREAMED[table]
         return write_grouped_table(gathered_groups(shard_paths, spec), out_path, spec, by="qid", size=group_size(k))
+    spec, order = GATHERED[table]
     out = gather_tables(shard_paths, spec, order)
     write_table(out, out_path, spec)
     return out.height
