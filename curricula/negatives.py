@@ -76,10 +76,11 @@ class LazyRankedLists:
     to the docs with ``keep[code]``, but only the row groups holding the asked queries are ever read.
 
     ``qids[q]`` names query index ``q``; ``doc_index`` maps docid to code. Decoded row groups are kept in an LRU
-    cache of at most ``cache_bytes`` of doc codes (:attr:`groups_read` counts file reads): 256 MiB holds every
-    training query's 1,000 neighbours up to about 33,000 queries, so a training job on a default-sized split reads
-    each group once, while a larger table still costs a bounded amount of memory. Memory: the file's footer, the doc
-    index and the cached groups, whatever the number of queries in the table.
+    cache of at most ``cache_bytes`` of doc codes (:attr:`groups_read` counts file reads), the only cache in front
+    of the file: ``reader`` is opened without one (``cache=0``, as :class:`NegativeSampler` does). 256 MiB holds
+    every training query's 1,000 neighbours up to about 33,000 queries, so a training job on a default-sized split
+    reads each group once, while a larger table still costs a bounded amount of memory. Memory: the file's footer,
+    the doc index and the cached groups, whatever the number of queries in the table.
     """
 
     def __init__(self, reader: KeyedRowGroups, qids: list[str], doc_index: pl.DataFrame, keep: np.ndarray,
@@ -174,7 +175,7 @@ class NegativeSampler:
             if isinstance(frame, pl.DataFrame):
                 self.lists = self._stored_lists(frame, train_qids, query_index, doc_index, depth)
             else:  # a file: read each query's list when a step draws for it
-                reader = KeyedRowGroups(frame, NEIGHBORS if self.mode == "neighbors" else RUN, cache=4)
+                reader = KeyedRowGroups(frame, NEIGHBORS if self.mode == "neighbors" else RUN, cache=0)
                 self.lists = LazyRankedLists(reader, self.qids, doc_index, self.in_pool, depth)
 
     def _stored_lists(self, frame: pl.DataFrame, train_qids: pl.Series, query_index: pl.DataFrame,

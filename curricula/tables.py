@@ -273,9 +273,10 @@ class KeyedRowGroups:
 
     The footer's per-row-group min/max statistics of ``by`` locate a key by binary search (a key may span
     groups in a file written by another writer; :func:`write_grouped_table` keeps each key in one group). Groups
-    read are checked against ``spec`` and kept in a small LRU cache (``cache`` groups); ``groups_read`` counts
-    the reads, so tests can check that a reader touched only what it needed. Memory: the footer plus ``cache``
-    groups, whatever the table's size.
+    read are checked against ``spec`` and kept in a small LRU cache (``cache`` groups; none at 0, for a caller that
+    caches what it makes of the groups, as :class:`curricula.negatives.LazyRankedLists` does); ``groups_read``
+    counts the reads, so tests can check that a reader touched only what it needed. Memory: the footer plus
+    ``cache`` groups, whatever the table's size.
     """
 
     def __init__(self, path: str | Path, spec: TableSpec, *, by: str = "qid", cache: int = 16):
@@ -304,7 +305,7 @@ class KeyedRowGroups:
             if self.mins[a] < self.maxs[a - 1]:
                 raise SchemaError(f"{self.path}: rows are not sorted by '{by}' (row group {self.groups[a]} starts "
                                   f"at {self.mins[a]!r} before the previous group's last {self.maxs[a - 1]!r})")
-        self.cache = max(1, cache)
+        self.cache = max(0, cache)
         self._groups: OrderedDict[int, pl.DataFrame] = OrderedDict()
         self.groups_read = 0
 
@@ -331,9 +332,10 @@ class KeyedRowGroups:
             return self._groups[i]
         frame = _read_row_group(self._file, i, self.path, self.spec)
         self.groups_read += 1
-        self._groups[i] = frame
-        if len(self._groups) > self.cache:
-            self._groups.popitem(last=False)
+        if self.cache:
+            self._groups[i] = frame
+            if len(self._groups) > self.cache:
+                self._groups.popitem(last=False)
         return frame
 
     def rows(self, key) -> pl.DataFrame:

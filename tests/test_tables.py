@@ -203,6 +203,9 @@ def test_keyed_row_groups_read_only_the_groups_of_a_key(tmp_path):
     assert reader.groups_of("q013") == [3] and reader.groups_read == 1
     assert reader.rows("q012").height and reader.groups_read == 1  # same group: from the cache
     assert reader.rows("nope").height == 0 and reader.groups_read == 1
+    uncached = KeyedRowGroups(path, NEIGHBORS, cache=0)  # a caller with its own cache (LazyRankedLists)
+    assert uncached.rows("q013").equals(reader.rows("q013")) and uncached.rows("q012").height
+    assert uncached.groups_read == 2
     # a file written by another writer may hold a key in two row groups: both are read
     other = tmp_path / "other.parquet"
     df.write_parquet(other, row_group_size=7, statistics=True)
