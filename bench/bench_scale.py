@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-import polars as pl
 import yaml
+from benchmark_tsv import benchmark_files, last_rows
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -133,12 +133,12 @@ def stage_figures(workdir: Path) -> dict[str, tuple[float, float]]:
     bench = workdir / "benchmarks" / "chitchat"
     out = {}
     for label, patterns in stages(bench):
-        files = [p for pattern in patterns for p in bench.glob(pattern)]
+        files = benchmark_files(bench, patterns)
         if not files:
             continue
-        rows = pl.concat([pl.read_csv(f, separator="\t").select("s", "max_rss").tail(1) for f in files])
+        rows = last_rows(files)
         seconds = float(rows["s"].sum()) if not label.startswith("curriculum") else float(rows["s"].max())
-        out[label] = (seconds, float(rows["max_rss"].cast(pl.Float64, strict=False).max() or 0.0))
+        out[label] = (seconds, float(rows["max_rss"].max() or 0.0))
     return out
 
 

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+from benchmark_tsv import benchmark_files, last_rows
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -57,11 +58,10 @@ RUN_SHAPE = {"experiments": 3 * 6 * 5 + 5,  # 3 curricula x 6 values of m x 5 se
 
 
 def bench(run: Path, patterns: list[str]) -> dict[str, float]:
-    files = [p for pattern in patterns for p in (run / "benchmarks" / "chitchat").glob(pattern)]
+    files = benchmark_files(run / "benchmarks" / "chitchat", patterns)
     if not files:
         return {}
-    rows = pl.concat([pl.read_csv(f, separator="\t").tail(1).select("s", "cpu_time", "max_rss") for f in files])
-    rows = rows.with_columns(pl.col("max_rss").cast(pl.Float64, strict=False))
+    rows = last_rows(files)
     return {"s": float(rows["s"].sum()), "cpu": float(rows["cpu_time"].sum()), "rss": float(rows["max_rss"].max())}
 
 
@@ -178,15 +178,15 @@ def resources(run: Path) -> None:
     """Per rule: mem_mb = 1.5 x the largest measured peak (500 MB steps, >= 1,000); runtime = 3 x the longest job."""
     root = run / "benchmarks" / "chitchat"
     peaks: dict[str, tuple[float, float]] = {}
-    for f in sorted(root.rglob("*.tsv")):
+    files = sorted(root.rglob("*.tsv"))
+    for f, row in zip(files, last_rows(files).iter_rows(named=True)):
         rel = f.relative_to(root)
         rule = rel.parts[0] if len(rel.parts) > 1 else rel.stem
         if len(rel.parts) == 1 and rule.startswith("dense_encode_"):  # dense_encode_{kind}.tsv: rule dense_encode
             rule = "dense_encode"
-        row = pl.read_csv(f, separator="\t").tail(1)
-        rss = float(row["max_rss"].cast(pl.Float64, strict=False)[0] or 0.0)
+        rss = float(row["max_rss"] or 0.0)
         old = peaks.get(rule, (0.0, 0.0))
-        peaks[rule] = (max(old[0], rss), max(old[1], float(row["s"][0])))
+        peaks[rule] = (max(old[0], rss), max(old[1], float(row["s"])))
     for rule, (rss, secs) in sorted(peaks.items()):
         mem = max(1000, math.ceil(1.5 * rss / 500) * 500)
         minutes = max(10, math.ceil(3 * secs / 60))
