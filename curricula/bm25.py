@@ -45,7 +45,6 @@ distinct term, boosted by its count).
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -69,7 +68,7 @@ from curricula.lucene import (
     open_searcher,
     start_jvm,
 )
-from curricula.tables import CANDIDATE_SCORES, RUN, TableSpec, check_table, conform, remove_stale_temporaries
+from curricula.tables import CANDIDATE_SCORES, RUN, TableSpec, check_table, conform, write_dir_atomically
 
 __all__ = [
     "ANSERINI_B", "ANSERINI_K1", "EMPTY_DOC_PLACEHOLDER", "GRID", "MAX_CLAUSES", "ROBERTSON_B", "ROBERTSON_K1",
@@ -118,10 +117,11 @@ def build_index(docs: pl.DataFrame, index_dir: str | Path, threads: int = 1) -> 
     """Index ``docs`` (docid, text) for BM25 with Anserini's ``IndexCollection`` into ``index_dir``, atomically.
 
     The documents are written as a ``JsonCollection`` (``{"id", "contents"}`` lines, one file per thread) into a
-    hidden temporary folder next to ``index_dir``, indexed there (positions, doc vectors and raw text are not
+    hidden temporary folder next to ``index_dir`` and indexed (positions, doc vectors and raw text are not
     stored: BM25 scoring only needs postings and length norms, and :func:`score_candidates` scores given
-    documents with a query restricted to their ids, not from stored vectors), force-merged to one segment, and
-    renamed to ``index_dir`` (a previous index there is replaced). A failure leaves no ``index_dir`` behind.
+    documents with a query restricted to their ids, not from stored vectors), force-merged to one segment, into
+    another that :func:`curricula.tables.write_dir_atomically` renames to ``index_dir`` (a previous index there is
+    replaced). A failure leaves ``index_dir`` as it was: never a half-built index.
 
     Duplicate docids raise :class:`ValueError` naming the docid (the DOCS contract check normally catches them
     earlier). Empty (blank) documents are indexed as :data:`EMPTY_DOC_PLACEHOLDER`: present, matching nothing,
@@ -141,49 +141,37 @@ def build_index(docs: pl.DataFrame, index_dir: str | Path, threads: int = 1) -> 
     start_jvm()
     started = time.perf_counter()
     index_dir = Path(index_dir)
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
     blank = docs["text"].map_elements(_is_blank, return_dtype=pl.Boolean)
     n_empty = int(blank.sum())
-    remove_stale_temporaries(index_dir)
-    work = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
-    try:
-        collection = work / "collection"
-        collection.mkdir()
-        lines = docs.select(
-            pl.col("docid").alias("id"),
-            pl.when(blank).then(pl.lit(EMPTY_DOC_PLACEHOLDER)).otherwise(pl.col("text")).alias("contents"),
-        )
-        n_files = max(1, min(threads, docs.height))
-        per_file = -(-docs.height // n_files)
-        for i in range(n_files):
-            lines.slice(i * per_file, per_file).write_ndjson(collection / f"docs-{i:05d}.jsonl")
-        built = work / "index"
+    lines = docs.select(
+        pl.col("docid").alias("id"),
+        pl.when(blank).then(pl.lit(EMPTY_DOC_PLACEHOLDER)).otherwise(pl.col("text")).alias("contents"),
+    )
+
+    def fill(built: Path) -> None:
+        # the collection goes to a hidden temporary of index_dir too (a killed job's is removed as stale)
+        collection = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
         try:
-            counts = index_collection(collection, built, threads)
-        except Exception as exc:  # jnius.JavaException
-            raise BM25Error(f"Anserini failed to index {docs.height} docs for {index_dir}: "
-                            f"{java_message(exc)}") from None
+            n_files = max(1, min(threads, docs.height))
+            per_file = -(-docs.height // n_files)
+            for i in range(n_files):
+                lines.slice(i * per_file, per_file).write_ndjson(collection / f"docs-{i:05d}.jsonl")
+            try:
+                counts = index_collection(collection, built, threads)
+            except Exception as exc:  # jnius.JavaException
+                raise BM25Error(f"Anserini failed to index {docs.height} docs for {index_dir}: "
+                                f"{java_message(exc)}") from None
+        finally:
+            shutil.rmtree(collection, ignore_errors=True)
         if counts["indexed"] != docs.height or any(counts[k] for k in ("empty", "unindexable", "skipped", "errors")):
             raise BM25Error(f"Anserini indexed {counts['indexed']} of {docs.height} docs for {index_dir} "
                             f"(counters {counts}); nothing was written")
-        _replace_dir(built, index_dir)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+    write_dir_atomically(index_dir, fill)
     stats = {"n_docs": docs.height, "n_empty": n_empty, "seconds": round(time.perf_counter() - started, 3),
              "threads": threads, "index_dir": str(index_dir)}
     log.info("BM25 index: %s", stats)
     return stats
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Move the finished folder ``src`` to ``dst``; an existing ``dst`` is moved aside first, then deleted."""
-    old = None
-    if dst.exists() or dst.is_symlink():
-        old = Path(tempfile.mkdtemp(prefix=f".{dst.name}.old.", dir=dst.parent))
-        os.replace(dst, old / dst.name)
-    os.replace(src, dst)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------------- search

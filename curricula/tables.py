@@ -411,13 +411,9 @@ def write_trec_run(run: pl.DataFrame | Iterable[pl.DataFrame], path: str | Path,
 
 
 def write_text_atomically(path: str | Path, text: str) -> Path:
-    """Write a small text file (JSON state, a config echo) via a hidden temporary beside it, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """Write a small text file (JSON state, a config echo, a Markdown page) in UTF-8, atomically
+    (:func:`_write_file_atomically`)."""
+    return _write_file_atomically(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def read_table(path: str | Path, spec: TableSpec, columns: list[str] | None = None) -> pl.DataFrame:
