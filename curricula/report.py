@@ -29,13 +29,14 @@ Written as Markdown, CSV and Parquet.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from scipy.stats import norm, t as student_t, ttest_rel, wilcoxon
+
+from curricula.tables import write_file_atomically, write_text_atomically
 
 BASELINE = "baseline"
 BM25_SUFFIX = "+bm25"
@@ -406,16 +407,9 @@ def to_markdown(table: pl.DataFrame, key: str, digits: int = 4) -> str:
 def write_table_files(table: pl.DataFrame, key: str, stem: str | Path, caption: str) -> dict[str, Path]:
     """``<stem>.md`` (caption + table), ``<stem>.csv`` and ``<stem>.parquet``, each written atomically."""
     stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for ext, write in (("md", lambda p: p.write_text(f"{caption}\n\n{to_markdown(table, key)}", encoding="utf-8")),
-                       ("csv", lambda p: table.write_csv(p)), ("parquet", lambda p: table.write_parquet(p))):
-        path = stem.with_suffix(f".{ext}")
-        tmp = path.with_name(f".{path.name}.tmp")
-        write(tmp)
-        os.replace(tmp, path)
-        out[ext] = path
-    return out
+    return {"md": write_text_atomically(stem.with_suffix(".md"), f"{caption}\n\n{to_markdown(table, key)}"),
+            "csv": write_file_atomically(stem.with_suffix(".csv"), table.write_csv),
+            "parquet": write_file_atomically(stem.with_suffix(".parquet"), table.write_parquet)}
 
 
 def describe_test(test: str, permutations: int, seed: int) -> str:

@@ -322,7 +322,7 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
     experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed),
     written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically."""
     from curricula.report import load_metrics
-    from curricula.tables import write_text_atomically
+    from curricula.tables import write_file_atomically, write_text_atomically
 
     by_dataset: dict[str, dict[tuple[str, str], str | Path]] = {}
     for (dataset, experiment, seed), path in metric_paths.items():
@@ -337,10 +337,7 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
         metrics[dataset] = pl.concat(parts)
     table = findings_table(metrics, claims, measure, alpha, power)
     write_text_atomically(outputs["findings"], findings_markdown(table, alpha=alpha, power=power, title=title))
-    for key, write in (("table", pl.DataFrame.write_csv), ("parquet", pl.DataFrame.write_parquet)):
-        path = Path(outputs[key])
-        tmp = path.with_name(f".{path.name}.tmp")
-        write(table, tmp)
-        tmp.replace(path)
+    write_file_atomically(outputs["table"], table.write_csv)
+    write_file_atomically(outputs["parquet"], table.write_parquet)
     plot_findings(table, outputs["figure"])
     return table

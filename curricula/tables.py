@@ -153,7 +153,7 @@ def write_table(df: pl.DataFrame, path: str | Path, spec: TableSpec) -> Path:
     """
     path = Path(path)
     df = check_table(conform(df, spec), spec, path)
-    return _write_file_atomically(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True))
+    return write_file_atomically(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True))
 
 
 #: rows per row group that :func:`group_size` aims at: small enough that reading one group to find one query's
@@ -237,7 +237,7 @@ def write_grouped_table(frames: Iterable[pl.DataFrame], path: str | Path, spec: 
             if not wrote:
                 writer.write_table(empty)
 
-    _write_file_atomically(path, write)
+    write_file_atomically(path, write)
     return rows
 
 
@@ -346,12 +346,14 @@ class KeyedRowGroups:
         return parts[0] if len(parts) == 1 else pl.concat(parts)
 
 
-def _write_file_atomically(path: Path, write: Callable[[str], None]) -> Path:
-    """Call ``write(tmp)`` on a hidden temporary file beside ``path``, fsync it and rename it to ``path``.
+def write_file_atomically(path: str | Path, write: Callable[[str], None]) -> Path:
+    """Call ``write(tmp)`` on a hidden temporary file beside ``path``, fsync it and rename it to ``path``: the
+    atomic write of the tables, TREC runs, text files and the report's CSV and Parquet files.
 
     Stale temporaries of ``path`` are removed first; on any error the temporary is removed and an existing
     ``path`` stays as it was.
     """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -407,13 +409,13 @@ def write_trec_run(run: pl.DataFrame | Iterable[pl.DataFrame], path: str | Path,
                     fh.write(line)
                     fh.write("\n")
 
-    return _write_file_atomically(path, write)
+    return write_file_atomically(path, write)
 
 
 def write_text_atomically(path: str | Path, text: str) -> Path:
     """Write a small text file (JSON state, a config echo, a Markdown page) in UTF-8, atomically
-    (:func:`_write_file_atomically`)."""
-    return _write_file_atomically(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    (:func:`write_file_atomically`)."""
+    return write_file_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def read_table(path: str | Path, spec: TableSpec, columns: list[str] | None = None) -> pl.DataFrame:
