@@ -5,7 +5,7 @@ import os
 
 from snakemake.utils import min_version
 
-from curricula.config import apply_overlays
+from curricula.config import apply_overlays, read_yaml
 
 min_version("9.0")
 
@@ -14,9 +14,14 @@ min_version("9.0")
 configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
+# config.yaml as written, read once: the overlay below and a study's per-dataset configs (rules/study_common.smk)
+# both start from it.
+DEFAULT_CONFIG = read_yaml(os.path.join(workflow.basedir, "config.yaml"))
+
+
 # An overlay naming another dataset replaces the dataset section instead of merging into it (curricula.config.merge).
 if not workflow.config_settings.replace_workflow_config:
-    apply_overlays(config, os.path.join(workflow.basedir, "config.yaml"), workflow.config_settings.overwrite_config)
+    apply_overlays(config, DEFAULT_CONFIG, workflow.config_settings.overwrite_config)
 
 
 report: "report/workflow.rst"

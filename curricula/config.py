@@ -52,13 +52,18 @@ def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
-def apply_overlays(config: dict[str, Any], default_file: str | Path, overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """Recompute the Snakefile's ``config`` in place as ``merge(default file, overlays)``; return it.
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML config file's content, as written (an empty file is an empty config; nothing merged or validated)."""
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh) or {}
 
-    ``overlay`` is what ``--configfile``/``--config`` gave (``workflow.config_settings.overwrite_config``).
+
+def apply_overlays(config: dict[str, Any], default: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Recompute the Snakefile's ``config`` in place as ``merge(default, overlays)``; return it.
+
+    ``default`` is config.yaml's content (:func:`read_yaml`, read once by the Snakefile); ``overlay`` is what
+    ``--configfile``/``--config`` gave (``workflow.config_settings.overwrite_config``).
     """
-    with open(default_file, encoding="utf-8") as fh:
-        default = yaml.safe_load(fh) or {}
     merged = merge(default, overlay or {})
     config.clear()
     config.update(merged)
@@ -69,8 +74,7 @@ def load_config(*paths: str | Path) -> dict[str, Any]:
     """Read one or more YAML config files (later ones overlay earlier ones) and validate the result."""
     config: dict[str, Any] = {}
     for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            config = merge(config, yaml.safe_load(fh) or {})
+        config = merge(config, read_yaml(path))
     return validate_config(config)
 
 

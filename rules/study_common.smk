@@ -1,7 +1,6 @@
 # A study's configs, paths and input functions (rules/study.smk holds its modules and rules).
 import os
 
-import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -9,10 +8,9 @@ from curricula.study import listed_claims, parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
-with open(os.path.join(workflow.basedir, "config.yaml"), encoding="utf-8") as _fh:
-    _DEFAULT = yaml.safe_load(_fh) or {}
+# DEFAULT_CONFIG is config.yaml as the Snakefile read it
 try:
-    STUDY = study_configs(_DEFAULT, workflow.config_settings.overwrite_config,
+    STUDY = study_configs(DEFAULT_CONFIG, workflow.config_settings.overwrite_config,
                           {"results": config["results"], "shards": config["shards"]})
 except ValueError as err:
     raise WorkflowError(f"config: {err}") from None
