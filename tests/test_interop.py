@@ -1,5 +1,8 @@
 """A trained cross-encoder's model folder is a standard checkpoint: sentence-transformers' ``CrossEncoder`` and
-(for [CLS] pooling) plain ``transformers`` load it and score pairs as this project's evaluation does."""
+(for [CLS] pooling) plain ``transformers`` load it and score pairs as this project's evaluation does, long pairs
+included: the folder's tokenizer carries the project's truncation rule (``truncation_side`` and
+``model_max_length``), so a loader elsewhere cuts every pair as :func:`curricula.models.cross_encoder.pair_token_ids`
+does."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import pytest
 import torch
 
 from curricula.data import chitchat
-from curricula.hf import MeanPooledCrossEncoder, checkpoint_pooling, load_cross_encoder
+from curricula.hf import MeanPooledCrossEncoder, checkpoint_pooling, load_cross_encoder, load_tokenizer
 from curricula.ingest import INGEST_TABLES, candidate_pairs
 from curricula.models import load_ranker, score_pairs
 from curricula.teacher import TeacherConfig, train_cross_encoder, training_texts
@@ -16,19 +19,30 @@ from curricula.teacher import TeacherConfig, train_cross_encoder, training_texts
 sentence_transformers = pytest.importorskip("sentence_transformers", reason="sentence-transformers is in "
                                             "requirements.lock; this test compares against it")
 
-#: long enough that no chitchat pair of the sample is cut, so both sides tokenise the same word pieces
-MAX_LENGTH = 512
+#: short enough that most real chitchat pairs are cut, and many on both sides
+MAX_LENGTH = 24
 
 
 @pytest.fixture(scope="module")
 def pairs():
-    """100 real (context, response) candidate pairs of the embedded chitchat data, and 300 training pairs."""
-    data = chitchat.load({}, max_instances={"train": 30, "dev": 10, "test": 10}, seed=5, max_context_turns=3)
+    """Real chitchat candidate pairs (up to ten turns of context): 300 training pairs, and the 800 dev and test
+    pairs, at least 100 of which have both a context and a response longer than ``MAX_LENGTH`` word pieces."""
+    data = chitchat.load({}, max_instances={"train": 30, "dev": 40, "test": 40}, seed=5, max_context_turns=10)
     frames = {name: getattr(data, name) for name in INGEST_TABLES}
     frame = candidate_pairs(frames, splits=("train", "dev", "test"))
     train = frame.filter(frame["split"] == "train")
     held = frame.filter(frame["split"] != "train")
     return training_texts(train), (held["context"].to_list(), held["response"].to_list())
+
+
+def test_the_pairs_need_truncation_on_both_sides(pairs):
+    _, (contexts, responses) = pairs
+    tok = load_tokenizer("minilm")
+    n_ctx = np.array([len(x) for x in tok(contexts, add_special_tokens=False, verbose=False)["input_ids"]])
+    n_rsp = np.array([len(x) for x in tok(responses, add_special_tokens=False, verbose=False)["input_ids"]])
+    assert ((n_ctx > MAX_LENGTH) & (n_rsp > MAX_LENGTH)).sum() >= 100  # both sides cut, to half the budget each
+    assert (n_ctx + n_rsp + 3 > MAX_LENGTH).mean() > 0.9
+    assert (n_ctx + n_rsp + 3 <= MAX_LENGTH).sum() >= 1  # and a pair that is not cut at all
 
 
 @pytest.fixture(scope="module", params=[("cls", None), ("mean", 2)], ids=["cls-6-layers", "mean-2-layers"])
@@ -48,28 +62,27 @@ def trained(request, pairs, tmp_path_factory):
 def project_scores(folder, contexts, responses) -> np.ndarray:
     ranker = load_ranker(folder, device="cpu")
     assert ranker.max_length == MAX_LENGTH
-    return score_pairs(ranker, contexts, responses, batch_size=16, device=torch.device("cpu"), precision="fp32",
+    return score_pairs(ranker, contexts, responses, batch_size=32, device=torch.device("cpu"), precision="fp32",
                        progress=False)
 
 
 def test_sentence_transformers_scores_a_trained_folder_as_the_project_does(trained, pairs):
     pooling, folder = trained
     _, (contexts, responses) = pairs
-    contexts, responses = contexts[:100], responses[:100]
-    assert len(contexts) == 100
     ours = project_scores(folder, contexts, responses)
     assert checkpoint_pooling(folder) == pooling
     peer = sentence_transformers.CrossEncoder(str(folder), device="cpu", local_files_only=True,
                                               activation_fn=torch.nn.Identity())
-    theirs = peer.predict(list(zip(contexts, responses)), batch_size=16, show_progress_bar=False)
+    assert peer.max_seq_length == MAX_LENGTH  # read from the folder, not passed
+    theirs = peer.predict(list(zip(contexts, responses)), batch_size=32, show_progress_bar=False)
     assert np.abs(np.asarray(theirs) - ours).max() <= 1e-5
     assert ours.std() > 1e-3  # a trained head separates the pairs; a constant would match trivially
 
 
-def test_transformers_loads_a_cls_folder_and_rejects_none_of_it(trained, pairs):
+def test_transformers_loads_a_cls_folder_and_cuts_pairs_as_the_project_does(trained, pairs):
     pooling, folder = trained
     _, (contexts, responses) = pairs
-    ours = project_scores(folder, contexts[:100], responses[:100])
+    ours = project_scores(folder, contexts, responses)
     if pooling == "mean":
         model = load_cross_encoder(folder)
         assert isinstance(model, MeanPooledCrossEncoder)  # reloaded with its trained head, not a new CLS one
@@ -80,7 +93,9 @@ def test_transformers_loads_a_cls_folder_and_rejects_none_of_it(trained, pairs):
 
     model = transformers.AutoModelForSequenceClassification.from_pretrained(folder, local_files_only=True).eval()
     tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    batch = tok(contexts[:100], responses[:100], padding=True, return_tensors="pt")
+    assert (tok.truncation_side, tok.model_max_length) == ("left", MAX_LENGTH)
+    batch = tok(contexts, responses, padding=True, truncation=True, return_tensors="pt")
+    assert batch["input_ids"].shape[1] == MAX_LENGTH
     with torch.inference_mode():
         logits = model(**batch).logits.view(-1).numpy()
     assert np.abs(logits - ours).max() <= 1e-5

@@ -12,7 +12,7 @@ from curricula import teacher
 from curricula.data import chitchat
 from curricula.hf import load_tokenizer
 from curricula.ingest import INGEST_TABLES, candidate_pairs, ingest_paths, write_ingest
-from curricula.models.cross_encoder import collate, pair_token_ids
+from curricula.models.cross_encoder import collate, pair_lengths, pair_token_ids
 from curricula.tables import TEACHER_SCORES, read_table
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
@@ -86,10 +86,8 @@ def test_pair_inputs_tokenise_each_distinct_text_once_with_the_same_ids():
     responses = ["fine", "not bad at all", "fine", "fine"]
     got = pair_token_ids(counting, contexts, responses, max_length=16)
     assert sorted(len(c) for c in calls) == [2, 2]  # two distinct contexts, two distinct responses
-    for (c, r), ids in zip(zip(contexts, responses), got):
-        cut = tok(c, add_special_tokens=False)["input_ids"]
-        rsp = tok(r, add_special_tokens=False)["input_ids"][:8]
-        assert ids == [tok.cls_token_id, *cut[-(16 - 3 - len(rsp)):], tok.sep_token_id, *rsp, tok.sep_token_id]
+    tok.truncation_side = "left"
+    assert got == tok(contexts, responses, truncation="longest_first", max_length=16)["input_ids"]
     batch = collate(got, tok.pad_token_id)
     for i, ids in enumerate(got):  # types: 0 through the first SEP, then 1; padding 0
         first = ids.index(tok.sep_token_id)
@@ -97,6 +95,33 @@ def test_pair_inputs_tokenise_each_distinct_text_once_with_the_same_ids():
             [0] * (batch["input_ids"].shape[1] - len(ids))
         assert batch["attention_mask"][i].sum().item() == len(ids)
     assert pair_token_ids(tok, [], [], max_length=16) == []
+
+
+@pytest.mark.parametrize("max_length", [8, 9, 16, 33, 64])
+def test_pair_inputs_are_hugging_faces_left_longest_first_cut_of_real_pairs(max_length):
+    """On real chitchat pairs (contexts of up to ten turns, every case: no cut, the context cut, both sides cut),
+    the ids are what a Hugging Face tokenizer gives with ``truncation_side="left"`` and ``longest_first``, so a
+    saved folder's tokenizer reproduces them (tests/test_interop.py scores such pairs elsewhere)."""
+    d = chitchat.load({}, max_instances={"train": 20, "dev": 0, "test": 0}, seed=3, max_context_turns=10)
+    frame = candidate_pairs({n: getattr(d, n) for n in INGEST_TABLES}, splits=("train",))
+    contexts, responses = frame["context"].to_list(), frame["response"].to_list()
+    tok = load_tokenizer("minilm")
+    tok.truncation_side = "left"
+    assert pair_token_ids(tok, contexts, responses, max_length) == \
+        tok(contexts, responses, truncation="longest_first", max_length=max_length)["input_ids"]
+
+
+@pytest.mark.parametrize("n_context,n_response,budget,kept", [
+    (3, 4, 10, (3, 4)),      # fits: nothing cut
+    (30, 4, 10, (6, 4)),     # the short response fits in half: the context gets the rest
+    (4, 30, 10, (4, 6)),     # and the other way round
+    (30, 30, 10, (5, 5)),    # both longer than half: half each
+    (30, 20, 11, (6, 5)),    # an odd budget: the longer side gets the odd piece
+    (20, 20, 11, (5, 6)),    # a tie: the second sequence counts as the longer one
+])
+def test_pair_lengths_follow_longest_first(n_context, n_response, budget, kept):
+    assert pair_lengths(n_context, n_response, budget) == kept
+
 
 def test_train_then_score_every_candidate(data):
     cfg = teacher.teacher_config(CFG, seed=1)

@@ -3,9 +3,13 @@
 Shared by the teacher and the trained rankers.
 
 Input is ``[CLS] context [SEP] response [SEP]`` as in Penha & Hauff 2020 §4 ("the input is the concatenation of
-the dialogue context and the candidate response separated by SEP tokens"). Long inputs are cut where they matter
-least for response ranking: the response keeps its first ``max_length // 2`` word pieces at most, and the
-context keeps its *last* tokens (the most recent turns), because the latest turns decide what a good reply is.
+the dialogue context and the candidate response separated by SEP tokens"). A pair longer than ``max_length`` word
+pieces is cut by Hugging Face's own rule, ``truncation="longest_first"`` with ``truncation_side="left"``
+(:func:`pair_lengths`): the longer side gives up pieces first, and both sides lose their *first* pieces, so a
+context keeps its most recent turns (which decide what a good reply is). Hugging Face tokenizers can express this
+rule, so a saved model folder carries it (``truncation_side`` and ``model_max_length`` in
+``tokenizer_config.json``) and ``sentence_transformers.CrossEncoder(folder)`` or ``AutoTokenizer`` with
+``truncation=True`` cut every pair as this project does.
 Scores are the classifier's single logit; higher = more relevant. ``pooling`` picks what the classifier reads:
 the ``[CLS]`` state (``cls``, Hugging Face's sequence classifier, as in the papers' BERT rankers) or the mean of
 all token states (``mean``, :class:`curricula.hf.MeanPooledCrossEncoder`), the one that learns on a cut of the
@@ -28,12 +32,30 @@ from curricula.hf import (
 )
 from curricula.models.base import Ranker
 
+#: Hugging Face's side for cutting a pair (:func:`pair_lengths`), saved with every model folder
+TRUNCATION_SIDE = "left"
+
+
+def pair_lengths(n_context: int, n_response: int, budget: int) -> tuple[int, int]:
+    """Word pieces kept of each side of a pair under Hugging Face's ``longest_first`` truncation (the rule of the
+    ``tokenizers`` library's ``truncate_encodings``): unchanged when ``n_context + n_response <= budget``; else the
+    shorter side keeps all of its pieces if they fit in half the budget and the longer side gets the rest; else
+    each side gets half (the longer side the odd piece). ``budget`` excludes the three special tokens."""
+    if n_context + n_response <= budget:
+        return n_context, n_response
+    short = min(n_context, n_response)
+    short_keep, long_keep = short, short if short > budget else max(short, budget - short)
+    if short_keep + long_keep > budget:
+        short_keep, long_keep = budget // 2, budget // 2 + budget % 2
+    if n_context <= n_response:  # ties: tokenizers keeps the first sequence as the shorter one
+        return min(short_keep, n_context), min(long_keep, n_response)
+    return min(long_keep, n_context), min(short_keep, n_response)
+
 
 def pair_token_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str], max_length: int) -> list[list[int]]:
-    """Token ids ``[CLS] ctx [SEP] resp [SEP]`` per pair, each at most ``max_length`` long.
-
-    The response is cut to its first ``max_length // 2`` pieces, then the context to its last pieces that fit.
-    """
+    """Token ids ``[CLS] ctx [SEP] resp [SEP]`` per pair, each at most ``max_length`` long: the ids that
+    ``tokenizer(contexts, responses, truncation="longest_first", max_length=max_length)`` gives with
+    ``truncation_side="left"`` (:func:`pair_lengths`), from each distinct text tokenised once."""
     if max_length < 8:
         raise ValueError("max_length must be at least 8")
     ctx_ids = distinct_token_ids(tokenizer, contexts)
@@ -41,11 +63,17 @@ def pair_token_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str],
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     out = []
     for c, r in zip(ctx_ids, rsp_ids):
-        r = r[: max_length // 2]
-        room = max_length - 3 - len(r)
-        c = c[-room:] if room > 0 else []
-        out.append([cls, *c, sep, *r, sep])
+        keep_c, keep_r = pair_lengths(len(c), len(r), max_length - 3)
+        out.append([cls, *c[len(c) - keep_c:], sep, *r[len(r) - keep_r:], sep])
     return out
+
+
+def carry_truncation(tokenizer, max_length: int):
+    """Set the tokenizer's ``truncation_side`` and ``model_max_length`` to this project's pair rule, so that
+    ``save_pretrained`` writes them to ``tokenizer_config.json`` and a loader elsewhere cuts pairs the same way."""
+    tokenizer.truncation_side = TRUNCATION_SIDE
+    tokenizer.model_max_length = int(max_length)
+    return tokenizer
 
 
 def distinct_token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
@@ -85,7 +113,7 @@ class CrossEncoderRanker(Ranker):
 
     def __init__(self, model, tokenizer, max_length: int):
         super().__init__(model)
-        self.tokenizer = tokenizer
+        self.tokenizer = carry_truncation(tokenizer, max_length)
         self.max_length = int(max_length)
 
     @property
