@@ -20,6 +20,8 @@ rule report_tables:
         holm=config["report"]["holm"],
         test=config["report"]["test"],
         permutations=config["report"]["permutations"],
+        inference=config["report"]["inference"],
+        plan_max_queries=config["report"]["plan_max_queries"],
         seed=config["seed"],
         dataset=config["dataset"]["name"],
     log:

@@ -9,9 +9,11 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from curricula.report import (baseline_of, experiment_order, holm, mark, mde, mde_sentence, metrics_table,
-                               paired_pvalue, paired_randomization, paired_ttest, paired_wilcoxon, power_table,
-                               queries_needed, seeds_table, tables_stage, to_markdown)
+from curricula.report import (adjust, baseline_of, cheapest, design_mde, design_queries, equivalence_pvalue,
+                               experiment_order, holm, mark, mde, mde_sentence, metrics_table, paired_cells,
+                               paired_pvalue, paired_randomization, paired_ttest, paired_wilcoxon, plan,
+                               plan_sentence, pool_components, power_table, queries_needed, seed_aware_mde,
+                               seed_aware_test, seed_query_components, seeds_table, tables_stage, to_markdown)
 
 
 def test_paired_ttest_matches_the_textbook_formula():
@@ -157,7 +159,7 @@ def test_randomization_and_ttest_agree_with_ranx():
     ours_t, ours_r = paired_ttest(a, b), paired_randomization(a, b, permutations=10_000, seed=42)
     assert 0.05 < ours_r < 0.5  # a p value where Monte-Carlo error matters (SD ~0.004 at 10k flips)
     assert ours_t == pytest.approx(peer("student"), rel=1e-9)
-    assert abs(ours_r - peer("fisher")) < 0.02
+    assert abs(ours_r - peer("fisher")) < 0.01  # 0.2237 against 0.2246 (Monte-Carlo SD ~0.004 each)
 
 
 def test_paired_pvalue_dispatches_and_rejects_unknown_tests():
@@ -222,9 +224,10 @@ def test_bm25_rows_are_compared_with_baseline_bm25():
 
 def test_power_table_columns_and_the_mde_sentence():
     m = long_metrics()
-    power = power_table(m, "AP", test="randomization", permutations=2000, seed=3)
-    assert power.columns == ["experiment", "baseline", "queries", "baseline_mean", "experiment_mean", "difference",
-                             "sd", "p_ttest", "p_randomization", "mde", "mde_pct", "queries_2pct"]
+    power = power_table(m, "AP", test="randomization", permutations=2000, seed=3, inference="per_query")
+    assert power.columns == ["experiment", "baseline", "seeds", "queries", "baseline_mean", "experiment_mean",
+                             "difference", "sd", "sd_seed", "sd_query", "sd_resid", "se", "df", "p_seed_aware",
+                             "p_ttest", "p_randomization", "mde", "mde_pct", "queries_2pct"]
     assert "p_randomization" not in power_table(m, "AP").columns  # the t-test alone when it is the configured test
     assert power["experiment"].to_list() == ["better", "same", "worse"]
     avg = m.filter(pl.col("measure") == "AP").group_by("experiment", "qid").agg(pl.col("value").mean()).sort("qid")
@@ -237,7 +240,7 @@ def test_power_table_columns_and_the_mde_sentence():
     assert row["mde"] == pytest.approx(mde(d)) and row["mde_pct"] == pytest.approx(100 * mde(d) / base.mean())
     assert row["queries_2pct"] == queries_needed(d.std(ddof=1), 0.02 * base.mean())
     assert row["p_ttest"] == pytest.approx(paired_ttest(better, base)) and row["p_randomization"] < 0.01
-    sentence = mde_sentence(power, "AP")
+    sentence = mde_sentence(power, "AP", inference="per_query")
     median = float(np.median(power["mde"].to_numpy()))
     assert sentence.startswith(f"With 40 test queries the seed-averaged paired comparison detects (alpha 0.05, "
                                f"power 0.8) differences of AP ≥ {median:.3f} (")
@@ -275,3 +278,163 @@ def test_randomization_tables_are_bit_identical_whatever_the_row_order():
             lambda x: power_table(x, "AP", test="randomization", permutations=3000, seed=7)))
         first = first or got
         assert got == first
+
+
+# ------------------------------------------------------------------------------------------- seed-aware inference
+def _crossed(rng: np.random.Generator, seeds: int, queries: int, mu: float, sd_seed: float, sd_query: float,
+             sd_resid: float) -> np.ndarray:
+    """Differences d[s, q] = mu + a_s + b_q + e_sq of the crossed random-effects model."""
+    return (mu + rng.normal(0, sd_seed, (seeds, 1)) + rng.normal(0, sd_query, (1, queries))
+            + rng.normal(0, sd_resid, (seeds, queries)))
+
+
+def test_seed_query_components_are_the_anova_moments():
+    d = np.array([[0.1, 0.3, 0.2, 0.6], [0.0, 0.1, 0.3, 0.4], [0.2, 0.5, 0.4, 0.5]])
+    c = seed_query_components(d)
+    grand, by_seed, by_query = d.mean(), d.mean(axis=1), d.mean(axis=0)
+    ms_seed = 4 * ((by_seed - grand) ** 2).sum() / 2
+    ms_query = 3 * ((by_query - grand) ** 2).sum() / 3
+    ms_resid = ((d - by_seed[:, None] - by_query + grand) ** 2).sum() / 6
+    assert (c.ms_seed, c.ms_query, c.ms_resid) == pytest.approx((ms_seed, ms_query, ms_resid), rel=1e-12)
+    assert c.var_seed == pytest.approx(max(0, (ms_seed - ms_resid) / 4))
+    assert c.var_query == pytest.approx((ms_query - ms_resid) / 3) and c.var_resid == pytest.approx(ms_resid)
+    # sums of squares add up to the total
+    total = ((d - grand) ** 2).sum()
+    assert 2 * ms_seed + 3 * ms_query + 6 * ms_resid == pytest.approx(total)
+    r = seed_aware_test(d)
+    v = (ms_seed + ms_query - ms_resid) / 12
+    df = (ms_seed + ms_query - ms_resid) ** 2 / (ms_seed ** 2 / 2 + ms_query ** 2 / 3 + ms_resid ** 2 / 6)
+    assert r.se == pytest.approx(math.sqrt(v)) and r.df == pytest.approx(df)
+    assert r.p == pytest.approx(2 * stats.t.sf(grand / math.sqrt(v), df))
+    assert (r.ci_low, r.ci_high) == pytest.approx(stats.t.interval(0.95, df, loc=grand, scale=math.sqrt(v)))
+    with pytest.raises(ValueError):
+        seed_query_components(np.array([0.1, 0.2]))
+
+
+def test_with_one_seed_the_seed_aware_test_is_the_per_query_t_test():
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(0.2, 0.8, 60), rng.uniform(0.2, 0.8, 60)
+    r = seed_aware_test((a - b)[None, :])
+    assert r.p == pytest.approx(paired_ttest(a, b), rel=1e-9) and r.df == 59
+    assert (r.ci_low, r.ci_high) == pytest.approx(stats.t.interval(0.95, 59, loc=(a - b).mean(),
+                                                                   scale=stats.sem(a - b)), rel=1e-9)
+    assert seed_aware_mde(r) == pytest.approx(mde(a - b), rel=1e-9)
+    # every difference equal: decided for a non-zero mean, p 1 for none
+    assert seed_aware_test(np.full((3, 5), 0.1)).p == 0.0 and seed_aware_test(np.zeros((3, 5))).p == 1.0
+
+
+def test_seed_variance_dominates_per_query_p_below_005_seed_aware_p_not():
+    """The issue's case: three seeds whose training draws move the difference by far more than the queries do.
+    Averaged over seeds the per-query test sees 1,000 consistent differences (p < 0.05); the seed-aware test sees
+    three seed means that disagree (p > 0.05)."""
+    d = _crossed(np.random.default_rng(5), seeds=3, queries=1000, mu=0.0, sd_seed=0.03, sd_query=0.1,
+                 sd_resid=0.05)
+    per_query = stats.ttest_1samp(d.mean(axis=0), 0.0).pvalue
+    r = seed_aware_test(d)
+    assert per_query < 1e-9 and r.p > 0.1  # 1.8e-10 and 0.152 (effect -0.021, SE 0.0033 against 0.0103)
+    assert r.components.var_seed > r.components.var_query / 1000 + r.components.var_resid / 3000  # seeds dominate
+    assert r.df < 5  # Satterthwaite's df is near S - 1 = 2 when the seed term dominates (2.4)
+    assert r.se > 2 * stats.sem(d.mean(axis=0))  # the per-query SE leaves the seeds' spread out
+
+
+def test_seed_aware_ci_covers_the_true_mean_where_the_per_query_one_does_not():
+    """400 draws from known components with seed variance dominating: the seed-aware 95% CI covers the true mean
+    in about 95% of them, the per-query t interval on seed-averaged values far less often."""
+    rng = np.random.default_rng(11)
+    mu, hits_seed_aware, hits_per_query = 0.01, 0, 0
+    for _ in range(400):
+        d = _crossed(rng, seeds=5, queries=200, mu=mu, sd_seed=0.03, sd_query=0.1, sd_resid=0.05)
+        r = seed_aware_test(d)
+        hits_seed_aware += r.ci_low <= mu <= r.ci_high
+        averaged = d.mean(axis=0)
+        low, high = stats.t.interval(0.95, averaged.size - 1, loc=averaged.mean(), scale=stats.sem(averaged))
+        hits_per_query += low <= mu <= high
+    assert 0.90 <= hits_seed_aware / 400 <= 0.99
+    assert hits_per_query / 400 < 0.8
+
+
+def seed_dominated_metrics() -> pl.DataFrame:
+    """baseline and x on 3 seeds x 1,000 queries: x - baseline = 0 + seed effect + query effect + noise (seed SD
+    0.03, the draw of the seed-dominance test), so the per-query test marks x and the seed-aware one does not."""
+    d = _crossed(np.random.default_rng(5), seeds=3, queries=1000, mu=0.0, sd_seed=0.03, sd_query=0.1, sd_resid=0.05)
+    base = np.random.default_rng(8).uniform(0.3, 0.7, (3, 1000))
+    rows = [(name, str(s + 1), f"q{q:04d}", "AP", float(v[s, q])) for name, v in (("baseline", base), ("x", base + d))
+            for s in range(3) for q in range(1000)]
+    return pl.DataFrame(rows, schema=["experiment", "seed", "qid", "measure", "value"], orient="row")
+
+
+def test_tables_mark_by_the_seed_aware_test_and_keep_the_per_query_mark():
+    m = seed_dominated_metrics()
+    table = metrics_table(m, ["AP"])
+    x = table.row(1, named=True)
+    assert x["AP_mark"] == "" and x["AP_mark_per_query"] == "↓↓"
+    assert f"({x['AP_mark_per_query']})" in to_markdown(table, "ranker")
+    assert metrics_table(m, ["AP"], inference="per_query")["AP_mark"][1] == x["AP_mark_per_query"]
+    assert "AP_mark_per_query" not in metrics_table(m, ["AP"], inference="per_query").columns
+    seeds = seeds_table(m, "AP")
+    assert seeds["x_mark"][3] == "" and seeds["x_mark_per_query"][3] == x["AP_mark_per_query"]
+    power = power_table(m, "AP").row(0, named=True)
+    assert power["p_seed_aware"] >= 0.05 > power["p_ttest"] and power["seeds"] == 3
+    with pytest.raises(ValueError, match="unknown inference"):
+        metrics_table(m, ["AP"], inference="bayes")
+
+
+def test_unbalanced_designs_are_refused_naming_experiment_and_seed():
+    m = seed_dominated_metrics()
+    gap = m.filter(~((pl.col("experiment") == "x") & (pl.col("seed") == "2") & (pl.col("qid") == "q0007")))
+    with pytest.raises(ValueError, match="unbalanced design: x, seed 2 has 999"):
+        paired_cells(gap, "x", "AP")
+    fewer = m.filter(~((pl.col("experiment") == "x") & (pl.col("seed") == "3")))
+    with pytest.raises(ValueError, match=r"x and baseline ran with different seeds \(AP\): x has \['1', '2'\]"):
+        metrics_table(fewer, ["AP"])
+    assert metrics_table(fewer, ["AP"], inference="per_query").height == 2  # per-query averages what there is
+    a, b = paired_cells(m, "x", "AP")
+    assert a.shape == b.shape == (3, 1000)
+
+
+def test_the_planner_inverts_the_design_mde():
+    components = (0.02 ** 2, 0.1 ** 2, 0.05 ** 2)
+    for seeds in (2, 3, 5, 10):
+        q = design_queries(components, 0.04, seeds)
+        if q is None:
+            continue
+        assert design_mde(components, seeds, q) <= 0.04 < design_mde(components, seeds, q - 1)
+    needed = plan(components, 0.04)
+    assert list(needed) == list(range(2, 11))
+    assert needed[2] is None  # two seeds: s2_seed / 2 alone with df near 1 is too wide
+    got = [q for q in needed.values() if q is not None]
+    assert got == sorted(got, reverse=True)  # more seeds, fewer queries
+    assert cheapest(needed) == next((s, q) for s, q in needed.items() if q is not None)
+    assert cheapest({2: None, 3: None}) is None
+    # no seed variance: the t approximation with ~S Q - 1 df, close to the per-query formula with sd^2 = s2_q + s2_e/S
+    q = design_queries((0.0, 0.1 ** 2, 0.0), 0.01, 1)
+    assert q == queries_needed(0.1, 0.01)
+    sentence = plan_sentence(components, 0.04, 3, "AP")
+    assert "pooled over the 3 compared pairs" in sentence and f"cheapest: {cheapest(needed)[0]} seeds" in sentence
+    assert pool_components([(1.0, 2.0, 3.0), (3.0, 4.0, 5.0)]) == (2.0, 3.0, 4.0)
+
+
+def test_equivalence_is_two_one_sided_tests():
+    rng = np.random.default_rng(3)
+    d = _crossed(rng, seeds=3, queries=500, mu=0.001, sd_seed=0.002, sd_query=0.05, sd_resid=0.02)
+    r = seed_aware_test(d)
+    margin = 0.015
+    lower = stats.t.sf((r.effect + margin) / r.se, r.df)
+    upper = stats.t.cdf((r.effect - margin) / r.se, r.df)
+    assert equivalence_pvalue(r, margin) == pytest.approx(max(lower, upper)) and equivalence_pvalue(r, margin) < 0.05
+    assert equivalence_pvalue(r, 0.0005) > 0.5  # a margin inside the estimate: not equivalent
+    with pytest.raises(ValueError):
+        equivalence_pvalue(r, 0.0)
+
+
+def test_multiplicity_adjustments_match_scipy_and_a_hand_computation():
+    p = [0.01, 0.04, 0.03, 0.005, math.nan]
+    # Holm over the 4 finite: sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005 = 0.02, 3*0.01 = 0.03, 2*0.03 = 0.06, 0.04
+    # (monotone: 0.06)
+    assert adjust(p, "holm")[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02]) and math.isnan(adjust(p, "holm")[4])
+    assert adjust(p, "bh")[:4] == pytest.approx(stats.false_discovery_control(p[:4], method="bh"))
+    # BH by hand: sorted 0.005, 0.01, 0.03, 0.04 -> 4/1*0.005 = 0.02, 4/2*0.01 = 0.02, 4/3*0.03 = 0.04, 0.04
+    assert adjust(p, "bh")[:4] == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert adjust(p, "none")[:4] == p[:4]
+    with pytest.raises(ValueError, match="unknown multiplicity"):
+        adjust(p, "bonferroni")

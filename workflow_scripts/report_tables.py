@@ -6,4 +6,5 @@ with logged(snakemake.log[0]):
     tables_stage(runs, {name: path for (name,), path in refs.items()}, snakemake.output,
                  measure=snakemake.params.measure, measures=snakemake.params.measures,
                  use_holm=snakemake.params.holm, dataset=snakemake.params.dataset, test=snakemake.params.test,
-                 permutations=snakemake.params.permutations, seed=snakemake.params.seed)
+                 permutations=snakemake.params.permutations, seed=snakemake.params.seed,
+                 inference=snakemake.params.inference, plan_max_queries=snakemake.params.plan_max_queries)
