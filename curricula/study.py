@@ -31,11 +31,17 @@ import yaml
 from scipy.stats import t as student_t
 
 from curricula.config import merge
-from curricula.report import _paired, mde, paired_ttest
+from curricula.report import (INFERENCES, RELATIVE_EFFECT, SEEDS_PLANNED, SeedQueryComponents, _paired, adjust,
+                               cheapest, equivalence_pvalue, paired_cells, paired_ttest, plan, pool_components,
+                               seed_aware_mde, seed_aware_test, seed_query_components)
 
 KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 STUDY_WIDE = ("results", "shards")
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
+EQUIVALENT = "equivalent"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, EQUIVALENT, INCONCLUSIVE)
+MULTIPLICITY_NAMES = {"holm": "Holm's step-down adjustment (family-wise error)",
+                      "bh": "the Benjamini-Hochberg adjustment (false discovery rate)", "none": "no adjustment"}
 
 
 def _read_preset(path: str, where: str) -> dict[str, Any]:
@@ -123,53 +129,87 @@ def confidence_interval(differences: Sequence[float], level: float = 0.95) -> tu
     return float(d.mean()) - half, float(d.mean()) + half
 
 
-def verdict(effect: float, mde_abs: float, expect: str) -> str:
+def verdict(effect: float, p: float, expect: str, p_equivalence: float = math.nan, alpha: float = 0.05) -> str:
     """The verdict word of one claim on one dataset.
 
-    ``effect`` is mean(experiment - against) on seed-averaged per-query values (higher = better for the measures
-    used here), ``expect`` the claim's direction (``better``: effect > 0; ``worse``: effect < 0). An effect smaller
-    in size than the minimum detectable effect is ``inconclusive`` (the comparison could not have told it from
-    noise), and so is an effect of exactly 0; otherwise the claim is ``reproduced`` when the effect has the claimed
-    sign and ``not reproduced`` when it has the opposite sign. Since |effect| >= MDE implies p < alpha for the
-    paired t-test, a decided verdict is also a significant one.
+    ``effect`` is mean(experiment - against) (higher = better for the measures used here), ``p`` the two-sided p
+    of the verdict's test of no difference (seed-aware by default, :func:`claim_row`), ``p_equivalence`` that of its
+    two one-sided tests against the equivalence margin, ``expect`` the claim's direction (``better``: effect > 0;
+    ``worse``: effect < 0). In this order: p < alpha -> ``reproduced`` when the effect has the claimed sign, ``not
+    reproduced`` when it has the opposite sign; else p_equivalence < alpha -> ``equivalent`` (no effect as large as
+    the margin); else ``inconclusive`` (too little data to tell either way).
     """
     if expect not in ("better", "worse"):
         raise ValueError(f"expect must be 'better' or 'worse', got {expect!r}")
-    if not (math.isfinite(effect) and math.isfinite(mde_abs)) or abs(effect) < mde_abs or effect == 0:
-        return INCONCLUSIVE
-    return REPRODUCED if (effect > 0) == (expect == "better") else NOT_REPRODUCED
+    if math.isfinite(p) and p < alpha and effect != 0:
+        return REPRODUCED if (effect > 0) == (expect == "better") else NOT_REPRODUCED
+    if math.isfinite(p_equivalence) and p_equivalence < alpha:
+        return EQUIVALENT
+    return INCONCLUSIVE
 
 
 def claim_row(metrics: pl.DataFrame, experiment: str, against: str, measure: str, expect: str,
-              alpha: float = 0.05, power: float = 0.8) -> dict[str, Any]:
-    """One claim on one dataset from a long metrics frame (experiment, seed, qid, measure, value): the seed-averaged
-    per-query values of ``experiment`` and ``against`` paired by qid, their means, the mean difference (effect), its
-    relative size, 95% CI, paired t-test p, MDE and :func:`verdict`."""
+              alpha: float = 0.05, power: float = 0.8, *, inference: str = "seed_aware",
+              margin: float = 0.02) -> dict[str, Any]:
+    """One claim on one dataset from a long metrics frame (experiment, seed, qid, measure, value).
+
+    With ``inference="seed_aware"`` (the default) the per-seed per-query differences (seeds paired by id, queries by
+    qid; a balanced design) go to :func:`curricula.report.seed_aware_test`; with ``per_query`` the seed-averaged
+    per-query differences go to the paired t-test (the same function with one row). The row holds the means, the
+    effect, its relative size, the ``1 - alpha`` CI, ``p`` (that test's), ``p_per_query`` (the paired t-test on
+    seed-averaged values, always), ``se`` and ``df``, the variance components' SDs (``sd_seed``, ``sd_query``,
+    ``sd_resid``; null when the design is unbalanced under ``per_query``), the MDE, the equivalence margin (``margin``
+    relative to the ``against`` mean, as an absolute ``margin``), ``p_equivalence`` (two one-sided tests,
+    :func:`curricula.report.equivalence_pvalue`) and the :func:`verdict`."""
+    if inference not in INFERENCES:
+        raise ValueError(f"unknown inference {inference!r}; expected one of {', '.join(INFERENCES)}")
     for name in (experiment, against):
         if metrics.filter((pl.col("experiment") == name) & (pl.col("measure") == measure)).is_empty():
             raise ValueError(f"no {measure} values for {name!r} (is it in the study's experiments?)")
     x, y = _paired(metrics, experiment, measure, None, against)
     d = x - y
-    effect, mde_abs = float(d.mean()), mde(d, alpha, power)
-    low, high = confidence_interval(d, 1 - alpha)
+    try:
+        cells_x, cells_y = paired_cells(metrics, experiment, measure, against)
+        components: SeedQueryComponents | None = seed_query_components(cells_x - cells_y)
+    except ValueError:
+        if inference == "seed_aware":
+            raise
+        components = None
+    result = seed_aware_test(cells_x - cells_y if inference == "seed_aware" else d[None, :], alpha)
+    against_mean = float(y.mean())
+    margin_abs = margin * against_mean if against_mean > 0 else math.nan
+    p_equivalence = equivalence_pvalue(result, margin_abs) if margin_abs > 0 else math.nan
     seeds = metrics.filter(pl.col("experiment") == experiment)["seed"].n_unique()
+    effect = float(d.mean())
     return {"experiment": experiment, "against": against, "queries": int(d.size), "seeds": int(seeds),
-            "experiment_mean": float(x.mean()), "against_mean": float(y.mean()), "effect": effect,
-            "effect_pct": 100 * effect / float(y.mean()) if y.mean() > 0 else math.nan,
-            "ci_low": low, "ci_high": high, "p": paired_ttest(x, y), "mde": mde_abs,
-            "verdict": verdict(effect, mde_abs, expect)}
+            "experiment_mean": float(x.mean()), "against_mean": against_mean, "effect": effect,
+            "effect_pct": 100 * effect / against_mean if against_mean > 0 else math.nan,
+            "ci_low": result.ci_low, "ci_high": result.ci_high, "p": result.p, "p_per_query": paired_ttest(x, y),
+            "se": result.se, "df": result.df,
+            **{f"sd_{k}": math.sqrt(getattr(components, f"var_{k}")) if components else None
+               for k in ("seed", "query", "resid")},
+            "mde": seed_aware_mde(result, alpha, power), "margin": margin_abs, "p_equivalence": p_equivalence,
+            "verdict": verdict(effect, result.p, expect, p_equivalence, alpha)}
 
 
 FINDINGS_SCHEMA = {"paper": pl.String, "claim": pl.String, "dataset": pl.String, "experiment": pl.String,
                    "against": pl.String, "expect": pl.String, "measure": pl.String, "queries": pl.Int64,
                    "seeds": pl.Int64, "experiment_mean": pl.Float64, "against_mean": pl.Float64,
                    "effect": pl.Float64, "effect_pct": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-                   "p": pl.Float64, "mde": pl.Float64, "verdict": pl.String}
+                   "p": pl.Float64, "p_per_query": pl.Float64, "se": pl.Float64, "df": pl.Float64,
+                   "sd_seed": pl.Float64, "sd_query": pl.Float64, "sd_resid": pl.Float64, "mde": pl.Float64,
+                   "margin": pl.Float64, "p_equivalence": pl.Float64, "verdict": pl.String,
+                   "p_verdict": pl.Float64, "p_adjusted": pl.Float64, "survives": pl.Boolean}
 
 
 def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[str, str]], measure: str,
-                   alpha: float = 0.05, power: float = 0.8) -> pl.DataFrame:
-    """A row per (claim, dataset) in claim then dataset order: :func:`claim_row` on that dataset's metrics.
+                   alpha: float = 0.05, power: float = 0.8, *, inference: str = "seed_aware", margin: float = 0.02,
+                   multiplicity: str = "holm") -> pl.DataFrame:
+    """A row per (claim, dataset) in claim then dataset order: :func:`claim_row` on that dataset's metrics, then the
+    multiplicity adjustment over the family of every row (:func:`curricula.report.adjust` by ``multiplicity``:
+    ``holm``, ``bh`` or ``none``) of ``p_verdict``, the p value behind each verdict (``p_equivalence`` for
+    ``equivalent``, ``p`` otherwise), as ``p_adjusted``; ``survives`` is true for a decided verdict (not
+    inconclusive) whose adjusted p is below ``alpha``.
 
     ``metrics`` maps a dataset to its long metrics frame (experiment, seed, qid, measure, value).
     """
@@ -180,12 +220,47 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
                 raise ValueError(f"study.measure {measure!r} was not evaluated on {dataset} "
                                  f"(evaluated: {sorted(set(frame['measure']))})")
             try:
-                row = claim_row(frame, claim["experiment"], claim["against"], measure, claim["expect"], alpha, power)
+                row = claim_row(frame, claim["experiment"], claim["against"], measure, claim["expect"], alpha, power,
+                                inference=inference, margin=margin)
             except ValueError as err:
                 raise ValueError(f"study claim {claim['claim']!r} on {dataset}: {err}") from None
             rows.append({"paper": claim["paper"], "claim": claim["claim"], "dataset": dataset,
-                         "expect": claim["expect"], "measure": measure, **row})
+                         "expect": claim["expect"], "measure": measure, **row,
+                         "p_verdict": row["p_equivalence"] if row["verdict"] == EQUIVALENT else row["p"]})
+    adjusted = adjust([r["p_verdict"] for r in rows], multiplicity)
+    for r, q in zip(rows, adjusted):
+        r["p_adjusted"] = q
+        r["survives"] = r["verdict"] != INCONCLUSIVE and math.isfinite(q) and q < alpha
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA).select(list(FINDINGS_SCHEMA))
+
+
+def dataset_plans(table: pl.DataFrame, alpha: float = 0.05, power: float = 0.8,
+                  max_queries: int | None = None) -> pl.DataFrame:
+    """The planner per dataset of a :func:`findings_table`: the variance components of the differences pooled over
+    that dataset's claims (:func:`curricula.report.pool_components`, the mean of each over the claims), the 2%
+    effect (of the mean of the claims' ``against`` means), the test queries 2 to 10 seeds need to detect it
+    (:func:`curricula.report.plan`; columns ``seeds_<S>``, null when out of reach) and the cheapest design (fewest
+    seeds, :func:`curricula.report.cheapest`). A dataset without components (unbalanced, per_query) is left out."""
+    rows = []
+    for dataset in dict.fromkeys(table["dataset"]):
+        part = table.filter(pl.col("dataset") == dataset)
+        have = part.select("sd_seed", "sd_query", "sd_resid").drop_nulls()
+        if have.is_empty():
+            continue
+        components = pool_components([tuple(v * v for v in row) for row in have.iter_rows()])
+        effect = RELATIVE_EFFECT * float(part["against_mean"].mean())
+        needed = plan(components, effect, alpha=alpha, power=power, max_queries=max_queries) if effect > 0 else {}
+        best = cheapest(needed)
+        rows.append({"dataset": dataset, "claims": part.height, "seeds": int(part["seeds"].max()),
+                     "queries": int(part["queries"].max()),
+                     **{f"sd_{k}": math.sqrt(v) for k, v in zip(("seed", "query", "resid"), components)},
+                     "effect": effect, **{f"seeds_{s}": needed.get(s) for s in SEEDS_PLANNED},
+                     "cheapest_seeds": best[0] if best else None, "cheapest_queries": best[1] if best else None})
+    schema = {"dataset": pl.String, "claims": pl.Int64, "seeds": pl.Int64, "queries": pl.Int64,
+              **{c: pl.Float64 for c in ("sd_seed", "sd_query", "sd_resid", "effect")},
+              **{f"seeds_{s}": pl.Int64 for s in SEEDS_PLANNED}, "cheapest_seeds": pl.Int64,
+              "cheapest_queries": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _signed(value: float, digits: int = 4) -> str:
@@ -202,24 +277,67 @@ def verdict_cell(row: Mapping[str, Any]) -> str:
     return f"{row['verdict']} ({_signed(pct, 1)}%)" if pct is not None and math.isfinite(pct) else row["verdict"]
 
 
-def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float = 0.8, title: str = "") -> str:
-    """The findings page: how to read it, a verdict matrix (claim x dataset), then one table per claim with each
-    dataset's means, effect, CI, p, MDE and verdict, and a count of verdicts per claim."""
+def _count(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def plan_markdown(plans: pl.DataFrame, measure: str, alpha: float = 0.05, power: float = 0.8,
+                  max_queries: int | None = None) -> list[str]:
+    """The findings page's planner section (a :func:`dataset_plans` table) as Markdown lines."""
+    if plans.is_empty():
+        return []
+    cap = f" within {max_queries:,} test queries (study.plan_max_queries)" if max_queries else ""
+    lines = ["## Seeds and test queries for a 2% effect", "",
+             f"Per dataset, the seed, query and residual variance components of the per-seed per-query differences "
+             f"(crossed random effects, method of moments), pooled over the dataset's claims as the mean of each "
+             f"component over them; then the test queries the seed-aware test needs, for each number of seeds, to "
+             f"detect an effect of {RELATIVE_EFFECT:.0%} of the mean of the compared results ({measure}) at alpha "
+             f"{alpha:g} with power {power:g}, by the t approximation (Satterthwaite df of the expected mean "
+             f"squares): Var(mean) = s2_seed / S + s2_query / Q + s2_resid / (S Q). –: out of reach (the seed "
+             f"variance alone is too large for that many seeds). Cheapest: the fewest seeds (each a training run of "
+             f"every arm){cap}.", "",
+             "| dataset | run (seeds x queries) | sd_seed | sd_query | sd_resid | 2% effect | "
+             + " | ".join(f"{s} seeds" for s in SEEDS_PLANNED) + " | cheapest |",
+             "|---|---|---|---|---|---|" + "---|" * (len(SEEDS_PLANNED) + 1)]
+    for r in plans.iter_rows(named=True):
+        best = (f"{r['cheapest_seeds']} x {r['cheapest_queries']:,}" if r["cheapest_seeds"] is not None else "–")
+        lines.append(f"| {r['dataset']} | {r['seeds']} x {r['queries']:,} | {r['sd_seed']:.4f} | {r['sd_query']:.4f} | "
+                     f"{r['sd_resid']:.4f} | {r['effect']:.4f} | "
+                     + " | ".join(_count(r[f"seeds_{s}"]) for s in SEEDS_PLANNED) + f" | {best} |")
+    return [*lines, ""]
+
+
+def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float = 0.8, title: str = "",
+                      inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
+                      plans: pl.DataFrame | None = None, max_queries: int | None = None) -> str:
+    """The findings page: how to read it, a verdict matrix (claim x dataset), the family and its multiplicity
+    adjustment, then one table per claim with each dataset's means, effect, CI, p (and the per-query p), MDE,
+    equivalence p and verdict, and the planner (``plans``, :func:`dataset_plans`)."""
     if table.is_empty():
         return f"# {title or 'Findings'}\n\nThe study lists no claims (study.claims).\n"
     datasets = list(dict.fromkeys(table["dataset"]))
     claims = list(dict.fromkeys(zip(table["paper"], table["claim"])))
     measure = table["measure"][0]
     level = f"{100 * (1 - alpha):g}%"
+    if inference == "seed_aware":
+        test = ("the seed-aware test: the per-seed per-query differences (seeds paired across the two experiments "
+                "by seed id, queries by qid) as a crossed random-effects model, d = mu + seed + query + residual, "
+                "whose variance components are estimated by the method of moments; the mean's SE is "
+                "sqrt((MS_seed + MS_query - MS_resid) / (S Q)) with Satterthwaite's df, so a verdict must survive a "
+                "new draw of seeds as well as of queries (with one seed it is the per-query t-test). "
+                "p per query: the paired t-test on seed-averaged values, which holds the trained models fixed")
+    else:
+        test = "the paired two-sided t-test on seed-averaged per-query values (study.inference: per_query)"
     lines = [f"# {title or 'Findings of the study'}", "",
              f"Datasets: {', '.join(datasets)}. Each claim compares two experiments of the same grid on each dataset: "
-             f"effect = mean over test queries of (experiment - against) on seed-averaged per-query test {measure} "
-             f"(positive = the experiment is better), with its {level} confidence interval and the p value of the "
-             f"paired two-sided t-test. MDE: the minimum detectable effect of that test (alpha {alpha:g}, power "
-             f"{power:g}), (t_(1-alpha/2),n-1 + t_power,n-1) * sd / sqrt(n). Verdict: **{INCONCLUSIVE}** when "
-             f"|effect| < MDE (the comparison could not tell an effect of that size from noise), otherwise "
-             f"**{REPRODUCED}** when the effect has the claimed sign and **{NOT_REPRODUCED}** when it has the "
-             f"opposite sign (a decided verdict is always significant at alpha {alpha:g}).", "",
+             f"effect = mean over seeds and test queries of (experiment - against) on per-query test {measure} "
+             f"(positive = the experiment is better), with its {level} confidence interval and p value by {test}. "
+             f"MDE: the minimum detectable effect of that test (alpha {alpha:g}, power {power:g}), "
+             f"(t_(1-alpha/2),df + t_power,df) * SE. Verdict, in this order: **{REPRODUCED}** when p < {alpha:g} "
+             f"and the effect has the claimed sign, **{NOT_REPRODUCED}** when p < {alpha:g} and it has the "
+             f"opposite sign; else **{EQUIVALENT}** when two one-sided tests (same SE and df) put the effect "
+             f"within ±{margin:.0%} of the compared result's mean (p_equiv < {alpha:g}: no effect as large as the "
+             f"margin); else **{INCONCLUSIVE}** (too little data to tell).", "",
              "## Verdicts", "", "| paper | claim | " + " | ".join(datasets) + " |",
              "|---|---|" + "---|" * len(datasets)]
     cell = {(r["paper"], r["claim"], r["dataset"]): r for r in table.iter_rows(named=True)}
@@ -228,24 +346,38 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
         lines.append(f"| {paper} | {claim} | " + " | ".join(cells) + " |")
     counts = table.group_by("verdict").len()
     tally = {v: n for v, n in counts.iter_rows()}
+    survivors = table.filter(pl.col("survives"))
+    kept = {v: n for v, n in survivors.group_by("verdict").len().iter_rows()}
+    decided = [v for v in VERDICTS if v != INCONCLUSIVE]
     lines += ["", f"Over {table.height} (claim, dataset) tests: " + ", ".join(
-        f"{tally.get(v, 0)} {v}" for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)) + ".", ""]
+        f"{tally.get(v, 0)} {v}" for v in VERDICTS) + ".", "",
+        f"Multiplicity: the family is every claim x dataset, {len(claims)} claims x {len(datasets)} datasets = "
+        f"{table.height} tests; each contributes the p value behind its verdict (p_equiv for {EQUIVALENT}, p "
+        f"otherwise), adjusted by {MULTIPLICITY_NAMES[multiplicity]} (study.multiplicity: {multiplicity}). A decided "
+        f"verdict survives when its adjusted p < {alpha:g}: " + ", ".join(
+            f"{kept.get(v, 0)} of {tally.get(v, 0)} {v}" for v in decided) + " (column \"survives\").", ""]
     for paper, claim in claims:
         rows = table.filter((pl.col("paper") == paper) & (pl.col("claim") == claim))
         first = rows.row(0, named=True)
         lines += [f"## {paper}: {claim}", "",
                   f"`{first['experiment']}` against `{first['against']}`, expected {first['expect']}.", "",
                   f"| dataset | test queries | seeds | {first['experiment']} | {first['against']} | effect | "
-                  f"{level} CI | p | MDE | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"{level} CI | p | p per query | MDE | p_equiv (±margin) | verdict | adjusted p | survives |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows.iter_rows(named=True):
             pct = f" ({_signed(r['effect_pct'], 1)}%)" if math.isfinite(r["effect_pct"]) else ""
             mde_pct = 100 * r["mde"] / r["against_mean"] if r["against_mean"] > 0 else math.nan
             mde_txt = f"{r['mde']:.4f}" + (f" ({mde_pct:.1f}%)" if math.isfinite(mde_pct) else "")
+            equiv = f"{_p(r['p_equivalence'])} (±{r['margin']:.4f})" if math.isfinite(r["margin"]) else "–"
+            survives = "–" if r["verdict"] == INCONCLUSIVE else ("yes" if r["survives"] else "no")
             lines.append(f"| {r['dataset']} | {r['queries']:,} | {r['seeds']} | {r['experiment_mean']:.4f} | "
                          f"{r['against_mean']:.4f} | {_signed(r['effect'])}{pct} | "
-                         f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {_p(r['p'])} | {mde_txt} | "
-                         f"{r['verdict']} |")
+                         f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {_p(r['p'])} | "
+                         f"{_p(r['p_per_query'])} | {mde_txt} | {equiv} | {r['verdict']} | {_p(r['p_adjusted'])} | "
+                         f"{survives} |")
         lines.append("")
+    if plans is not None:
+        lines += plan_markdown(plans, measure, alpha, power, max_queries)
     return "\n".join(lines)
 
 
@@ -259,7 +391,7 @@ def plot_findings(table: pl.DataFrame, path: str | Path, columns: int = 2) -> Pa
 
     claims = list(dict.fromkeys(zip(table["paper"], table["claim"])))
     datasets = list(dict.fromkeys(table["dataset"]))
-    colours = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", INCONCLUSIVE: "tab:gray"}
+    colours = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", EQUIVALENT: "tab:blue", INCONCLUSIVE: "tab:gray"}
     columns = max(1, min(columns, len(claims)))
     rows = math.ceil(len(claims) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, rows * (0.32 * len(datasets) + 1.0)),
@@ -271,8 +403,8 @@ def plot_findings(table: pl.DataFrame, path: str | Path, columns: int = 2) -> Pa
             scale = 100 / r["against_mean"] if r["against_mean"] > 0 else math.nan
             y = len(datasets) - 1 - datasets.index(r["dataset"])
             ax.fill_between([-r["mde"] * scale, r["mde"] * scale], y - 0.35, y + 0.35, color="0.88", lw=0)
-            ax.errorbar(r["effect"] * scale, y, xerr=[[(r["effect"] - r["ci_low"]) * scale],
-                                                      [(r["ci_high"] - r["effect"]) * scale]],
+            ax.errorbar(r["effect"] * scale, y, xerr=[[max(0.0, (r["effect"] - r["ci_low"]) * scale)],
+                                                      [max(0.0, (r["ci_high"] - r["effect"]) * scale)]],
                         fmt="o", color=colours[r["verdict"]], capsize=3, ms=4)
         ax.axvline(0, color="k", lw=0.8)
         ax.set_yticks(range(len(datasets)), list(reversed(datasets)), fontsize=7)
@@ -281,7 +413,7 @@ def plot_findings(table: pl.DataFrame, path: str | Path, columns: int = 2) -> Pa
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", alpha=0.3)
     fig.supxlabel(f"effect, % of the compared mean ({table['measure'][0]}), with its CI; grey band: ±MDE; "
-                  "green reproduced, red not reproduced, grey inconclusive", fontsize=7)
+                  "green reproduced, red not reproduced, blue equivalent, grey inconclusive", fontsize=7)
     fig.tight_layout()
     out = _save(fig, path)
     plt.close(fig)
@@ -317,10 +449,13 @@ def load_active_metrics(paths: Mapping[tuple[str, str], str | Path]) -> pl.DataF
 def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], claims: Sequence[Mapping[str, str]],
                    outputs: Mapping[str, str | Path], *, measure: str, alpha: float = 0.05, power: float = 0.8,
                    title: str = "", active_paths: Mapping[tuple[str, str, str], str | Path] | None = None,
-                   ) -> pl.DataFrame:
+                   inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
+                   plan_max_queries: int | None = None) -> pl.DataFrame:
     """Rule ``report_study``: the findings table from every dataset's per-query test metrics, keyed (dataset,
     experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed),
-    written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically."""
+    written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically.
+    ``inference``, ``margin`` and ``multiplicity`` go to :func:`findings_table`; the page ends with the planner
+    (:func:`dataset_plans`, at most ``plan_max_queries`` test queries)."""
     from curricula.report import load_metrics
     from curricula.tables import write_file_atomically, write_text_atomically
 
@@ -335,8 +470,12 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
         parts = [load_metrics(by_dataset[dataset])] if dataset in by_dataset else []
         parts += [load_active_metrics(active[dataset])] if dataset in active else []
         metrics[dataset] = pl.concat(parts)
-    table = findings_table(metrics, claims, measure, alpha, power)
-    write_text_atomically(outputs["findings"], findings_markdown(table, alpha=alpha, power=power, title=title))
+    table = findings_table(metrics, claims, measure, alpha, power, inference=inference, margin=margin,
+                           multiplicity=multiplicity)
+    plans = dataset_plans(table, alpha, power, plan_max_queries)
+    write_text_atomically(outputs["findings"], findings_markdown(
+        table, alpha=alpha, power=power, title=title, inference=inference, margin=margin, multiplicity=multiplicity,
+        plans=plans, max_queries=plan_max_queries))
     write_file_atomically(outputs["table"], table.write_csv)
     write_file_atomically(outputs["parquet"], table.write_parquet)
     plot_findings(table, outputs["figure"])

@@ -16,7 +16,8 @@ for STUDY_DATASET, STUDY_CONFIG in STUDY.items():
 
 
 rule report_study:
-    """The findings page: each paper's claim on each dataset (effect, CI, p, MDE, verdict), and its forest plot."""
+    """The findings page: each paper's claim on each dataset (effect, CI, seed-aware and per-query p, MDE,
+    equivalence, verdict, multiplicity), the planner per dataset, and its forest plot."""
     input:
         **study_claim_metrics(),
     output:
@@ -29,6 +30,10 @@ rule report_study:
         measure=STUDY_SETTINGS["measure"],
         alpha=STUDY_SETTINGS["alpha"],
         power=STUDY_SETTINGS["power"],
+        inference=STUDY_SETTINGS["inference"],
+        margin=STUDY_SETTINGS["equivalence_margin"],
+        multiplicity=STUDY_SETTINGS["multiplicity"],
+        plan_max_queries=STUDY_SETTINGS["plan_max_queries"],
     log:
         "logs/study/report_study.log",
     benchmark:

@@ -13,9 +13,9 @@ import yaml
 from scipy import stats
 
 from curricula.config import validate_config
-from curricula.report import mde
-from curricula.study import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, claim_row, confidence_interval,
-                             dataset_config, findings_markdown, findings_stage, findings_table, listed_claims,
+from curricula.report import cheapest, holm, mde, plan
+from curricula.study import (EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, claim_row, confidence_interval,
+                             dataset_config, dataset_plans, findings_markdown, findings_stage, findings_table, listed_claims,
                              study_configs, verdict)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,13 +112,20 @@ def test_confidence_interval_is_the_t_interval_of_the_mean():
     assert all(math.isnan(x) for x in confidence_interval([0.1]))
 
 
-@pytest.mark.parametrize(("effect", "mde_abs", "expect", "word"), [
-    (0.03, 0.02, "better", REPRODUCED), (-0.03, 0.02, "better", NOT_REPRODUCED),
-    (-0.03, 0.02, "worse", REPRODUCED), (0.03, 0.02, "worse", NOT_REPRODUCED),
-    (0.019, 0.02, "better", INCONCLUSIVE), (0.0, 0.0, "worse", INCONCLUSIVE), (-0.019, 0.02, "worse", INCONCLUSIVE), (0.1, math.nan, "better", INCONCLUSIVE),
+@pytest.mark.parametrize(("effect", "p", "expect", "p_equivalence", "word"), [
+    (0.03, 0.01, "better", math.nan, REPRODUCED), (-0.03, 0.01, "better", math.nan, NOT_REPRODUCED),
+    (-0.03, 0.01, "worse", 0.9, REPRODUCED), (0.03, 0.04, "worse", 0.9, NOT_REPRODUCED),
+    (0.019, 0.06, "better", 0.2, INCONCLUSIVE), (0.001, 0.5, "better", 0.01, EQUIVALENT),
+    (0.001, 0.01, "better", 0.01, REPRODUCED),  # significant first: a tiny but certain effect is decided
+    (0.0, 1.0, "worse", 0.0, EQUIVALENT), (-0.019, 0.05, "worse", 0.05, INCONCLUSIVE),
+    (0.1, math.nan, "better", math.nan, INCONCLUSIVE),
 ])
-def test_verdict_words(effect, mde_abs, expect, word):
-    assert verdict(effect, mde_abs, expect) == word
+def test_verdict_words(effect, p, expect, p_equivalence, word):
+    """The verdict order of issue 31: significant -> (not) reproduced by sign; else equivalent by TOST; else
+    inconclusive. (Before the seed-aware default the verdict compared |effect| with the MDE.)"""
+    assert verdict(effect, p, expect, p_equivalence) == word
+    with pytest.raises(ValueError):
+        verdict(effect, p, "same")
 
 
 def _metrics(values: dict[str, np.ndarray], seeds: int = 2, measure: str = "AP") -> pl.DataFrame:
@@ -148,9 +155,13 @@ def test_a_claim_row_pairs_seed_averaged_values_by_query():
     assert row["verdict"] == REPRODUCED
     assert claim_row(_metrics({"baseline": base, "x": better}), "baseline", "x", "AP", "better")["verdict"] == \
         NOT_REPRODUCED
-    noise = base + rng.normal(0, 0.05, 400)
-    assert claim_row(_metrics({"baseline": base, "x": noise}), "x", "baseline", "AP", "better")["verdict"] == \
-        INCONCLUSIVE
+    noise = base + rng.normal(0, 0.05, 400)  # no effect, measured closely: within the 2% margin
+    row = claim_row(_metrics({"baseline": base, "x": noise}), "x", "baseline", "AP", "better")
+    assert row["verdict"] == EQUIVALENT and row["p_equivalence"] < 0.05 <= row["p"]
+    assert row["margin"] == pytest.approx(0.02 * base.mean())
+    wide = base[:30] + rng.normal(0, 0.2, 30)  # 30 noisy queries: neither an effect nor its absence is shown
+    row = claim_row(_metrics({"baseline": base[:30], "x": wide}), "x", "baseline", "AP", "better")
+    assert row["verdict"] == INCONCLUSIVE and row["p"] >= 0.05 and row["p_equivalence"] >= 0.05
 
 
 def test_a_claim_on_a_missing_experiment_or_other_queries_is_refused():
@@ -174,10 +185,13 @@ def test_findings_page_has_a_verdict_per_claim_and_dataset(tmp_path):
               "two": _metrics({"baseline": base, "x": base - 0.1, "y": base - 0.2})}
     table = findings_table(frames, CLAIMS, "AP")
     assert table.select("paper", "dataset", "verdict").rows() == [
-        ("P", "one", REPRODUCED), ("P", "two", NOT_REPRODUCED), ("Q", "one", INCONCLUSIVE), ("Q", "two", REPRODUCED)]
+        ("P", "one", REPRODUCED), ("P", "two", NOT_REPRODUCED), ("Q", "one", EQUIVALENT), ("Q", "two", REPRODUCED)]
     page = findings_markdown(table)
     assert "| P | x beats the baseline | reproduced (+" in page
-    assert "Over 4 (claim, dataset) tests: 2 reproduced, 1 not reproduced, 1 inconclusive." in page
+    # y = x + noise of SD 0.01 on 300 queries was "inconclusive" (|effect| < MDE) before equivalence tests
+    assert "Over 4 (claim, dataset) tests: 2 reproduced, 1 not reproduced, 1 equivalent, 0 inconclusive." in page
+    assert "the family is every claim x dataset, 2 claims x 2 datasets = 4 tests" in page
+    assert table["survives"].to_list() == [True, True, True, True]
     assert "## Q: y is worse than x" in page and "| two | 300 | 2 |" in page
     with pytest.raises(ValueError, match="'x beats the baseline' on one: no AP values for 'x'"):
         findings_table({"one": _metrics({"baseline": base})}, CLAIMS[:1], "AP")
@@ -233,6 +247,67 @@ def test_active_learning_claims_pair_per_round_test_values(tmp_path):
     out = {k: tmp_path / "s" / f"findings.{e}" for k, e in
            (("findings", "md"), ("table", "csv"), ("parquet", "parquet"), ("figure", "png"))}
     table = findings_stage({}, claims, out, measure="AP", active_paths=paths)
-    assert table["verdict"].to_list() == [REPRODUCED, INCONCLUSIVE]
+    assert table["verdict"].to_list() == [REPRODUCED, EQUIVALENT]  # round 0 is the same model: equivalent
     assert table["effect"][0] == pytest.approx(0.08) and table["effect"][1] == pytest.approx(0.0, abs=1e-12)
     assert table["seeds"].to_list() == [2, 2]
+
+
+def _seed_dominated(rng: np.random.Generator, queries: int = 1000) -> pl.DataFrame:
+    """baseline and x on 3 seeds: x - baseline = seed effect (SD 0.03) + query effect (0.1) + noise (0.05), no
+    true effect."""
+    d = (rng.normal(0, 0.03, (3, 1)) + rng.normal(0, 0.1, (1, queries)) + rng.normal(0, 0.05, (3, queries)))
+    base = rng.uniform(0.3, 0.7, (3, queries))
+    rows = [{"experiment": name, "seed": str(s + 1), "qid": f"q{q:04d}", "measure": "AP", "value": float(v[s, q])}
+            for name, v in (("baseline", base), ("x", base + d)) for s in range(3) for q in range(queries)]
+    return pl.DataFrame(rows)
+
+
+def test_a_claim_is_judged_by_the_seed_aware_test_with_the_per_query_p_beside():
+    frame = _seed_dominated(np.random.default_rng(5))
+    row = claim_row(frame, "x", "baseline", "AP", "better")
+    assert row["p_per_query"] < 0.05 <= row["p"] and row["verdict"] == INCONCLUSIVE
+    assert row["sd_seed"] > 0.01 and row["df"] < 10
+    old = claim_row(frame, "x", "baseline", "AP", "better", inference="per_query")
+    assert old["p"] == pytest.approx(old["p_per_query"], rel=1e-9) and old["verdict"] != INCONCLUSIVE
+    page = findings_markdown(findings_table({"one": frame}, CLAIMS[:1], "AP"))
+    assert "seeds paired across the two experiments by seed id" in page and "| p | p per query |" in page
+    with pytest.raises(ValueError, match="unbalanced design: x, seed 3"):
+        claim_row(frame.filter(~((pl.col("experiment") == "x") & (pl.col("seed") == "3") & (pl.col("qid") == "q0001"))),
+                  "x", "baseline", "AP", "better")
+
+
+def test_multiplicity_marks_the_verdicts_that_survive_the_family():
+    rng = np.random.default_rng(6)
+    base = rng.uniform(0.2, 0.8, 200)
+    frames = {f"d{i}": _metrics({"baseline": base, "x": base + shift + rng.normal(0, 0.1, 200)})
+              for i, shift in enumerate((0.3, 0.016, 0.017, 0.0))}
+    holm_table = findings_table(frames, CLAIMS[:1], "AP")
+    bh_table = findings_table(frames, CLAIMS[:1], "AP", multiplicity="bh")
+    none_table = findings_table(frames, CLAIMS[:1], "AP", multiplicity="none")
+    p = holm_table["p_verdict"].to_list()
+    assert holm_table["p_adjusted"].to_list() == pytest.approx(holm(p))
+    assert bh_table["p_adjusted"].to_list() == pytest.approx(stats.false_discovery_control(p, method="bh"))
+    assert none_table["p_adjusted"].to_list() == pytest.approx(p)
+    decided = [v != INCONCLUSIVE for v in holm_table["verdict"]]
+    for table in (holm_table, bh_table, none_table):
+        assert table["survives"].to_list() == [d and q < 0.05 for d, q in zip(decided, table["p_adjusted"])]
+    assert sum(bh_table["survives"]) >= sum(holm_table["survives"])  # BH is the less strict
+    page = findings_markdown(bh_table, multiplicity="bh")
+    assert "Benjamini-Hochberg" in page and "1 claims x 4 datasets = 4 tests" in page
+
+
+def test_the_findings_page_carries_the_planner_per_dataset(tmp_path):
+    frames = {"one": _seed_dominated(np.random.default_rng(5), 300),
+              "two": _seed_dominated(np.random.default_rng(9), 300)}
+    table = findings_table(frames, CLAIMS[:1], "AP")
+    plans = dataset_plans(table)
+    assert plans["dataset"].to_list() == ["one", "two"]
+    row = plans.row(0, named=True)
+    assert row["sd_seed"] == pytest.approx(table["sd_seed"][0]) and row["seeds"] == 3 and row["queries"] == 300
+    components = (row["sd_seed"] ** 2, row["sd_query"] ** 2, row["sd_resid"] ** 2)
+    assert row["effect"] == pytest.approx(0.02 * table["against_mean"][0])
+    assert [row[f"seeds_{s}"] for s in range(2, 11)] == list(plan(components, row["effect"]).values())
+    assert (row["cheapest_seeds"], row["cheapest_queries"]) == (None, None)  # sd_seed 0.018: 2% is out of reach
+    assert cheapest(plan(components, 5 * row["effect"])) is not None  # a 10% effect is not
+    page = findings_markdown(table, plans=plans)
+    assert "## Seeds and test queries for a 2% effect" in page and "| one | 3 x 300 |" in page

@@ -5,4 +5,6 @@ from curricula.study import findings_stage
 with logged(snakemake.log[0]):
     findings_stage(split_inputs(snakemake.input, "metrics"), snakemake.params.claims, snakemake.output,
                    measure=snakemake.params.measure, alpha=snakemake.params.alpha, power=snakemake.params.power,
-                   active_paths=split_inputs(snakemake.input, "active"))
+                   active_paths=split_inputs(snakemake.input, "active"), inference=snakemake.params.inference,
+                   margin=snakemake.params.margin, multiplicity=snakemake.params.multiplicity,
+                   plan_max_queries=snakemake.params.plan_max_queries)
