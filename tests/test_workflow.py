@@ -301,7 +301,7 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
     assert "| tiny | 10 | 1 |" in page and "| tiny_b | 10 | 1 |" in page
     table = pl.read_parquet(study / "findings.parquet")
     assert table["dataset"].to_list() == ["tiny", "tiny_b"]
-    assert set(table["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert set(table["verdict"]) <= {"reproduced", "not reproduced", "equivalent", "inconclusive"}
     assert (study / "findings.png").stat().st_size > 0
     assert jobs_of(snakemake(wd, "-n", config=two).stdout) == set()          # nothing left to do
     html = wd / "report.html"
