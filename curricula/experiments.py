@@ -6,7 +6,8 @@ Config: ``train`` holds the knobs shared by all experiments (model, steps, loss,
 * ``scoring``: the difficulty function that orders the training instances (Penha's f_score, HCL's f_d);
 * ``pacing``: how fast the allowed prefix grows (:mod:`curricula.pacing`; ``standard`` = no ordering effect);
 * ``weighting``: MacAvaney's loss weights ``{scoring, m, anti, iteration_steps}`` (null = none);
-* ``negatives``: ``{mode, m, depth, pacing}`` (:mod:`curricula.negatives`; HCL-IC is ``mode: neighbors``).
+* ``negatives``: ``{mode, m, depth, pacing[, false_negative_guard]}`` (:mod:`curricula.negatives`; HCL-IC is
+  ``mode: neighbors``; the guard stays out of a resolved spec unless set, so older runs keep their params).
 
 ``baseline`` (random order, standard pacing, no weighting, the shared negatives) is always present; a config may
 refine it (e.g. ``negatives.mode: candidates`` for a re-ranking dataset) but not give it a curriculum. ``pacing``
@@ -48,6 +49,9 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
             spec[key] = {**(spec.get(key) or {}), **copy.deepcopy(dict(value))}
         else:
             spec[key] = copy.deepcopy(value)
+    negatives = spec.get("negatives")
+    if isinstance(negatives, dict) and "false_negative_guard" in negatives and negatives["false_negative_guard"] is None:
+        del negatives["false_negative_guard"]  # null = off, as if never written: unchanged specs, params and hashes
     for key, value in BASELINE_AXES.items():
         spec.setdefault(key, copy.deepcopy(value))
     return spec
@@ -132,6 +136,11 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
     negatives = spec["negatives"]
     if negatives.get("mode") not in MODES:
         raise ValueError(f"{where}.negatives.mode: unknown {negatives.get('mode')!r}; known: {list(MODES)}")
+    if negatives.get("false_negative_guard") is not None and negatives["mode"] != "neighbors":
+        raise ValueError(
+            f"{where}.negatives.false_negative_guard: HCL's guard drops negatives scoring above a ratio of the true "
+            f"reply's score under the dense model G; mode {negatives['mode']!r} has no G scores (set mode: neighbors "
+            f"or remove the guard)")
     weighting = spec.get("weighting")
     if weighting:
         unknown = set(weighting) - {"scoring", "m", "anti", "iteration_steps"}
@@ -170,6 +179,8 @@ def needed_tables(spec: Mapping[str, Any]) -> set[str]:
     mode = spec["negatives"]["mode"]
     if mode == "neighbors":
         need.add("neighbors")
+        if spec["negatives"].get("false_negative_guard") is not None:  # G(c, r+) from the dense embeddings
+            need |= {"query_vectors", "doc_vectors"}
     elif mode == "bm25":
         need.add("run")
     return need

@@ -16,6 +16,12 @@ Modes (an experiment's ``negatives.mode``):
   training-pool docs); with a ``pacing`` the sampling space shrinks like HCL's, without one it is the whole list (MacAvaney §4.3: "randomly sample
   from the top 100 BM25 results for additional negative samples").
 
+HCL's false-negative guard (``false_negative_guard``: a ratio, e.g. 0.8; absent or null = off), for ``neighbors``
+only: a listed neighbour d of context c is never drawn when G(c, d) > ratio x G(c, r+), G being the dense model's
+inner product (the neighbour table's ``score``; G(c, r+) from ``dense/queries.parquet`` and ``dense/docs.parquet``,
+computed once per query when the sampler is built). See :func:`false_negative_guard` for the authors' rule and
+where this sampler departs from it.
+
 Only training-split responses are ever drawn (ranked lists are filtered to the pool), so dev and test responses
 never appear in training. The ranked tables (neighbours, BM25 run) may be passed as frames or as file paths; from a
 path the lists are read lazily (:class:`LazyRankedLists`): only the row groups of the queries a step draws for, so
@@ -42,27 +48,87 @@ log = logging.getLogger(__name__)
 MODES = ("random", "candidates", "neighbors", "bm25")
 
 
+def false_negative_guard(scores: np.ndarray, positive_score: float, ratio: float) -> np.ndarray:
+    """HCL's false-negative guard: True where a negative may be drawn, i.e. ``scores <= ratio * positive_score``.
+
+    Su et al.'s released code (github yxuansu/HCL, ``SMN_MSN/dataclass.py`` and ``SABERT/dataloader.py``,
+    ``Data.select_response``, the same in both) scores a context's sampled responses and its true reply with the
+    ranking model G as raw inner products of the stored vectors (``torch.sum(context_vec * true_response_vec)``,
+    ``matmul(context, candidates)``), sets ``score_threshold = cutoff_threshold * true_scores`` (``--cutoff_threshold``
+    default 0.8 in ``SMN_MSN/train.py``) and masks every candidate with ``candi_scores - score_threshold > 0`` to
+    -inf: strictly above is dropped, equal is kept. The threshold is the ratio times the raw score, whatever its
+    sign: when G(c, r+) < 0 the threshold lies above G(c, r+), and negatives between the two are kept, as there.
+
+    Where this project departs from that code: there, 50 responses (``--negative_selection_k``) are drawn uniformly
+    from the whole index and the 5 (``--negative_num``) highest-scoring survivors are taken with ``torch.topk``, so
+    when fewer than 5 survive, topk returns masked (-inf) candidates, i.e. guarded-out responses are used anyway.
+    Here the survivors of the top-k neighbour window are drawn uniformly (Su §3.3), and a window with no survivor
+    falls back to uniform pool docs (:meth:`NegativeSampler._from_list`, counted in ``fallbacks``).
+    """
+    return np.asarray(scores) <= ratio * positive_score
+
+
+def positive_similarity(query_vectors: pl.DataFrame, doc_vectors: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
+    """G(c, r+) per query: the inner product of the dense embeddings of each (qid, docid) of ``pairs``, reduced to
+    the query's lowest (qid, score). ``query_vectors`` / ``doc_vectors`` are ``VECTORS`` tables (id, vector).
+
+    A query with several relevant docs takes the lowest, so the guard is at least as strict as Su's per-positive rule
+    for each of them (their data has one true reply per context)."""
+    from curricula.dense import vectors_to_numpy  # imports torch: keep `import curricula.negatives` light
+
+    q_row = {q: i for i, q in enumerate(query_vectors["id"].to_list())}
+    d_row = {d: i for i, d in enumerate(doc_vectors["id"].to_list())}
+    qids, docids = pairs["qid"].to_list(), pairs["docid"].to_list()
+    missing = sorted({q for q in qids if q not in q_row}) + sorted({d for d in docids if d not in d_row})
+    if missing:
+        raise ValueError(f"the false-negative guard needs the dense vectors of every training query and relevant "
+                         f"doc; missing: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    Q, D = vectors_to_numpy(query_vectors), vectors_to_numpy(doc_vectors)
+    qi = np.array([q_row[q] for q in qids], dtype=np.int64)
+    di = np.array([d_row[d] for d in docids], dtype=np.int64)
+    score = np.einsum("ij,ij->i", Q[qi], D[di]) if len(qi) else np.empty(0, dtype=np.float32)
+    return (pl.DataFrame({"qid": qids, "score": score.astype(np.float64)}, schema={"qid": pl.String, "score": pl.Float64})
+            .group_by("qid").agg(pl.col("score").min()))
+
+
+def _read_vectors(source: pl.DataFrame | str | Path, ids: list[str]) -> pl.DataFrame:
+    """The rows of a ``VECTORS`` table (a frame or a Parquet file, read only for ``ids``) whose id is in ``ids``."""
+    wanted = pl.Series("id", ids, dtype=pl.String).implode()
+    if isinstance(source, pl.DataFrame):
+        return source.filter(pl.col("id").is_in(wanted))
+    return pl.scan_parquet(source).filter(pl.col("id").is_in(wanted)).collect()
+
+
 @dataclass(frozen=True)
 class RankedLists:
-    """Per-query doc codes in rank order, in CSR form (row q is ``codes[offsets[q]:offsets[q + 1]]``)."""
+    """Per-query doc codes in rank order, in CSR form (row q is ``codes[offsets[q]:offsets[q + 1]]``), with the
+    ranking's scores when asked for (``row_scores``)."""
 
     offsets: np.ndarray
     codes: np.ndarray
+    scores: np.ndarray | None = None
 
     def row(self, q: int) -> np.ndarray:
         return self.codes[self.offsets[q] : self.offsets[q + 1]]
 
+    def row_scores(self, q: int) -> np.ndarray:
+        if self.scores is None:
+            raise ValueError("these ranked lists were built without scores")
+        return self.scores[self.offsets[q] : self.offsets[q + 1]]
+
 
 def ranked_lists(frame: pl.DataFrame, query_index: pl.DataFrame, doc_index: pl.DataFrame, n_queries: int,
-                 order: str | None = "rank") -> RankedLists:
+                 order: str | None = "rank", score: str | None = None) -> RankedLists:
     """CSR lists of ``frame`` (qid, docid[, rank]) for the queries of ``query_index`` (qid, q) and docs of
-    ``doc_index`` (docid, code); rows whose query or doc is not indexed are dropped."""
+    ``doc_index`` (docid, code); rows whose query or doc is not indexed are dropped. With ``score``, that column
+    is kept beside the codes."""
     coded = frame.join(query_index, on="qid").join(doc_index, on="docid")
     coded = coded.sort(["q", order] if order else ["q", "code"])
     q = coded["q"].to_numpy()
     offsets = np.zeros(n_queries + 1, dtype=np.int64)
     np.cumsum(np.bincount(q, minlength=n_queries), out=offsets[1:])
-    return RankedLists(offsets, coded["code"].to_numpy().astype(np.int64))
+    scores = coded[score].to_numpy().astype(np.float64) if score else None
+    return RankedLists(offsets, coded["code"].to_numpy().astype(np.int64), scores)
 
 
 def _codes_nbytes(group: Mapping[str, np.ndarray]) -> int:
@@ -84,11 +150,13 @@ class LazyRankedLists:
     """
 
     def __init__(self, reader: KeyedRowGroups, qids: list[str], doc_index: pl.DataFrame, keep: np.ndarray,
-                 depth: int | None = None, cache_bytes: int = 256 << 20):
+                 depth: int | None = None, cache_bytes: int = 256 << 20, with_scores: bool = False):
         self.reader, self.qids, self.doc_index, self.keep, self.depth = reader, qids, doc_index, keep, depth
         self.cache_bytes = max(0, cache_bytes)
+        self.with_scores = with_scores  # also keep the table's score column (``row_scores``)
         self._decoded: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
-        self._total = 0  # bytes of the cached codes
+        self._scores: dict[int, dict[str, np.ndarray]] = {}  # the cached groups' scores, with_scores only
+        self._total = 0  # bytes of the cached codes (and scores)
 
     @property
     def groups_read(self) -> int:
@@ -98,7 +166,7 @@ class LazyRankedLists:
         if i in self._decoded:
             self._decoded.move_to_end(i)
             return self._decoded[i]
-        frame = self.reader.group(i).select("qid", "docid", "rank")
+        frame = self.reader.group(i).select("qid", "docid", "rank", *(["score"] if self.with_scores else []))
         if self.depth:
             frame = frame.filter(pl.col("rank") <= self.depth)
         coded = frame.join(self.doc_index, on="docid", maintain_order="left").sort("qid", "rank",
@@ -107,7 +175,9 @@ class LazyRankedLists:
         keep = self.keep[codes]
         qid = coded["qid"].filter(pl.Series(keep))
         codes = codes[keep]
+        scores = coded["score"].to_numpy().astype(np.float64)[keep] if self.with_scores else None
         out: dict[str, np.ndarray] = {}
+        out_scores: dict[str, np.ndarray] = {}
         if qid.len():
             ids = qid.rle_id().to_numpy()
             bounds = np.flatnonzero(np.diff(ids)) + 1
@@ -115,11 +185,16 @@ class LazyRankedLists:
             stops = np.concatenate([bounds, [ids.size]])
             for a, b in zip(starts.tolist(), stops.tolist()):
                 out[qid[a]] = codes[a:b]
+                if scores is not None:
+                    out_scores[qid[a]] = scores[a:b]
         self._decoded[i] = out
         self._total += _codes_nbytes(out)
+        if self.with_scores:
+            self._scores[i] = out_scores
+            self._total += _codes_nbytes(out_scores)
         while len(self._decoded) > 1 and self._total > self.cache_bytes:
-            _, dropped = self._decoded.popitem(last=False)
-            self._total -= _codes_nbytes(dropped)
+            j, dropped = self._decoded.popitem(last=False)
+            self._total -= _codes_nbytes(dropped) + _codes_nbytes(self._scores.pop(j, {}))
         return out
 
     def row(self, q: int) -> np.ndarray:
@@ -130,17 +205,38 @@ class LazyRankedLists:
             return np.empty(0, dtype=np.int64)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def row_scores(self, q: int) -> np.ndarray:
+        """The scores of :meth:`row`'s docs, in the same order (``with_scores`` only)."""
+        if not self.with_scores:
+            raise ValueError("these ranked lists were built without scores")
+        qid = self.qids[q]
+        parts = []
+        for i in self.reader.groups_of(qid):
+            self._group(i)
+            part = self._scores[i].get(qid)
+            if part is not None:
+                parts.append(part)
+        if not parts:
+            return np.empty(0, dtype=np.float64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
 
 class NegativeSampler:
     """Draws ``m`` negatives per (query, positive) for a training step; see the module docstring for the modes."""
 
     def __init__(self, spec: Mapping, *, queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame,
                  candidates: pl.DataFrame, relevant_min: int = 1, neighbors: pl.DataFrame | str | Path | None = None,
-                 run: pl.DataFrame | str | Path | None = None, total_steps: int = 1, seed: int = 0):
+                 run: pl.DataFrame | str | Path | None = None, total_steps: int = 1, seed: int = 0,
+                 query_vectors: pl.DataFrame | str | Path | None = None,
+                 doc_vectors: pl.DataFrame | str | Path | None = None):
         self.spec = dict(spec)
         self.mode = self.spec.get("mode", "random")
         if self.mode not in MODES:
             raise ValueError(f"negatives mode {self.mode!r} unknown; known: {list(MODES)}")
+        self.guard_ratio: float | None = self.spec.get("false_negative_guard")
+        if self.guard_ratio is not None and self.mode != "neighbors":
+            raise ValueError(f"negatives.false_negative_guard compares the dense model's scores G(c, r); mode "
+                             f"{self.mode!r} has none (only neighbors)")
         self.m = int(self.spec.get("m", 1))
         self.total_steps = total_steps
         self.seed = seed
@@ -163,7 +259,18 @@ class NegativeSampler:
         self.in_pool = np.zeros(len(self.docids), dtype=bool)
         self.in_pool[self.pool] = True
         self.fallbacks = 0
+        self.guard_unchecked = 0  # guarded draws from beyond the stored list whose G may exceed the threshold
         self.lists: RankedLists | LazyRankedLists | None = None
+        self.positive_score: np.ndarray | None = None  # G(c, r+) per training query (the guard's reference)
+        if self.guard_ratio is not None:
+            if query_vectors is None or doc_vectors is None:
+                raise ValueError("negatives.false_negative_guard needs the dense query and doc vectors")
+            pairs = rel.select("qid", "docid")
+            positive = positive_similarity(_read_vectors(query_vectors, self.qids),
+                                           _read_vectors(doc_vectors, pairs["docid"].unique().to_list()), pairs)
+            g = np.full(n_q, np.inf)  # a query without a relevant doc is never drawn as a positive
+            g[[self.q_of[q] for q in positive["qid"].to_list()]] = positive["score"].to_numpy()
+            self.positive_score = g
         if self.mode == "candidates":
             nonrel = cand.join(rel.select("qid", "docid"), on=["qid", "docid"], how="anti")
             self.lists = ranked_lists(nonrel, query_index, doc_index, n_q, order=None)
@@ -172,26 +279,29 @@ class NegativeSampler:
             if frame is None:
                 raise ValueError(f"negatives mode {self.mode!r} needs the {'neighbors' if self.mode == 'neighbors' else 'BM25 run'} table")
             depth = int(self.spec["depth"]) if self.mode == "bm25" and self.spec.get("depth") else None
+            scored = self.positive_score is not None
             if isinstance(frame, pl.DataFrame):
-                self.lists = self._stored_lists(frame, train_qids, query_index, doc_index, depth)
+                self.lists = self._stored_lists(frame, train_qids, query_index, doc_index, depth, scored)
             else:  # a file: read each query's list when a step draws for it
                 reader = KeyedRowGroups(frame, NEIGHBORS if self.mode == "neighbors" else RUN, cache=0)
-                self.lists = LazyRankedLists(reader, self.qids, doc_index, self.in_pool, depth)
+                self.lists = LazyRankedLists(reader, self.qids, doc_index, self.in_pool, depth, with_scores=scored)
 
     def _stored_lists(self, frame: pl.DataFrame, train_qids: pl.Series, query_index: pl.DataFrame,
-                      doc_index: pl.DataFrame, depth: int | None) -> RankedLists:
-        """The training queries' ranked lists of a whole frame, cut to ``depth`` and to the training pool."""
+                      doc_index: pl.DataFrame, depth: int | None, scored: bool = False) -> RankedLists:
+        """The training queries' ranked lists of a whole frame, cut to ``depth`` and to the training pool (with the
+        frame's ``score`` column when ``scored``)."""
         n_q = len(self.qids)
         frame = frame.filter(pl.col("qid").is_in(train_qids))
         if depth:
             frame = frame.filter(pl.col("rank") <= depth)
-        lists = ranked_lists(frame.select("qid", "docid", "rank"), query_index, doc_index, n_q)
+        lists = ranked_lists(frame.select("qid", "docid", "rank", *(["score"] if scored else [])), query_index,
+                             doc_index, n_q, score="score" if scored else None)
         keep = self.in_pool[lists.codes]  # only training responses
         row_query = np.repeat(np.arange(n_q), np.diff(lists.offsets))
         counts = np.bincount(row_query[keep], minlength=n_q)
         offsets = np.zeros(n_q + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return RankedLists(offsets, lists.codes[keep])
+        return RankedLists(offsets, lists.codes[keep], lists.scores[keep] if scored else None)
 
     # ------------------------------------------------------------------ sampling space
     def space(self, step: int) -> int:
@@ -223,17 +333,27 @@ class NegativeSampler:
         extra = rng.choice(allowed, n - len(out), replace=allowed.size < n - len(out))
         return np.concatenate([np.asarray(out, dtype=np.int64), extra])
 
-    def _from_list(self, rng: np.random.Generator, row: np.ndarray, k: int, exclude: np.ndarray) -> np.ndarray:
-        """m distinct docs uniform over the top ``k`` of ``row`` (beyond the stored list: uniform pool docs)."""
+    def _from_list(self, rng: np.random.Generator, row: np.ndarray, k: int, exclude: np.ndarray,
+                   guarded: np.ndarray | None = None) -> np.ndarray:
+        """m distinct docs uniform over the top ``k`` of ``row`` (beyond the stored list: uniform pool docs).
+
+        ``guarded``: the docs of ``row`` the false-negative guard drops (:func:`false_negative_guard`). They are never
+        drawn, not even by the fallback to the pool when no doc of the window is left (counted in ``fallbacks``);
+        the unseen ranks past the stored list then count as |unseen| / (|allowed stored| + |unseen|) of the draws.
+        """
         stored = row[: min(k, row.size)]
         stored = stored[~np.isin(stored, exclude)]
+        if guarded is not None:
+            stored = stored[~np.isin(stored, guarded)]
+            exclude = np.concatenate([exclude, guarded])
         if k <= row.size or stored.size >= k:
             if stored.size == 0:
                 self.fallbacks += 1
                 return self._from_pool(rng, self.m, exclude)
             return rng.choice(stored, self.m, replace=stored.size < self.m)
         # top-k reaches past the stored list: each draw is a stored doc with prob |stored| / k, else an unseen one
-        n_stored = int(rng.binomial(self.m, stored.size / k))
+        share = stored.size / k if guarded is None else stored.size / (stored.size + k - row.size)
+        n_stored = int(rng.binomial(self.m, share))
         n_stored = min(n_stored, stored.size)
         picked = rng.choice(stored, n_stored, replace=False) if n_stored else np.empty(0, dtype=np.int64)
         rest = self._from_pool(rng, self.m - n_stored, np.concatenate([exclude, row, picked]))
@@ -259,6 +379,22 @@ class NegativeSampler:
             elif self.mode == "bm25":  # the run is the whole space: never beyond its depth
                 row = self.lists.row(q)
                 out[i] = self._from_list(rng, row, min(k, row.size), exclude)
-            else:
+            elif self.positive_score is None:
                 out[i] = self._from_list(rng, self.lists.row(q), k, exclude)
+            else:
+                out[i] = self._guarded_from_list(rng, q, k, exclude)
+        return out
+
+    def _guarded_from_list(self, rng: np.random.Generator, q: int, k: int, exclude: np.ndarray) -> np.ndarray:
+        """:meth:`_from_list` over query ``q``'s neighbours without those scoring above ratio x G(c, r+).
+
+        Docs past the stored list rank below its last doc, so they pass the guard whenever that doc does; when it
+        does not (every stored neighbour is guarded out), draws from past the list (unseen ranks or the fallback) are
+        unchecked and counted in ``guard_unchecked``.
+        """
+        row, scores = self.lists.row(q), self.lists.row_scores(q)
+        passes = false_negative_guard(scores, self.positive_score[q], float(self.guard_ratio))
+        out = self._from_list(rng, row, k, exclude, guarded=row[~passes])
+        if row.size and not passes[-1]:
+            self.guard_unchecked += int(np.isin(out, row, invert=True).sum())
         return out

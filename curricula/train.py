@@ -93,6 +93,8 @@ def train_ranker(
     weights: pl.DataFrame | None = None,
     neighbors: pl.DataFrame | str | Path | None = None,
     run: pl.DataFrame | str | Path | None = None,
+    query_vectors: pl.DataFrame | str | Path | None = None,
+    doc_vectors: pl.DataFrame | str | Path | None = None,
     relevant_min: int = 1,
     config_seed: int = 42,
     progress: bool = True,
@@ -113,7 +115,7 @@ def train_ranker(
     sampler = CurriculumSampler(Curriculum(curriculum_dir), spec["pacing"], length, spec["batch_size"], seed)
     negs = NegativeSampler(spec["negatives"], queries=queries, docs=docs, qrels=data["qrels"],
                            candidates=data["candidates"], relevant_min=relevant_min, neighbors=neighbors, run=run,
-                           total_steps=length, seed=seed)
+                           total_steps=length, seed=seed, query_vectors=query_vectors, doc_vectors=doc_vectors)
     train_queries = queries.filter(pl.col("split") == "train")  # only training contexts are ever drawn
     context_of = dict(zip(train_queries["qid"].to_list(), train_queries["text"].to_list()))
     del train_queries
@@ -153,6 +155,9 @@ def train_ranker(
     ranker.save(model_out)
     if negs.fallbacks:
         log.info("negatives: %d draw(s) fell back to the random pool (no candidate left)", negs.fallbacks)
+    if negs.guard_unchecked:
+        log.info("negatives: %d draw(s) from past the stored neighbours could not be checked by the false-negative "
+                 "guard (every stored neighbour of their query was above it)", negs.guard_unchecked)
     ckpt.clear()
     return curve_frame(result)
 
@@ -172,14 +177,15 @@ def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Pa
     """Rule ``train``: read the inputs one experiment needs, train, write model/, dev_curve.parquet, config.json.
 
     ``inputs``: queries, docs, qrels, candidates, curriculum (folder) and, when the spec needs them, weights
-    (the weighting function's difficulty table), neighbors, run. The checkpoint folder is ``<model>.checkpoint``.
+    (the weighting function's difficulty table), neighbors, run, query_vectors and doc_vectors (the dense stage's
+    embeddings, for the false-negative guard). The checkpoint folder is ``<model>.checkpoint``.
     """
     data = read_ingest(inputs, columns=TRAIN_COLUMNS)
     names = set(inputs.keys())  # a Snakemake Namedlist's `in` looks at values, not names
     extra = {}
     if spec.get("weighting"):
         extra["weights"] = read_table(inputs["weights"], difficulty_spec([spec["weighting"]["scoring"]]))
-    for name in ("neighbors", "run"):  # ranked lists: read lazily, a step's queries at a time
+    for name in ("neighbors", "run", "query_vectors", "doc_vectors"):  # read lazily / only the rows needed
         if name in names:
             extra[name] = Path(inputs[name])
     model_out = Path(outputs["model"])

@@ -219,6 +219,8 @@ def train_inputs(wildcards):
         "weights": lambda: difficulty_function_path(spec["weighting"]["scoring"]),
         "neighbors": lambda: dense_outputs()["neighbors"],
         "run": lambda: bm25_outputs()["run"],
+        "query_vectors": lambda: dense_outputs()["queries"],
+        "doc_vectors": lambda: dense_outputs()["docs"],
     }
     return {
         **ingest_outputs(),

@@ -194,6 +194,140 @@ def test_ranked_lists_from_a_file_read_only_the_row_groups_of_the_drawn_queries(
                           sampler(data, bm25, run=run).sample(qids, 5))
 
 
+def guard_fixture(data, n_stored: int = 30, dim: int = 8, trained: bool = True):
+    """Random dense vectors for the train queries and pool docs, and the exact top-``n_stored`` neighbour table
+    they give (score = inner product, as the dense stage writes it). ``trained``: each query vector points at one
+    sum of its relevant docs (a G that ranks the true reply near the top), else it is random too."""
+    qids = train_qids(data)
+    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
+                                                   on="qid")["docid"]))
+    rng = np.random.default_rng(9)
+    Q, D = rng.standard_normal((len(qids), dim)), rng.standard_normal((len(pool_docs), dim))
+    if trained:
+        rel, row = relevant_of(data), {d: j for j, d in enumerate(pool_docs)}
+        Q = np.stack([4 * sum(D[row[d]] for d in rel[q]) + Q[i] for i, q in enumerate(qids)])
+    G = Q @ D.T
+    rows = []
+    for i, q in enumerate(qids):
+        order = np.argsort(-G[i], kind="stable")[:n_stored]
+        rows += [(q, pool_docs[j], r + 1, float(G[i, j])) for r, j in enumerate(order)]
+    neighbors = pl.DataFrame(rows, schema=dict(NEIGHBORS.columns), orient="row")
+    vec = pl.Array(pl.Float32, dim)
+    qv = pl.DataFrame({"id": qids, "vector": Q.astype(np.float32)}, schema={"id": pl.String, "vector": vec})
+    dv = pl.DataFrame({"id": pool_docs, "vector": D.astype(np.float32)}, schema={"id": pl.String, "vector": vec})
+    Q32, D32 = Q.astype(np.float32), D.astype(np.float32)
+    g = {(q, d): float(Q32[i] @ D32[j]) for i, q in enumerate(qids) for j, d in enumerate(pool_docs)}
+    return neighbors, qv, dv, g
+
+
+def test_false_negative_guard_never_draws_a_negative_above_the_ratio_of_the_true_reply(data, tmp_path):
+    """Su et al.'s released code (yxuansu/HCL, Data.select_response) drops every negative with G(c, r) > 0.8 x
+    G(c, r+); unguarded, the top-10 window is full of them."""
+    rel, qids = relevant_of(data), train_qids(data)
+    neighbors, qv, dv, g = guard_fixture(data, n_stored=60, trained=True)
+    threshold = {q: 0.8 * min(g[(q, d)] for d in rel[q]) for q in qids}
+    spec = {"mode": "neighbors", "m": 2, "pacing": {"kT": 1, "T": 50}}
+    plain = sampler(data, spec, neighbors=neighbors)
+    guarded = sampler(data, {**spec, "false_negative_guard": 0.8}, neighbors=neighbors, query_vectors=qv,
+                      doc_vectors=dv)
+    above = {"plain": 0, "guarded": 0}
+    for step in (30, 60, 99):  # k = 10 from step 50 on; k > 60 stored at step 30
+        for name, s in (("plain", plain), ("guarded", guarded)):
+            for q, row in zip(qids, s.sample(qids, step)):
+                docs = [s.docids[c] for c in row]
+                assert not set(docs) & rel[q]
+                above[name] += sum(g[(q, d)] > threshold[q] + 1e-6 for d in docs)
+    assert above["plain"] > 20 and guarded.guard_unchecked == 0 and above["guarded"] == 0, above
+    assert guarded.positive_score[guarded.q_of[qids[0]]] == pytest.approx(min(g[(qids[0], d)] for d in rel[qids[0]]),
+                                                                          rel=1e-5)
+    # from files (the training job's inputs), the same draws: the neighbour scores read lazily, vectors by id
+    path = tmp_path / "neighbors.parquet"
+    write_grouped_table([neighbors], path, NEIGHBORS, by="qid", size=4)
+    qv.write_parquet(tmp_path / "queries.parquet")
+    dv.write_parquet(tmp_path / "docs.parquet")
+    lazy = sampler(data, {**spec, "false_negative_guard": 0.8}, neighbors=path,
+                   query_vectors=tmp_path / "queries.parquet", doc_vectors=tmp_path / "docs.parquet")
+    for step in (30, 99):
+        assert np.array_equal(lazy.sample(qids, step), guarded.sample(qids, step))
+    # a window where nothing passes falls back to pool docs that pass (counted), never to a guarded-out one
+    strict = sampler(data, {**spec, "false_negative_guard": 1e-9}, neighbors=neighbors, query_vectors=qv,
+                     doc_vectors=dv)
+    strict.sample(qids, 99)
+    assert strict.fallbacks > 0
+    # an untrained G (random vectors): for many queries every stored neighbour outscores 0.8 x G(c, r+); the guard
+    # never draws them, and the draws from past the list it cannot check are the only ones above (counted)
+    neighbors, qv, dv, g = guard_fixture(data, trained=False)
+    threshold = {q: 0.8 * min(g[(q, d)] for d in rel[q]) for q in qids}
+    rough = sampler(data, {**spec, "false_negative_guard": 0.8}, neighbors=neighbors, query_vectors=qv,
+                    doc_vectors=dv)
+    stored = {q: set(neighbors.filter(pl.col("qid") == q)["docid"]) for q in qids}
+    over = 0
+    for step in (30, 99):
+        for q, row in zip(qids, rough.sample(qids, step)):
+            for d in (rough.docids[c] for c in row):
+                assert not (d in stored[q] and g[(q, d)] > threshold[q] + 1e-6)
+                over += g[(q, d)] > threshold[q] + 1e-6
+    assert 0 < over <= rough.guard_unchecked
+    with pytest.raises(ValueError, match="needs the dense query and doc vectors"):
+        sampler(data, {**spec, "false_negative_guard": 0.8}, neighbors=neighbors)
+    with pytest.raises(ValueError, match="only neighbors"):
+        sampler(data, {"mode": "bm25", "m": 1, "false_negative_guard": 0.8}, run=neighbors, query_vectors=qv,
+                doc_vectors=dv)
+
+
+def test_false_negative_guard_rule_is_strictly_above_the_ratio_of_the_raw_score():
+    from curricula.negatives import false_negative_guard
+
+    assert false_negative_guard(np.array([0.7, 0.8, 0.81, 1.2]), 1.0, 0.8).tolist() == [True, True, False, False]
+    # a negative true-reply score: the threshold 0.8 x -1 = -0.8 lies above it, as in the authors' code
+    assert false_negative_guard(np.array([-0.9, -0.8, -0.7]), -1.0, 0.8).tolist() == [True, True, False]
+
+
+#: sha256 of the draws of the code before the guard existed (random, candidates, neighbors, bm25 at 4 steps)
+DRAWS_BEFORE_THE_GUARD = "89d729910bfc2580dd0c13511e0e1455a8f7723a11ff8fbf979abf71468abade"
+
+
+def test_a_null_guard_leaves_every_draw_byte_identical(data):
+    import hashlib
+
+    qids = train_qids(data)
+    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
+                                                   on="qid")["docid"]))
+    rng = np.random.default_rng(3)
+    rows = [(q, d, r + 1, float(-r)) for q in qids for r, d in enumerate(rng.permutation(pool_docs)[:30])]
+    frame = pl.DataFrame(rows, schema=dict(NEIGHBORS.columns), orient="row")
+    out = []
+    for spec in ({"mode": "neighbors", "m": 2, "pacing": {"kT": 1, "T": 50}}, {"mode": "random", "m": 3},
+                 {"mode": "candidates", "m": 2}, {"mode": "bm25", "m": 2, "depth": 12}):
+        s = sampler(data, {**spec, "false_negative_guard": None}, neighbors=frame, run=frame)
+        assert s.positive_score is None
+        out.append(np.stack([s.sample(qids, step) for step in (0, 30, 60, 99)]))
+    assert hashlib.sha256(b"".join(o.tobytes() for o in out)).hexdigest() == DRAWS_BEFORE_THE_GUARD
+
+
+def test_the_guard_is_validated_and_left_out_of_specs_unless_set():
+    from curricula.config import SCHEMA
+    import yaml
+
+    schema = yaml.safe_load(Path(SCHEMA).read_text())
+    hcl = {"negatives": {"mode": "neighbors", "pacing": {"kT": 2}}}
+    base = experiment_specs({"train": TRAIN, "experiments": {"hcl": hcl}}, schema)["hcl"]
+    off = experiment_specs({"train": TRAIN, "experiments": {
+        "hcl": {"negatives": {**hcl["negatives"], "false_negative_guard": None}}}}, schema)["hcl"]
+    assert off == base and "false_negative_guard" not in off["negatives"]  # null: the same params as before
+    on = experiment_specs({"train": TRAIN, "experiments": {
+        "hcl": {"negatives": {**hcl["negatives"], "false_negative_guard": 0.8}}}}, schema)["hcl"]
+    assert on["negatives"]["false_negative_guard"] == 0.8
+    assert needed_tables(on) == {"neighbors", "query_vectors", "doc_vectors"} and needed_tables(base) == {"neighbors"}
+    bad = [({"negatives": {"mode": "random", "false_negative_guard": 0.8}}, "mode 'random' has no G scores"),
+           ({"negatives": {"mode": "bm25", "false_negative_guard": 0.8}}, "mode 'bm25' has no G scores"),
+           ({"negatives": {"mode": "neighbors", "false_negative_guard": 0}}, "false_negative_guard: 0 is less"),
+           ({"negatives": {"mode": "neighbors", "false_negative_guard": "high"}}, "false_negative_guard: 'high'")]
+    for experiment, message in bad:
+        with pytest.raises(ValueError, match=message):
+            experiment_specs({"train": TRAIN, "experiments": {"x": experiment}}, schema)
+
+
 # --------------------------------------------------------------------------------------------- losses, weights
 def test_losses_against_hand_values():
     s = torch.tensor([[2.0, 0.5, 3.0]])
