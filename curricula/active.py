@@ -94,8 +94,11 @@ def quantile_lambda0(el: np.ndarray, quantile: float) -> float:
     eq. 14 pseudo-labels about that fraction of them at the first pace (lowest EL = most reliable first).
 
     Wang et al. tune lambda0 on the validation data (§5.1.2) and find pseudo-labelling 30% of the unlabeled samples
-    better than 10% or 50% (ST0.3, §5.3); EL's absolute scale depends on the candidate count and the model, so a
-    quantile carries across datasets where a fixed lambda0 does not.
+    better than 10% or 50% (ST0.3, §5.3, their self-training baseline); EL's absolute scale depends on the
+    candidate count and the model, so a quantile carries across datasets where a fixed lambda0 does not. Their
+    released code starts from a quantile too: ``neural/util/trainer.py``, ``Trainer.train_selfPacedLearning``, sets
+    ``ld = PLdata[int(0.1 * len(PLdata))]['el']``, the 10% quantile of the EL of the queries whose passes all agree
+    (:func:`passes_agree_on_top`), and pseudo-labels those with ``el <= ld``.
     """
     if not 0 < quantile <= 1:
         raise ValueError(f"the lambda0 quantile must be in (0, 1], got {quantile}")
@@ -103,6 +106,23 @@ def quantile_lambda0(el: np.ndarray, quantile: float) -> float:
     if values.size == 0:
         return 0.0
     return float(np.quantile(values, quantile, method="higher"))
+
+
+def passes_agree_on_top(passes: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """True for the queries whose MC-dropout passes all put the same candidate on top, shape (Q,).
+
+    Wang et al.'s released code (github BUAAw-ML/Active-Self-paced-Learning, ``active_learning/acquisition.py``,
+    ``Acquisition.get_DASL``) takes each pass's top answer (``_index = np.argmax(tp1, axis=1)``), their mode
+    (``predict``) and its count (``predict_confidence``, ``scipy.stats.mode``), and pseudo-labels a query only when
+    ``predict_confidence == 100``, i.e. when all of its 100 passes (``nsamp``) agree; the paper (§4.2, eq. 14) states
+    the EL threshold only. Its pseudo answer is then that unanimous top, which is also the top of the mean scores
+    (:func:`pseudo_positive`). ``passes`` (Q, T, J) are the pass scores, ``mask`` (Q, J) the real candidates.
+    """
+    s = np.asarray(passes, dtype=np.float64)
+    if mask is not None:
+        s = np.where(mask[:, None, :], s, -np.inf)
+    top = np.argmax(s, axis=-1)  # (Q, T): each pass's best candidate
+    return (top == top[:, :1]).all(axis=1)
 
 
 def pseudo_positive(mean_scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:

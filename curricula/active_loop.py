@@ -9,9 +9,11 @@ the pseudo-labeled ones, then records dev and test MRR/MAP and queries ``budget`
 * ``bald``: highest MC-dropout mutual information on the top-1 choice (:func:`curricula.active.bald`);
 * ``coreset``: k-center greedy on the bi-encoder embeddings of the dense stage (:func:`k_center_greedy`);
 * ``dal``: highest expected loss EL (Algorithm 1), no pseudo-labels;
-* ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = lambda0 (or, with
-  ``lambda0_quantile``, that quantile of the unlabeled queries' EL under the round's first model), train,
-  pseudo-label the unlabeled queries with EL < lambda by the model's top answer, lambda *= mu; stop when dev stops
+* ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = that ``lambda0_quantile``
+  (default 0.3) of the unlabeled queries' EL under the round's first model (or, with the quantile null, the fixed
+  ``lambda0``), train, pseudo-label the unlabeled queries with EL < lambda by the model's top answer (with
+  ``require_agreement``, only those whose MC-dropout passes all put that answer on top, as the authors' code does;
+  the quantile is then of those queries' EL), lambda *= mu; stop when dev stops
   improving or after ``spl_iterations``; pseudo-labels are recomputed every iteration and dropped at the next
   round), then acquires by EL like ``dal``;
 * ``all``: one round with every train query labeled (the upper reference of Table 1).
@@ -40,6 +42,7 @@ from curricula.active import (
     bald,
     expected_loss,
     k_center_greedy,
+    passes_agree_on_top,
     pseudo_positive,
     quantile_lambda0,
     random_pick,
@@ -94,7 +97,8 @@ class ActiveSettings:
     budget: float = 0.1
     passes: int = 20
     lambda0: float = 1e-4
-    lambda0_quantile: float | None = None
+    lambda0_quantile: float | None = 0.3
+    require_agreement: bool = True
     mu: float = 2.0
     spl_iterations: int = 3
     score_batch_size: int = 256
@@ -196,14 +200,16 @@ def labeled_pairs(pool: QueryPool, labeled: np.ndarray, pseudo: Mapping[int, int
 
 
 def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveSettings, spec, device,
-                seed: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-query uncertainty over the ``eligible`` queries (EL or BALD; -inf elsewhere) and the mean-score
-    pseudo answer of each query (index within its candidates; -1 elsewhere)."""
+                seed: int, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-query uncertainty over the ``eligible`` queries (EL or BALD; -inf elsewhere), the mean-score
+    pseudo answer of each query (index within its candidates; -1 elsewhere) and whether all its passes put one
+    candidate on top (:func:`curricula.active.passes_agree_on_top`; False elsewhere)."""
     rows = pool.rows_of(eligible)
     scores = np.full(len(pool), -np.inf)
     answer = np.full(len(pool), -1, dtype=np.int64)
+    agree = np.zeros(len(pool), dtype=bool)
     if len(rows) == 0:
-        return scores, answer
+        return scores, answer, agree
     torch.manual_seed(seed)
     sub = pool.pairs[rows]
     probs = mc_dropout_probabilities(ranker, sub["context"].to_list(), sub["response"].to_list(),
@@ -212,7 +218,8 @@ def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveS
     qs, grid, mask = pool.grid(probs, rows)
     scores[qs] = expected_loss(grid, mask) if kind == "el" else bald(grid, mask)
     answer[qs] = pseudo_positive(grid.mean(axis=1), mask)
-    return scores, answer
+    agree[qs] = passes_agree_on_top(grid, mask)
+    return scores, answer, agree
 
 
 def _save_state(path: Path, state: dict) -> None:
@@ -264,17 +271,19 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
                                           relevant_min)
                 if best is not None and value <= best[1]:
                     break  # dev stopped improving: keep the previous model and its pseudo-labels
-                el, answer = uncertainty(model, pool, ~labeled, settings, spec, device, seed * 1000 + r, "el")
+                el, answer, agree = uncertainty(model, pool, ~labeled, settings, spec, device, seed * 1000 + r, "el")
                 best = (model, value, dict(pseudo), el, answer)
                 iterations = it + 1
                 pool_el = el[~labeled]
+                candidates = ~labeled & agree if settings.require_agreement else ~labeled
                 if it == 0:  # each round starts at lambda0 (Algorithm 2 line 2), here or from the first model's EL
                     lam0 = (settings.lambda0 if settings.lambda0_quantile is None
-                            else quantile_lambda0(pool_el, settings.lambda0_quantile))
+                            else quantile_lambda0(el[candidates], settings.lambda0_quantile))
                 lam = spl_lambda(lam0, settings.mu, it)  # Algorithm 2 line 8
-                log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g)",
-                         *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam)
-                reliable = np.flatnonzero(~labeled & self_paced_indicators(el, lam))  # eq. 14
+                log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g); all passes "
+                         "agree on the top answer for %d of %d", *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam,
+                         int((~labeled & agree).sum()), int((~labeled).sum()))
+                reliable = np.flatnonzero(candidates & self_paced_indicators(el, lam))  # eq. 14
                 pseudo = {int(q): int(answer[q]) for q in reliable}
                 log.info("round %d, spl iteration %d: dev %.4f, lambda %.3g, %d pseudo-labeled of %d", r, it,
                          value, lam, len(pseudo), int((~labeled).sum()))
@@ -299,11 +308,11 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
             elif method == "coreset":
                 picks = k_center_greedy(embeddings, labeled, budget)
             elif method == "bald":
-                scores, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "bald")
+                scores, _, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "bald")
                 picks = top_uncertain(scores, eligible, budget, rng)
             else:  # dal, dasl: Algorithm 1's EL of the round's final model
                 if el is None:
-                    el, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "el")
+                    el, _, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "el")
                 picks = top_uncertain(el, eligible, budget, rng)
             if labeled[picks].any():
                 raise AssertionError("an acquisition picked an already labeled query")

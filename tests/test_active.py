@@ -15,6 +15,7 @@ from curricula.active import (
     expected_loss,
     k_center_greedy,
     normalise_passes,
+    passes_agree_on_top,
     pseudo_positive,
     random_pick,
     self_paced_indicators,
@@ -92,6 +93,17 @@ def test_a_quantile_lambda0_pseudo_labels_about_that_fraction_at_the_first_pace(
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError, match="quantile"):
             quantile_lambda0(el, bad)
+
+
+def test_agreement_is_every_pass_putting_the_same_real_candidate_on_top():
+    passes = np.array([[[0.1, 0.9, 0.5], [0.2, 0.8, 0.7], [0.3, 0.6, 0.5]],    # all passes: candidate 1
+                       [[0.1, 0.9, 0.5], [0.2, 0.4, 0.7], [0.3, 0.6, 0.5]],    # one pass prefers candidate 2
+                       [[0.9, 0.2, 0.99], [0.8, 0.3, 0.99], [0.7, 0.1, 0.99]]])  # 2 is padding: candidate 0
+    mask = np.array([[True, True, True], [True, True, True], [True, True, False]])
+    assert passes_agree_on_top(passes, mask).tolist() == [True, False, True]
+    assert passes_agree_on_top(passes).tolist() == [True, False, True]  # without the mask, 2 wins every pass
+    # under agreement the pseudo answer (top of the mean) is the unanimous top, as in the authors' code
+    assert pseudo_positive(passes.mean(axis=1), mask)[[0, 2]].tolist() == [1, 0]
 
 
 def test_pseudo_label_is_the_top_of_the_mean_ordering_among_real_candidates():
@@ -174,7 +186,8 @@ def tiny_spec():
 def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, method):
     from curricula.active_loop import ActiveSettings, run_active
 
-    settings = ActiveSettings(rounds=3, initial=0.2, budget=0.2, passes=4, lambda0=1.0, mu=2.0, spl_iterations=2)
+    settings = ActiveSettings(rounds=3, initial=0.2, budget=0.2, passes=4, lambda0=1.0, lambda0_quantile=None,
+                              require_agreement=False, mu=2.0, spl_iterations=2)
     emb = np.random.default_rng(0).random((tiny["train"]["qid"].n_unique(), 5))
     kw = dict(train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"], spec=tiny_spec(),
               settings=settings, embeddings=emb)
@@ -219,7 +232,7 @@ def test_dasl_with_a_lambda0_quantile_pseudo_labels_that_share_of_the_unlabeled_
     caplog.set_level("INFO", logger="curricula.active_loop")
 
     settings = ActiveSettings(rounds=2, initial=0.2, budget=0.2, passes=4, lambda0=1e-12, lambda0_quantile=0.5,
-                              mu=2.0, spl_iterations=2)
+                              require_agreement=False, mu=2.0, spl_iterations=2)
     done = run_active("dasl", 1, train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"],
                       spec=tiny_spec(), settings=settings)
     n = tiny["train"]["qid"].n_unique()
@@ -231,6 +244,39 @@ def test_dasl_with_a_lambda0_quantile_pseudo_labels_that_share_of_the_unlabeled_
     assert all(pseudo == unlabeled // 2 > 0 for pseudo, unlabeled in first_pace)
     for row in done.curve.iter_rows(named=True):  # kept only with the model they trained, when it improved dev
         assert row["pseudo_labeled"] == ((n - row["labeled"]) // 2 if row["spl_iterations"] == 2 else 0)
+
+
+def test_dasl_requiring_agreement_pseudo_labels_only_queries_whose_passes_agree(tiny, caplog):
+    """Wang et al.'s code pseudo-labels a query only when all its MC-dropout passes pick the same top answer."""
+    import re
+
+    from curricula.active_loop import ActiveSettings, run_active
+
+    caplog.set_level("INFO", logger="curricula.active_loop")
+    settings = ActiveSettings(rounds=2, initial=0.2, budget=0.2, passes=4, lambda0=1.0, lambda0_quantile=None,
+                              require_agreement=True, mu=2.0, spl_iterations=2)
+    run_active("dasl", 1, train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"],
+               spec=tiny_spec(), settings=settings)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    agree = [tuple(map(int, m)) for m in re.findall(r"agree on the top answer for (\d+) of (\d+)", text)]
+    pseudo = [int(m) for m in re.findall(r"spl iteration \d+: .* (\d+) pseudo-labeled of", text)]
+    assert agree and len(agree) == len(pseudo)
+    # lambda0 = 1 is above every EL: without the rule all unlabeled queries would be pseudo-labeled
+    assert [a for a, _ in agree] == pseudo
+    assert any(a < unlabeled for a, unlabeled in agree)
+
+
+def test_dasl_defaults_are_the_quantile_rule_with_agreement_in_code_and_schema():
+    import yaml
+
+    from curricula.active_loop import ActiveSettings
+    from curricula.config import SCHEMA
+
+    props = yaml.safe_load(SCHEMA.read_text())["properties"]["active"]["properties"]
+    defaults = ActiveSettings()
+    assert defaults.lambda0_quantile == props["lambda0_quantile"]["default"] == 0.3  # no silent DAL
+    assert defaults.require_agreement is props["require_agreement"]["default"] is True
+    assert ActiveSettings.from_config({"lambda0_quantile": None, "lambda0": 0.01}).lambda0_quantile is None
 
 
 def test_all_data_is_one_round_with_every_query_labeled(tiny, tmp_path):
