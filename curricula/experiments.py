@@ -50,7 +50,7 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
         else:
             spec[key] = copy.deepcopy(value)
     negatives = spec.get("negatives")
-    if isinstance(negatives, dict) and "false_negative_guard" in negatives and negatives["false_negative_guard"] is None:
+    if isinstance(negatives, dict) and negatives.get("false_negative_guard", 0) is None:
         del negatives["false_negative_guard"]  # null = off, as if never written: unchanged specs, params and hashes
     for key, value in BASELINE_AXES.items():
         spec.setdefault(key, copy.deepcopy(value))

@@ -87,8 +87,9 @@ def positive_similarity(query_vectors: pl.DataFrame, doc_vectors: pl.DataFrame, 
     qi = np.array([q_row[q] for q in qids], dtype=np.int64)
     di = np.array([d_row[d] for d in docids], dtype=np.int64)
     score = np.einsum("ij,ij->i", Q[qi], D[di]) if len(qi) else np.empty(0, dtype=np.float32)
-    return (pl.DataFrame({"qid": qids, "score": score.astype(np.float64)}, schema={"qid": pl.String, "score": pl.Float64})
-            .group_by("qid").agg(pl.col("score").min()))
+    frame = pl.DataFrame({"qid": qids, "score": score.astype(np.float64)},
+                         schema={"qid": pl.String, "score": pl.Float64})
+    return frame.group_by("qid").agg(pl.col("score").min())
 
 
 def _read_vectors(source: pl.DataFrame | str | Path, ids: list[str]) -> pl.DataFrame:

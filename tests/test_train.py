@@ -112,6 +112,18 @@ def train_qids(data) -> list[str]:
     return data["queries"].filter(pl.col("split") == "train")["qid"].sort().to_list()
 
 
+def train_pool(data) -> list[str]:
+    """The training response pool's docids, sorted (the train queries' candidates)."""
+    return sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"), on="qid")["docid"]))
+
+
+def shuffled_neighbors(data, qids: list[str], depth: int = 30) -> pl.DataFrame:
+    """A ``NEIGHBORS`` table ranking ``depth`` random pool docs per query (seeded; score = -rank)."""
+    rng, pool = np.random.default_rng(3), train_pool(data)
+    rows = [(q, d, r + 1, float(-r)) for q in qids for r, d in enumerate(rng.permutation(pool)[:depth])]
+    return pl.DataFrame(rows, schema=dict(NEIGHBORS.columns), orient="row")
+
+
 def test_random_and_candidate_negatives_are_never_relevant(data):
     rel, qids = relevant_of(data), train_qids(data)
     rs = sampler(data, {"mode": "random", "m": 3})
@@ -133,8 +145,7 @@ def test_random_and_candidate_negatives_are_never_relevant(data):
 def test_instance_level_negatives_come_from_the_allowed_top_k_and_never_the_positive(data):
     rel, qids = relevant_of(data), train_qids(data)
     rng = np.random.default_rng(0)
-    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
-                                                   on="qid")["docid"]))
+    pool_docs = train_pool(data)
     rows = []
     for q in qids:  # a synthetic similarity ranking of the whole train pool, relevant docs near the top
         order = list(rng.permutation(pool_docs))
@@ -166,11 +177,7 @@ def test_ranked_lists_from_a_file_read_only_the_row_groups_of_the_drawn_queries(
     """The training job reads the neighbour table lazily: the same draws as from the whole frame, and only the row
     groups holding the queries a step draws for are read (the table is never loaded whole)."""
     qids = train_qids(data)
-    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
-                                                   on="qid")["docid"]))
-    rng = np.random.default_rng(3)
-    rows = [(q, d, r + 1, float(-r)) for q in qids for r, d in enumerate(rng.permutation(pool_docs)[:30])]
-    frame = pl.DataFrame(rows, schema=dict(NEIGHBORS.columns), orient="row")
+    frame = shuffled_neighbors(data, qids)
     path = tmp_path / "neighbors.parquet"
     write_grouped_table([frame.slice(0, 500), frame.slice(500)], path, NEIGHBORS, by="qid", size=3)
     n_groups = -(-len(qids) // 3)
@@ -199,8 +206,7 @@ def guard_fixture(data, n_stored: int = 30, dim: int = 8, trained: bool = True):
     they give (score = inner product, as the dense stage writes it). ``trained``: each query vector points at one
     sum of its relevant docs (a G that ranks the true reply near the top), else it is random too."""
     qids = train_qids(data)
-    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
-                                                   on="qid")["docid"]))
+    pool_docs = train_pool(data)
     rng = np.random.default_rng(9)
     Q, D = rng.standard_normal((len(qids), dim)), rng.standard_normal((len(pool_docs), dim))
     if trained:
@@ -291,11 +297,7 @@ def test_a_null_guard_leaves_every_draw_byte_identical(data):
     import hashlib
 
     qids = train_qids(data)
-    pool_docs = sorted(set(data["candidates"].join(data["queries"].filter(pl.col("split") == "train"),
-                                                   on="qid")["docid"]))
-    rng = np.random.default_rng(3)
-    rows = [(q, d, r + 1, float(-r)) for q in qids for r, d in enumerate(rng.permutation(pool_docs)[:30])]
-    frame = pl.DataFrame(rows, schema=dict(NEIGHBORS.columns), orient="row")
+    frame = shuffled_neighbors(data, qids)
     out = []
     for spec in ({"mode": "neighbors", "m": 2, "pacing": {"kT": 1, "T": 50}}, {"mode": "random", "m": 3},
                  {"mode": "candidates", "m": 2}, {"mode": "bm25", "m": 2, "depth": 12}):
