@@ -93,8 +93,8 @@ def quantile_lambda0(el: np.ndarray, quantile: float) -> float:
     """An initial self-paced threshold on EL's scale from the unlabeled queries' EL: its ``quantile`` (0-1), so that
     eq. 14 pseudo-labels about that fraction of them at the first pace (lowest EL = most reliable first).
 
-    Wang et al. tune lambda0 on the validation data (§5.1.2) and find pseudo-labelling 30% of the unlabeled samples
-    better than 10% or 50% (ST0.3, §5.3, their self-training baseline); EL's absolute scale depends on the
+    Wang et al. tune the self-paced parameter on the validation data (§5.1.2; their §5.3 finds pseudo-labelling 30%
+    better than 10% or 50% for the self-training baseline ST, not for DASL); EL's absolute scale depends on the
     candidate count and the model, so a quantile carries across datasets where a fixed lambda0 does not. Their
     released code starts from a quantile too: ``neural/util/trainer.py``, ``Trainer.train_selfPacedLearning``, sets
     ``ld = PLdata[int(0.1 * len(PLdata))]['el']``, the 10% quantile of the EL of the queries whose passes all agree

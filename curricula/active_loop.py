@@ -10,7 +10,7 @@ the pseudo-labeled ones, then records dev and test MRR/MAP and queries ``budget`
 * ``coreset``: k-center greedy on the bi-encoder embeddings of the dense stage (:func:`k_center_greedy`);
 * ``dal``: highest expected loss EL (Algorithm 1), no pseudo-labels;
 * ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = that ``lambda0_quantile``
-  (default 0.3) of the unlabeled queries' EL under the round's first model (or, with the quantile null, the fixed
+  (default 0.1, as the authors' code) of the unlabeled queries' EL under the round's first model (or, with the quantile null, the fixed
   ``lambda0``), train, pseudo-label the unlabeled queries with EL < lambda by the model's top answer (with
   ``require_agreement``, only those whose MC-dropout passes all put that answer on top, as the authors' code does;
   the quantile is then of those queries' EL), lambda *= mu; stop when dev stops
@@ -97,7 +97,7 @@ class ActiveSettings:
     budget: float = 0.1
     passes: int = 20
     lambda0: float = 1e-4
-    lambda0_quantile: float | None = 0.3
+    lambda0_quantile: float | None = 0.1
     require_agreement: bool = True
     mu: float = 2.0
     spl_iterations: int = 3

@@ -274,7 +274,7 @@ def test_dasl_defaults_are_the_quantile_rule_with_agreement_in_code_and_schema()
 
     props = yaml.safe_load(SCHEMA.read_text())["properties"]["active"]["properties"]
     defaults = ActiveSettings()
-    assert defaults.lambda0_quantile == props["lambda0_quantile"]["default"] == 0.3  # no silent DAL
+    assert defaults.lambda0_quantile == props["lambda0_quantile"]["default"] == 0.1  # no silent DAL
     assert defaults.require_agreement is props["require_agreement"]["default"] is True
     assert ActiveSettings.from_config({"lambda0_quantile": None, "lambda0": 0.01}).lambda0_quantile is None
 
