@@ -118,6 +118,114 @@ def listed_claims(claims: Mapping[str, Mapping[str, str] | None]) -> list[dict[s
     return [{**claim, "id": key} for key, claim in claims.items() if claim is not None]
 
 
+# ---------------------------------------------------------------------------------------------- controlled claims
+#: the flattened key an ``<experiment>+bm25`` arm adds to its experiment's spec (score additivity with BM25)
+ADDITIVITY_KEY = "additivity"
+#: the keys an active-learning arm (``active:<method>@<round>``) stands for: both arms share the loop's ranker
+ACTIVE_KEYS = ("active.method", "active.round")
+
+
+def flatten(spec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested spec as {dotted key: value}: ``{"negatives": {"mode": "random"}}`` -> ``{"negatives.mode":
+    "random"}``. A mapping keeps its own key too (an empty one, or null in the other arm, still shows), with the
+    value ``{}``; its entries follow as ``key.entry``."""
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out[name] = {}
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def spec_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The dotted keys (:func:`flatten`) whose values differ between two specs, sorted; a key present in one spec
+    only differs."""
+    flat_a, flat_b = flatten(a), flatten(b)
+    return sorted(k for k in {*flat_a, *flat_b} if k not in flat_a or k not in flat_b or flat_a[k] != flat_b[k])
+
+
+def covered(key: str, factors: Sequence[str]) -> bool:
+    """Whether a dotted key is one of the declared ``factors`` or lies under one (``weighting`` covers
+    ``weighting.m``)."""
+    return any(key == f or key.startswith(f"{f}.") for f in factors)
+
+
+def arm_spec(name: str, runs_of: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The spec one arm of a claim trains with, flattened (:func:`flatten`, which leaves a flat spec as it is).
+
+    ``runs_of`` is :func:`curricula.experiments.experiment_runs` of the dataset's config. An experiment's spec
+    without its runtime knobs (:func:`curricula.experiments.job_params`); a tuned experiment's knob holds the list
+    of the values tuned on dev (the knobs its runs share keep their value); ``<experiment>+bm25`` adds
+    ``additivity: bm25``; ``active:<method>@<round>`` stands for that method and round of the dataset's one
+    active-learning loop (:data:`ACTIVE_KEYS`)."""
+    from curricula.experiments import job_params
+    from curricula.report import BM25_SUFFIX
+
+    active = parse_active_name(name)
+    if active is not None:
+        return dict(zip(ACTIVE_KEYS, active))
+    base = name.removesuffix(BM25_SUFFIX)
+    if base not in runs_of:
+        raise ValueError(f"{name!r} is not an experiment of the grid (it has {sorted(runs_of)})")
+    runs = [flatten(job_params(spec)) for spec in runs_of[base].values()]
+    flat: dict[str, Any] = {}
+    for key in dict.fromkeys(k for run in runs for k in run):
+        values = [run.get(key) for run in runs]
+        flat[key] = values[0] if all(v == values[0] for v in values) else values
+    if base != name:
+        flat[ADDITIVITY_KEY] = "bm25"
+    return flat
+
+
+def _value(flat: Mapping[str, Any], key: str) -> str:
+    return repr(flat[key]) if key in flat else "absent"
+
+
+def is_active_claim(claim: Mapping[str, Any]) -> bool:
+    """Whether both arms of a claim are active-learning results: the loop's acquisition method is then the factor."""
+    return all(parse_active_name(claim[arm]) is not None for arm in ("experiment", "against"))
+
+
+def claim_differences(claims: Sequence[Mapping[str, Any]], runs: Mapping[str, Mapping[str, Mapping[str, Any]]]
+                      ) -> dict[str, dict[str, list[str]]]:
+    """{claim id: {dataset: the dotted keys in which its two arms' specs differ}} over every dataset of ``runs``
+    ({dataset: :func:`curricula.experiments.experiment_runs` of its config}).
+
+    A claim declares the factors it tests (``factors``: dotted key prefixes, e.g. ``[weighting]`` or ``[scoring,
+    pacing]``); an arm pair that differs on a dataset in a key no factor covers is refused (ValueError naming the
+    claim, the dataset, the undeclared keys and both arms' values), so a verdict is never about two changes at once.
+    An active-learning claim (both arms ``active:<method>@<round>``) compares two methods of the same loop: its keys
+    are ``active.method`` (and ``active.round``), its factors are not needed."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for claim in claims:
+        where = f"study.claims.{claim['id']}"
+        active = is_active_claim(claim)
+        factors = list(claim.get("factors") or [])
+        if not active and not factors:
+            raise ValueError(f"{where}: a claim declares the factors its arms differ in (factors: [<dotted key "
+                             f"prefix>, ...], e.g. [weighting] or [scoring, pacing])")
+        out[claim["id"]] = {}
+        for dataset, runs_of in runs.items():
+            try:
+                a, b = (arm_spec(claim[arm], runs_of) for arm in ("experiment", "against"))
+            except ValueError as err:
+                raise ValueError(f"{where} on {dataset}: {err}") from None
+            keys = spec_differences(a, b)
+            undeclared = [k for k in keys if not covered(k, factors)]
+            if undeclared and not active:
+                values = "; ".join(f"{k}: {_value(a, k)} in {claim['experiment']}, {_value(b, k)} in "
+                                   f"{claim['against']}" for k in undeclared)
+                raise ValueError(
+                    f"{where} ({claim['experiment']} against {claim['against']}) on {dataset}: the arms differ in "
+                    f"{undeclared}, which its factors {factors} do not cover ({values}); make the arms differ only "
+                    f"in the factor the claim tests, or declare it")
+            out[claim["id"]][dataset] = keys
+    return out
+
+
 # --------------------------------------------------------------------------------------------------- findings
 def confidence_interval(differences: Sequence[float], level: float = 0.95) -> tuple[float, float]:
     """The two-sided ``level`` confidence interval of the mean of paired differences (Student's t, n - 1 degrees of
@@ -199,19 +307,23 @@ FINDINGS_SCHEMA = {"paper": pl.String, "claim": pl.String, "dataset": pl.String,
                    "p": pl.Float64, "p_per_query": pl.Float64, "se": pl.Float64, "df": pl.Float64,
                    "sd_seed": pl.Float64, "sd_query": pl.Float64, "sd_resid": pl.Float64, "mde": pl.Float64,
                    "margin": pl.Float64, "p_equivalence": pl.Float64, "verdict": pl.String,
-                   "p_verdict": pl.Float64, "p_adjusted": pl.Float64, "survives": pl.Boolean}
+                   "p_verdict": pl.Float64, "p_adjusted": pl.Float64, "survives": pl.Boolean,
+                   "differing_keys": pl.String}
 
 
 def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[str, str]], measure: str,
                    alpha: float = 0.05, power: float = 0.8, *, inference: str = "seed_aware", margin: float = 0.02,
-                   multiplicity: str = "holm") -> pl.DataFrame:
+                   multiplicity: str = "holm", differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+                   ) -> pl.DataFrame:
     """A row per (claim, dataset) in claim then dataset order: :func:`claim_row` on that dataset's metrics, then the
     multiplicity adjustment over the family of every row (:func:`curricula.report.adjust` by ``multiplicity``:
     ``holm``, ``bh`` or ``none``) of ``p_verdict``, the p value behind each verdict (``p_equivalence`` for
     ``equivalent``, ``p`` otherwise), as ``p_adjusted``; ``survives`` is true for a decided verdict (not
     inconclusive) whose adjusted p is below ``alpha``.
 
-    ``metrics`` maps a dataset to its long metrics frame (experiment, seed, qid, measure, value).
+    ``metrics`` maps a dataset to its long metrics frame (experiment, seed, qid, measure, value);
+    ``differing_keys`` ({claim id: {dataset: keys}}, :func:`claim_differences`) fills the column of the keys in
+    which the two arms' specs differ, comma-separated (null where not given).
     """
     rows = []
     for claim in claims:
@@ -224,9 +336,11 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
                                 inference=inference, margin=margin)
             except ValueError as err:
                 raise ValueError(f"study claim {claim['claim']!r} on {dataset}: {err}") from None
+            keys = (differing_keys or {}).get(claim.get("id"), {}).get(dataset)
             rows.append({"paper": claim["paper"], "claim": claim["claim"], "dataset": dataset,
                          "expect": claim["expect"], "measure": measure, **row,
-                         "p_verdict": row["p_equivalence"] if row["verdict"] == EQUIVALENT else row["p"]})
+                         "p_verdict": row["p_equivalence"] if row["verdict"] == EQUIVALENT else row["p"],
+                         "differing_keys": None if keys is None else ", ".join(keys)})
     adjusted = adjust([r["p_verdict"] for r in rows], multiplicity)
     for r, q in zip(rows, adjusted):
         r["p_adjusted"] = q
@@ -307,6 +421,24 @@ def plan_markdown(plans: pl.DataFrame, measure: str, alpha: float = 0.05, power:
     return [*lines, ""]
 
 
+def differing_keys_sentence(rows: pl.DataFrame) -> str:
+    """`` The arms' training specs differ in ...``: a claim's ``differing_keys`` per dataset of its findings rows,
+    once when every dataset has the same (empty when the column is null)."""
+    by_dataset = {r["dataset"]: r["differing_keys"] for r in rows.iter_rows(named=True)
+                  if r["differing_keys"] is not None}
+    if not by_dataset:
+        return ""
+
+    def keys(text: str) -> str:
+        return ", ".join(f"`{k}`" for k in text.split(", ")) if text else "nothing"
+
+    if len(set(by_dataset.values())) == 1:
+        where = "on every dataset" if len(by_dataset) == rows.height else f"on {', '.join(by_dataset)}"
+        return f" The arms' training specs differ {where} in {keys(next(iter(by_dataset.values())))}."
+    return " The arms' training specs differ in " + "; ".join(
+        f"{keys(text)} on {dataset}" for dataset, text in by_dataset.items()) + "."
+
+
 def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float = 0.8, title: str = "",
                       inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
                       plans: pl.DataFrame | None = None, max_queries: int | None = None) -> str:
@@ -337,7 +469,9 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
              f"and the effect has the claimed sign, **{NOT_REPRODUCED}** when p < {alpha:g} and it has the "
              f"opposite sign; else **{EQUIVALENT}** when two one-sided tests (same SE and df) put the effect "
              f"within ±{margin:.0%} of the compared result's mean (p_equiv < {alpha:g}: no effect as large as the "
-             f"margin); else **{INCONCLUSIVE}** (too little data to tell).", "",
+             f"margin); else **{INCONCLUSIVE}** (too little data to tell). Each claim names the factors it tests; "
+             f"the keys in which its two arms' resolved training specs differ are listed under it (a difference "
+             f"outside its factors stops the study at start-up).", "",
              "## Verdicts", "", "| paper | claim | " + " | ".join(datasets) + " |",
              "|---|---|" + "---|" * len(datasets)]
     cell = {(r["paper"], r["claim"], r["dataset"]): r for r in table.iter_rows(named=True)}
@@ -360,7 +494,8 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
         rows = table.filter((pl.col("paper") == paper) & (pl.col("claim") == claim))
         first = rows.row(0, named=True)
         lines += [f"## {paper}: {claim}", "",
-                  f"`{first['experiment']}` against `{first['against']}`, expected {first['expect']}.", "",
+                  f"`{first['experiment']}` against `{first['against']}`, expected {first['expect']}."
+                  + differing_keys_sentence(rows), "",
                   f"| dataset | test queries | seeds | {first['experiment']} | {first['against']} | effect | "
                   f"{level} CI | p | p per query | MDE | p_equiv (±margin) | verdict | adjusted p | survives |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -450,12 +585,13 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
                    outputs: Mapping[str, str | Path], *, measure: str, alpha: float = 0.05, power: float = 0.8,
                    title: str = "", active_paths: Mapping[tuple[str, str, str], str | Path] | None = None,
                    inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
-                   plan_max_queries: int | None = None) -> pl.DataFrame:
+                   plan_max_queries: int | None = None,
+                   differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> pl.DataFrame:
     """Rule ``report_study``: the findings table from every dataset's per-query test metrics, keyed (dataset,
     experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed),
     written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically.
-    ``inference``, ``margin`` and ``multiplicity`` go to :func:`findings_table`; the page ends with the planner
-    (:func:`dataset_plans`, at most ``plan_max_queries`` test queries)."""
+    ``inference``, ``margin``, ``multiplicity`` and ``differing_keys`` go to :func:`findings_table`; the page ends
+    with the planner (:func:`dataset_plans`, at most ``plan_max_queries`` test queries)."""
     from curricula.report import load_metrics
     from curricula.tables import write_file_atomically, write_text_atomically
 
@@ -471,7 +607,7 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
         parts += [load_active_metrics(active[dataset])] if dataset in active else []
         metrics[dataset] = pl.concat(parts)
     table = findings_table(metrics, claims, measure, alpha, power, inference=inference, margin=margin,
-                           multiplicity=multiplicity)
+                           multiplicity=multiplicity, differing_keys=differing_keys)
     plans = dataset_plans(table, alpha, power, plan_max_queries)
     write_text_atomically(outputs["findings"], findings_markdown(
         table, alpha=alpha, power=power, title=title, inference=inference, margin=margin, multiplicity=multiplicity,

@@ -27,6 +27,7 @@ rule report_study:
         figure=report(study_report_outputs()["figure"], caption="../report/study_figure.rst", category="Study"),
     params:
         claims=STUDY_CLAIMS,
+        differing_keys=study_claim_differences(),
         measure=STUDY_SETTINGS["measure"],
         alpha=STUDY_SETTINGS["alpha"],
         power=STUDY_SETTINGS["power"],

@@ -4,7 +4,7 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from curricula.study import listed_claims, parse_active_name, study_configs
+from curricula.study import claim_differences, listed_claims, parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
@@ -65,7 +65,23 @@ def study_claim_metrics():
             _, experiment, seed = key.split("|")
             if experiment in named:
                 out[f"metrics|{dataset}|{experiment}|{seed}"] = path
+    study_claim_differences()
     return out
+
+
+STUDY_DIFFERENCES = {}
+
+
+def study_claim_differences():
+    """{claim id: {dataset: the keys its two arms' resolved specs differ in}} (curricula.study.claim_differences
+    over each dataset's resolved grid); a claim whose arms differ in a key its factors do not declare stops the run
+    before any job."""
+    if not STUDY_DIFFERENCES:
+        try:
+            STUDY_DIFFERENCES.update(claim_differences(STUDY_CLAIMS, {d: study_namespace(d).RUNS_OF for d in STUDY}))
+        except ValueError as err:
+            raise WorkflowError(f"config: {err}") from None
+    return STUDY_DIFFERENCES
 
 
 def study_report_outputs():

@@ -12,11 +12,12 @@ import pytest
 import yaml
 from scipy import stats
 
-from curricula.config import validate_config
+from curricula.config import merge, validate_config
 from curricula.report import cheapest, holm, mde, plan
-from curricula.study import (EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, claim_row, confidence_interval,
-                             dataset_config, dataset_plans, findings_markdown, findings_stage, findings_table, listed_claims,
-                             study_configs, verdict)
+from curricula.experiments import experiment_runs
+from curricula.study import (EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, arm_spec, claim_differences, claim_row,
+                             confidence_interval, dataset_config, dataset_plans, findings_markdown, findings_stage,
+                             findings_table, flatten, listed_claims, spec_differences, study_configs, verdict)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -102,6 +103,88 @@ def test_an_overlay_drops_a_claim_and_the_active_part():
     assert "wang_dasl" not in ids and len(ids) == 9
     assert list(overlay["study"]["datasets"]) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp"]
     assert overlay["active"]["enabled"] is False
+
+
+def test_spec_differences_are_dotted_keys_of_the_flattened_specs():
+    a = {"loss": "hinge", "scoring": "random", "weighting": None, "negatives": {"mode": "random", "m": 1},
+         "architecture": {}}
+    b = {"loss": "hinge", "scoring": "kde", "weighting": {"scoring": "kde", "m": 20},
+         "negatives": {"mode": "candidates", "m": 1}, "architecture": {}, "anti": True}
+    assert flatten({"negatives": {"mode": "random", "pacing": {"T": 0.9}}}) == {
+        "negatives": {}, "negatives.mode": "random", "negatives.pacing": {}, "negatives.pacing.T": 0.9}
+    assert spec_differences(a, b) == ["anti", "negatives.mode", "scoring", "weighting", "weighting.m",
+                                      "weighting.scoring"]
+    assert spec_differences(a, a) == [] and spec_differences(flatten(a), b) == spec_differences(a, b)
+
+
+def _study_runs(overlay: dict) -> dict:
+    return {d: experiment_runs(validate_config(c)) for d, c in study_configs(DEFAULT, overlay, WIDE).items()}
+
+
+def test_every_study_claim_differs_only_in_its_declared_factors(monkeypatch):
+    """configs/study.yaml: on every dataset each claim's arms differ in the factor the paper names, nothing else
+    (MacAvaney's arms against uniform weights on the same candidate negatives; Su's IC-off arms on random
+    negatives, also where a preset gives every arm the candidates)."""
+    monkeypatch.chdir(REPO)
+    overlay = yaml.safe_load((REPO / "configs" / "study.yaml").read_text())
+    runs = _study_runs(overlay)
+    keys = claim_differences(listed_claims(overlay["study"]["claims"]), runs)
+    weighting = ["weighting", "weighting.iteration_steps", "weighting.m", "weighting.scoring"]
+    ic = ["negatives.false_negative_guard", "negatives.mode", "negatives.pacing", "negatives.pacing.T",
+          "negatives.pacing.kT"]
+    cc = ["pacing.T", "pacing.T0", "pacing.name", "pacing.r0", "scoring"]
+    expected = {"penha_root2": ["pacing.name", "scoring"], "macavaney_kde": weighting,
+                "macavaney_anti": ["weighting.anti"], "macavaney_minf": ["weighting.m"], "su_hcl": sorted(ic + cc),
+                "su_cc": cc, "su_ic": ic, "su_ic_over_cc": sorted(ic + cc), "wang_dasl": ["active.method"],
+                "composed_teacher_kde": sorted(["pacing.name", "scoring", *weighting])}
+    assert keys == {claim: dict.fromkeys(runs, k) for claim, k in expected.items()}
+    for dataset in runs:
+        assert arm_spec("su_hinge", runs[dataset])["negatives.mode"] == "random"
+        assert arm_spec("macavaney_uniform", runs[dataset])["negatives.mode"] == "candidates"
+
+
+def test_a_claim_with_an_undeclared_difference_is_refused(monkeypatch):
+    monkeypatch.chdir(REPO)
+    overlay = yaml.safe_load((REPO / "configs" / "study.yaml").read_text())
+    runs = _study_runs(overlay)
+    confounded = {"id": "kde", "paper": "M", "claim": "c", "experiment": "macavaney_kde", "against": "baseline",
+                  "expect": "better", "factors": ["weighting"]}
+    with pytest.raises(ValueError, match=r"study.claims.kde \(macavaney_kde against baseline\) on chitchat: the arms "
+                                         r"differ in \['negatives.mode'\], which its factors \['weighting'\] do not "
+                                         r"cover \(negatives.mode: 'candidates' in macavaney_kde, 'random' in baseline\)"):
+        claim_differences([confounded], runs)
+    assert claim_differences([confounded], {"wikiqa": runs["wikiqa"]})["kde"]["wikiqa"][0] == "weighting"
+    with pytest.raises(ValueError, match=r"study.claims.kde: a claim declares the factors"):
+        claim_differences([{**confounded, "factors": []}], runs)
+    with pytest.raises(ValueError, match=r"study.claims.kde on chitchat: 'nope' is not an experiment of the grid"):
+        claim_differences([{**confounded, "against": "nope"}], runs)
+    # the +bm25 forms differ in additivity; an active-learning claim needs no factors
+    bm25 = {**confounded, "experiment": "baseline+bm25", "factors": ["additivity"]}
+    assert claim_differences([bm25], runs)["kde"]["chitchat"] == ["additivity"]
+    dasl = {**confounded, "experiment": "active:dasl@1", "against": "active:random@2", "factors": None}
+    assert claim_differences([dasl], runs)["kde"]["chitchat"] == ["active.method", "active.round"]
+
+
+def test_a_tuned_arm_differs_in_the_knob_it_tunes():
+    cfg = validate_config(merge(DEFAULT, {"experiments": {
+        "w": {"weighting": {"scoring": "kde", "m": [5, 20]}, "negatives": {"mode": "candidates"}},
+        "u": {"negatives": {"mode": "candidates"}}}}))
+    assert arm_spec("w", experiment_runs(cfg))["weighting.m"] == [5, 20]
+    claim = {"id": "w", "experiment": "w", "against": "u", "factors": ["weighting"]}
+    assert "weighting.m" in claim_differences([claim], {"d": experiment_runs(cfg)})["w"]["d"]
+
+
+def test_the_schema_requires_factors_unless_both_arms_are_active():
+    def study(**claims):
+        return merge(DEFAULT, {"study": {"datasets": {"a": None}, "claims": claims}})
+
+    claim = {"paper": "P", "claim": "c", "experiment": "x", "against": "baseline", "expect": "better"}
+    with pytest.raises(Exception, match="'factors' is a required property"):
+        validate_config(study(c=claim))
+    validate_config(study(c={**claim, "factors": ["weighting.m"]}, d=None))
+    validate_config(study(c={**claim, "experiment": "active:dasl@1", "against": "active:random@1"}))
+    with pytest.raises(Exception, match="'factors' is a required property"):
+        validate_config(study(c={**claim, "experiment": "active:dasl@1"}))
 
 
 def test_confidence_interval_is_the_t_interval_of_the_mean():
@@ -197,6 +280,15 @@ def test_findings_page_has_a_verdict_per_claim_and_dataset(tmp_path):
         findings_table({"one": _metrics({"baseline": base})}, CLAIMS[:1], "AP")
     with pytest.raises(ValueError, match="study.measure 'RR@10' was not evaluated on one"):
         findings_table(frames, CLAIMS, "RR@10")
+    assert table["differing_keys"].null_count() == table.height       # not given: null
+    keyed = [{**c, "id": i} for i, c in zip("pq", CLAIMS)]
+    keys = {"p": {"one": ["scoring", "pacing.name"], "two": ["scoring", "pacing.name"]},
+            "q": {"one": ["weighting.m"], "two": []}}
+    table = findings_table(frames, keyed, "AP", differing_keys=keys)
+    assert table["differing_keys"].to_list() == ["scoring, pacing.name"] * 2 + ["weighting.m", ""]
+    page = findings_markdown(table)
+    assert "The arms' training specs differ on every dataset in `scoring`, `pacing.name`." in page
+    assert "The arms' training specs differ in `weighting.m` on one; nothing on two." in page
 
 
 def test_findings_stage_writes_every_file_from_metric_files(tmp_path):

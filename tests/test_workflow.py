@@ -269,7 +269,7 @@ def _study(datasets: dict, claims: dict | None = None) -> dict:
     common = {k: v for k, v in TINY_PRECOMPUTE.items() if k != "dataset"}
     claims = claims if claims is not None else {
         "additivity": {"paper": "Yang et al. 2019", "claim": "interpolating BM25 helps", "experiment": "baseline+bm25",
-                       "against": "baseline", "expect": "better"}}
+                       "against": "baseline", "expect": "better", "factors": ["additivity"]}}
     return {**common, "study": {"datasets": {k: {"dataset": d} for k, d in datasets.items()}, "claims": claims}}
 
 
@@ -317,7 +317,8 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
 
 def test_a_bad_study_stops_before_any_job(tmp_path):
     missing = _study({"tiny": TINY["dataset"]}, claims={
-        "c": {"paper": "P", "claim": "c", "experiment": "nope", "against": "baseline", "expect": "better"}})
+        "c": {"paper": "P", "claim": "c", "experiment": "nope", "against": "baseline", "expect": "better",
+              "factors": ["scoring"]}})
     out = snakemake(tmp_path, "-n", config=missing)
     assert out.returncode != 0
     assert "study.claims name ['nope'], which tiny's grid does not evaluate" in out.stdout + out.stderr
@@ -327,6 +328,19 @@ def test_a_bad_study_stops_before_any_job(tmp_path):
     out = snakemake(tmp_path, "-n", config=inactive)
     assert out.returncode != 0 and "study.claims name active:" in out.stdout + out.stderr
     assert "which tiny does not run (active: enabled False" in out.stdout + out.stderr
+    confounded = _study({"tiny": TINY["dataset"]}, claims={
+        "h": {"paper": "S", "claim": "c", "experiment": "hinged", "against": "baseline", "expect": "better",
+              "factors": ["loss"]}})
+    confounded["experiments"] = {"hinged": {"loss": "hinge", "negatives": {"mode": "candidates"}}}
+    out = snakemake(tmp_path, "-n", config=confounded)
+    assert out.returncode != 0
+    assert ("study.claims.h (hinged against baseline) on tiny: the arms differ in ['negatives.mode'], which its "
+            "factors ['loss'] do not cover (negatives.mode: 'candidates' in hinged, 'random' in baseline)"
+            in out.stdout + out.stderr)
+    undeclared = _study({"tiny": TINY["dataset"]}, claims={
+        "h": {"paper": "S", "claim": "c", "experiment": "baseline+bm25", "against": "baseline", "expect": "better"}})
+    out = snakemake(tmp_path, "-n", config=undeclared)
+    assert out.returncode != 0 and "'factors' is a required property" in out.stdout + out.stderr
     moved = _study({"tiny": TINY["dataset"]})
     moved["study"]["datasets"]["tiny"]["results"] = "elsewhere"
     out = snakemake(tmp_path, "-n", config=moved)

@@ -7,4 +7,5 @@ with logged(snakemake.log[0]):
                    measure=snakemake.params.measure, alpha=snakemake.params.alpha, power=snakemake.params.power,
                    active_paths=split_inputs(snakemake.input, "active"), inference=snakemake.params.inference,
                    margin=snakemake.params.margin, multiplicity=snakemake.params.multiplicity,
-                   plan_max_queries=snakemake.params.plan_max_queries)
+                   plan_max_queries=snakemake.params.plan_max_queries,
+                   differing_keys=snakemake.params.differing_keys)
