@@ -310,7 +310,14 @@ def seed_query_components(d: np.ndarray) -> SeedQueryComponents:
 
 
 def _mean_variance(c: SeedQueryComponents) -> tuple[float, float]:
-    """(Var(mean d) * S * Q, its Satterthwaite degrees of freedom) from the mean squares of ``c``."""
+    """(Var(mean d) * S * Q, its Satterthwaite degrees of freedom) from the mean squares of ``c``.
+
+    The unbiased combination MS_seed + MS_query - MS_resid is used when both the seed and the query component are
+    estimated non-negative (MS_seed >= MS_resid and MS_query >= MS_resid). A negative estimate is taken as zero,
+    which drops that term with the residual one: MS_query alone (df Q - 1: the per-query t-test on seed-averaged
+    values) when the seed component is, MS_seed alone (df S - 1: the t-test over seed means) when the query
+    component is, and the larger of the two when both are. So the seed-aware standard error is never below the
+    per-query test's: a seed spread smaller than the residual noise predicts cannot make a verdict more decided."""
     n_s, n_q = c.seeds, c.queries
     if n_s == 1 and n_q == 1:
         return math.nan, math.nan
@@ -318,13 +325,18 @@ def _mean_variance(c: SeedQueryComponents) -> tuple[float, float]:
         return c.ms_query, n_q - 1.0
     if n_q == 1:
         return c.ms_seed, n_s - 1.0
-    terms = ((c.ms_seed, n_s - 1.0), (c.ms_query, n_q - 1.0), (-c.ms_resid, (n_s - 1.0) * (n_q - 1.0)))
-    total = sum(ms for ms, _ in terms)
-    if total <= 0:  # the unbiased combination went non-positive: the largest non-negative term alone
-        ms, df = max(terms[:2])
-        return ms, df
-    denominator = sum(ms * ms / df for ms, df in terms)
-    return total, total * total / denominator if denominator > 0 else math.inf
+    seed_ok, query_ok = c.ms_seed >= c.ms_resid, c.ms_query >= c.ms_resid
+    if seed_ok and query_ok:
+        terms = ((c.ms_seed, n_s - 1.0), (c.ms_query, n_q - 1.0), (-c.ms_resid, (n_s - 1.0) * (n_q - 1.0)))
+        total = sum(ms for ms, _ in terms)
+        denominator = sum(ms * ms / df for ms, df in terms)
+        if total > 0:
+            return total, total * total / denominator if denominator > 0 else math.inf
+    if query_ok and not seed_ok:
+        return c.ms_query, n_q - 1.0
+    if seed_ok and not query_ok:
+        return c.ms_seed, n_s - 1.0
+    return max((c.ms_seed, n_s - 1.0), (c.ms_query, n_q - 1.0))
 
 
 def seed_aware_test(d: np.ndarray, alpha: float = 0.05) -> SeedAwareResult:
@@ -334,7 +346,8 @@ def seed_aware_test(d: np.ndarray, alpha: float = 0.05) -> SeedAwareResult:
 
         Var(d..) = s2_seed / S + s2_query / Q + s2_resid / (S Q) = (MS_seed + MS_query - MS_resid) / (S Q)
 
-    (if that combination is <= 0, the largest of MS_seed and MS_query alone). t = d.. / SE with Satterthwaite's
+    (when a component is estimated negative, its term is dropped: see :func:`_mean_variance`, which keeps the SE
+    at or above the per-query test's). t = d.. / SE with Satterthwaite's
     degrees of freedom for a linear combination of mean squares (Satterthwaite 1946), df = (sum c_i MS_i)^2 /
     sum (c_i MS_i)^2 / df_i; p = 2 P(T_df > |t|) and the CI d.. -/+ t_{1-alpha/2, df} SE. With one seed it is the
     per-query paired t-test (Var = var(d) / Q, df = Q - 1); with one query the t-test over seeds. A zero standard

@@ -455,7 +455,8 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
         test = ("the seed-aware test: the per-seed per-query differences (seeds paired across the two experiments "
                 "by seed id, queries by qid) as a crossed random-effects model, d = mu + seed + query + residual, "
                 "whose variance components are estimated by the method of moments; the mean's SE is "
-                "sqrt((MS_seed + MS_query - MS_resid) / (S Q)) with Satterthwaite's df, so a verdict must survive a "
+                "sqrt((MS_seed + MS_query - MS_resid) / (S Q)) with Satterthwaite's df (a component estimated "
+                "negative drops its term, so the SE is never below the per-query test's), so a verdict must survive a "
                 "new draw of seeds as well as of queries (with one seed it is the per-query t-test). "
                 "p per query: the paired t-test on seed-averaged values, which holds the trained models fixed")
     else:

@@ -323,6 +323,23 @@ def test_with_one_seed_the_seed_aware_test_is_the_per_query_t_test():
     assert seed_aware_test(np.full((3, 5), 0.1)).p == 0.0 and seed_aware_test(np.zeros((3, 5))).p == 1.0
 
 
+def test_a_seed_spread_below_the_residual_noise_never_makes_the_seed_aware_test_more_decided():
+    """No seed variance and, by chance, seed means closer than the residual noise predicts (MS_seed < MS_resid,
+    as on the WikiQA study's HCL claims): the unbiased combination would give a smaller SE than the per-query test;
+    the negative seed estimate is taken as zero and the test is the per-query t-test on seed-averaged values."""
+    rng = np.random.default_rng(0)
+    d = 0.01 + rng.normal(0, 0.1, (1, 300)) + rng.normal(0, 0.25, (3, 300))
+    r = seed_aware_test(d)
+    assert r.components.ms_seed < r.components.ms_resid  # the case under test
+    averaged = d.mean(axis=0)
+    assert r.p == pytest.approx(stats.ttest_1samp(averaged, 0.0).pvalue, rel=1e-9) and r.df == 299
+    assert r.se == pytest.approx(stats.sem(averaged), rel=1e-9)
+    for k in range(20):  # and in general the seed-aware SE is at least the per-query one
+        d = _crossed(np.random.default_rng(100 + k), seeds=3, queries=200, mu=0.0, sd_seed=0.005, sd_query=0.1,
+                     sd_resid=0.2)
+        assert seed_aware_test(d).se >= stats.sem(d.mean(axis=0)) * (1 - 1e-12)
+
+
 def test_seed_variance_dominates_per_query_p_below_005_seed_aware_p_not():
     """The issue's case: three seeds whose training draws move the difference by far more than the queries do.
     Averaged over seeds the per-query test sees 1,000 consistent differences (p < 0.05); the seed-aware test sees
