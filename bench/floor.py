@@ -36,9 +36,9 @@ config's ``teacher.threads``, ``dense.threads`` and ``train.threads`` (the Snake
 To emulate the AVX2 class of CPU (issue 32's Zen 3) on a newer one, set the ISA caps on the command line; torch and
 oneDNN read them at import, and the header prints the capability torch then reports:
 
-    /work/main/.venv/bin/python bench/floor.py [--root /tmp/after] [--config config.yaml] [--repeats 5] \
+    .venv/bin/python bench/floor.py --root <run dir> [--config config.yaml] [--repeats 5] \
         [--batches 4] [--dev-queries 500] [--precision auto|fp32]
-    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 /work/main/.venv/bin/python bench/floor.py --precision fp32
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python bench/floor.py --root <run dir> --precision fp32
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ def print_table(rows: list[dict], peaks: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", default="/tmp/after", help="a default run's folder (results/chitchat/...)")
+    ap.add_argument("--root", required=True, help="the working directory of a default run (holds results/chitchat/...)")
     ap.add_argument("--config", default=str(REPO / "config.yaml"))
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per stage after one warm-up (median)")
     ap.add_argument("--batches", type=int, default=4, help="batches (steps) per run of the batch stages")
