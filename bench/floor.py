@@ -322,7 +322,7 @@ def print_table(rows: list[dict], peaks: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", required=True, help="the working directory of a default run (holds results/chitchat/...)")
+    ap.add_argument("--root", required=True, help="a default run's working directory (results/chitchat/...)")
     ap.add_argument("--config", default=str(REPO / "config.yaml"))
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per stage after one warm-up (median)")
     ap.add_argument("--batches", type=int, default=4, help="batches (steps) per run of the batch stages")
