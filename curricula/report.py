@@ -569,6 +569,19 @@ def paired_cells(metrics: pl.DataFrame, experiment: str, measure: str,
     return out[0], out[1]
 
 
+def seed_aware_result(metrics: pl.DataFrame, experiment: str, measure: str, against: str | None = None,
+                      alpha: float = 0.05, *, inference: str = "seed_aware") -> SeedAwareResult | None:
+    """:func:`seed_aware_test` of ``experiment`` - ``against`` (:func:`paired_cells`). An unbalanced design raises
+    under ``inference="seed_aware"``; under ``per_query``, which does not need it, it gives None."""
+    try:
+        a, b = paired_cells(metrics, experiment, measure, against)
+    except ValueError:
+        if inference == "seed_aware":
+            raise
+        return None
+    return seed_aware_test(a - b, alpha)
+
+
 def _pvalue(metrics: pl.DataFrame, experiment: str, measure: str, seed: str | None, test: str = "ttest",
             permutations: int = 10_000, rng_seed: int = 0,
             inference: str = "per_query") -> tuple[float, float]:
@@ -597,7 +610,8 @@ def _marks(metrics: pl.DataFrame, experiments: Sequence[str], measure: str, seed
     return {e: "" for e in experiments} | {e: mark(x, t[1]) for e, x, t in zip(others, p, tests)}
 
 
-def _check_inference(inference: str) -> None:
+def check_inference(inference: str) -> None:
+    """Refuse an ``inference`` other than :data:`INFERENCES`."""
     if inference not in INFERENCES:
         raise ValueError(f"unknown inference {inference!r}; expected one of {', '.join(INFERENCES)}")
 
@@ -617,7 +631,7 @@ def seeds_table(metrics: pl.DataFrame, measure: str, use_holm: bool = False, *, 
     ``seed_aware``, the default; then ``<experiment>_mark_per_query`` columns keep the per-query test's marks on
     seed-averaged values) or that per-query test's (``per_query``).
     """
-    _check_inference(inference)
+    check_inference(inference)
     metrics = _in_order(metrics)
     experiments = experiment_order(set(metrics["experiment"]))
     seeds = sorted(set(metrics["seed"]), key=lambda s: int(s) if s.lstrip("-").isdigit() else s)
@@ -649,7 +663,7 @@ def metrics_table(metrics: pl.DataFrame, measures: Sequence[str], references: pl
     """MacAvaney Table 3: a row per experiment (then each reference ranker), value and mark per measure. Marks by
     ``inference`` (see :func:`seeds_table`); with ``seed_aware``, ``<measure>_mark_per_query`` columns keep the
     per-query test's marks on seed-averaged values."""
-    _check_inference(inference)
+    check_inference(inference)
     metrics = _in_order(metrics)
     experiments = experiment_order(set(metrics["experiment"]))
     per_seed = _in_order(metrics.group_by("experiment", "seed", "measure").agg(pl.col("value").mean()))
@@ -685,7 +699,7 @@ def power_table(metrics: pl.DataFrame, measure: str, *, test: str = "ttest", per
     :func:`mde` and :func:`queries_needed` of the seed-averaged differences. The seed-aware columns are null when
     the design is unbalanced and ``inference`` is ``per_query`` (``seed_aware`` refuses it). Rows in
     :func:`experiment_order`."""
-    _check_inference(inference)
+    check_inference(inference)
     metrics = _in_order(metrics.filter(pl.col("measure") == measure))
     second = [] if test == "ttest" else [f"p_{test}"]
     rows = []
@@ -697,13 +711,7 @@ def power_table(metrics: pl.DataFrame, measure: str, *, test: str = "ttest", per
         base_mean = float(b.mean()) if b.size else math.nan
         sd = float(d.std(ddof=1)) if d.size > 1 else math.nan
         effect = RELATIVE_EFFECT * base_mean
-        try:
-            cells_a, cells_b = paired_cells(metrics, e, measure)
-            result: SeedAwareResult | None = seed_aware_test(cells_a - cells_b, alpha)
-        except ValueError:
-            if inference == "seed_aware":
-                raise
-            result = None
+        result = seed_aware_result(metrics, e, measure, alpha=alpha, inference=inference)
         c = result.components if result is not None else None
         try:
             if inference == "seed_aware":
@@ -821,7 +829,7 @@ def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_p
     default) or ``per_query``. The power table's caption carries the planner (:func:`plan_sentence`, its largest
     number of test queries ``plan_max_queries``, ``report.plan_max_queries``).
     """
-    _check_inference(inference)
+    check_inference(inference)
     described = describe_test(test, permutations, seed)
     metrics = load_metrics(metric_paths)
     refs = load_metrics({(name, "0"): p for name, p in reference_paths.items()}) if reference_paths else None

@@ -31,9 +31,9 @@ import yaml
 from scipy.stats import t as student_t
 
 from curricula.config import merge
-from curricula.report import (INFERENCES, RELATIVE_EFFECT, SEEDS_PLANNED, SeedQueryComponents, _paired, adjust,
-                               cheapest, equivalence_pvalue, paired_cells, paired_ttest, plan, pool_components,
-                               seed_aware_mde, seed_aware_test, seed_query_components)
+from curricula.report import (RELATIVE_EFFECT, SEEDS_PLANNED, _paired, adjust, check_inference, cheapest,
+                               equivalence_pvalue, paired_ttest, plan, pooled_components, seed_aware_mde,
+                               seed_aware_result, seed_aware_test)
 
 KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 STUDY_WIDE = ("results", "shards")
@@ -269,21 +269,15 @@ def claim_row(metrics: pl.DataFrame, experiment: str, against: str, measure: str
     ``sd_resid``; null when the design is unbalanced under ``per_query``), the MDE, the equivalence margin (``margin``
     relative to the ``against`` mean, as an absolute ``margin``), ``p_equivalence`` (two one-sided tests,
     :func:`curricula.report.equivalence_pvalue`) and the :func:`verdict`."""
-    if inference not in INFERENCES:
-        raise ValueError(f"unknown inference {inference!r}; expected one of {', '.join(INFERENCES)}")
+    check_inference(inference)
     for name in (experiment, against):
         if metrics.filter((pl.col("experiment") == name) & (pl.col("measure") == measure)).is_empty():
             raise ValueError(f"no {measure} values for {name!r} (is it in the study's experiments?)")
     x, y = _paired(metrics, experiment, measure, None, against)
     d = x - y
-    try:
-        cells_x, cells_y = paired_cells(metrics, experiment, measure, against)
-        components: SeedQueryComponents | None = seed_query_components(cells_x - cells_y)
-    except ValueError:
-        if inference == "seed_aware":
-            raise
-        components = None
-    result = seed_aware_test(cells_x - cells_y if inference == "seed_aware" else d[None, :], alpha)
+    balanced = seed_aware_result(metrics, experiment, measure, against, alpha, inference=inference)
+    components = balanced.components if balanced is not None else None
+    result = balanced if inference == "seed_aware" else seed_aware_test(d[None, :], alpha)
     against_mean = float(y.mean())
     margin_abs = margin * against_mean if against_mean > 0 else math.nan
     p_equivalence = equivalence_pvalue(result, margin_abs) if margin_abs > 0 else math.nan
@@ -358,10 +352,9 @@ def dataset_plans(table: pl.DataFrame, alpha: float = 0.05, power: float = 0.8,
     rows = []
     for dataset in dict.fromkeys(table["dataset"]):
         part = table.filter(pl.col("dataset") == dataset)
-        have = part.select("sd_seed", "sd_query", "sd_resid").drop_nulls()
-        if have.is_empty():
+        components = pooled_components(part)
+        if components is None:
             continue
-        components = pool_components([tuple(v * v for v in row) for row in have.iter_rows()])
         effect = RELATIVE_EFFECT * float(part["against_mean"].mean())
         needed = plan(components, effect, alpha=alpha, power=power, max_queries=max_queries) if effect > 0 else {}
         best = cheapest(needed)
