@@ -10,12 +10,12 @@ the pseudo-labeled ones, then records dev and test MRR/MAP and queries ``budget`
 * ``coreset``: k-center greedy on the bi-encoder embeddings of the dense stage (:func:`k_center_greedy`);
 * ``dal``: highest expected loss EL (Algorithm 1), no pseudo-labels;
 * ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = that ``lambda0_quantile``
-  (default 0.1, as the authors' code) of the unlabeled queries' EL under the round's first model (or, with the quantile null, the fixed
-  ``lambda0``), train, pseudo-label the unlabeled queries with EL < lambda by the model's top answer (with
-  ``require_agreement``, only those whose MC-dropout passes all put that answer on top, as the authors' code does;
-  the quantile is then of those queries' EL), lambda *= mu; stop when dev stops
-  improving or after ``spl_iterations``; pseudo-labels are recomputed every iteration and dropped at the next
-  round), then acquires by EL like ``dal``;
+  (default 0.1, as the authors' code) of the unlabeled queries' EL under the round's first model (or, with the
+  quantile null, the fixed ``lambda0``), train, pseudo-label the unlabeled queries with EL < lambda by the model's
+  top answer (with ``require_agreement``, only those whose MC-dropout passes all put that answer on top, as the
+  authors' code does; the quantile is then of those queries' EL), lambda *= mu; stop when dev stops improving or
+  after ``spl_iterations``; pseudo-labels are recomputed every iteration and dropped at the next round), then
+  acquires by EL like ``dal``;
 * ``all``: one round with every train query labeled (the upper reference of Table 1).
 
 After every finished round the state (labeled queries, curve rows) is written atomically to ``state.json`` in the
