@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from curricula.models import ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pairs
+from curricula.models import (ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pair_rows,
+                              score_pairs)
 from curricula.models.base import mc_dropout_probabilities
 from curricula.models.convknrm import (ConvKNRMModule, kernel_mus, kernel_pooling, kernel_pooling_dense, kernel_sigmas,
                                       window_mask)
 from curricula.models.qa import CNNEncoder, LSTMEncoder, SiameseQAModule
 from curricula.models.text import distinct_rows, pad_side, read_vec, two_sided_ids
+from curricula.shards import Shard
 
 FAST = ("convknrm", "cnn_qa", "lstm_qa")
 CONTEXTS = ["hello there how are you doing today", "what is the weather like in paris", "", "ok"]
@@ -207,17 +209,64 @@ def test_a_scoring_pass_computes_each_context_once_with_the_same_scores(monkeypa
     contexts = [c for c in CONTEXTS for _ in range(3)]
     responses = [r + " " + "more words " * i for i in range(3) for r in RESPONSES]
     computed = []
-    grams = ranker.module.grams
-    monkeypatch.setattr(ranker.module, "grams", lambda ids, mask, embedded=None: (
-        computed.append(ids.shape[0]), grams(ids, mask, embedded))[1])
+    grams = ranker.module.grams_from_taps
+    monkeypatch.setattr(ranker.module, "grams_from_taps", lambda taps, rows, mask: (
+        computed.append(rows.shape[0]), grams(taps, rows, mask))[1])
     cached = score_pairs(ranker, contexts, responses, batch_size=2, progress=False)
-    assert ranker.module.context_cache is None
+    assert ranker.module.context_cache is None and ranker.module.token_cache is None
     assert sum(computed) == len(responses) + len(set(CONTEXTS))  # every response once, every context once
     monkeypatch.setattr(ranker, "scoring_cache", lambda: contextlib.nullcontext())
     np.testing.assert_allclose(cached, score_pairs(ranker, contexts, responses, batch_size=2, progress=False),
                                rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(cached, score_pairs(ranker, contexts, responses, batch_size=12, progress=False),
                                rtol=1e-6, atol=1e-6)
+
+@pytest.mark.parametrize("embedding_dropout", [None, 0.0])
+def test_convknrm_through_token_taps_equals_the_convolutions_values_and_gradients(embedding_dropout):
+    """Without embedding dropout the h-gram vectors are gathered from each distinct token's tap responses
+    (E[id] W_{h,o}^T) instead of convolving every padded position: the convolution's values and the gradients of
+    every parameter (convolutions, embeddings, combination) up to float round-off."""
+    q, q_mask, d, d_mask = _batch()
+    fast = _modules(0.3, embedding_dropout)["convknrm"].eval()
+    slow = _modules(0.3, embedding_dropout)["convknrm"].eval()
+    for (tq, tm), (cq, cm) in zip(fast.token_grams(q, q_mask), slow.grams(q, q_mask)):
+        torch.testing.assert_close(tq, cq, rtol=1e-6, atol=1e-6)
+        assert torch.equal(tm, cm)
+    got = fast(q, q_mask, d, d_mask)
+    want = _reference_convknrm(slow, q, q_mask, d, d_mask)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    w = torch.randn(3, generator=torch.Generator().manual_seed(5))
+    (got * w).sum().backward()
+    (want * w).sum().backward()
+    for (name, a), b in zip(fast.named_parameters(), slow.parameters()):
+        assert a.grad is not None and a.grad.abs().sum() > 0, name
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_a_scoring_pass_computes_the_taps_of_fixed_vocabulary_blocks_once(monkeypatch):
+    """Inside a scoring pass each block of TAP_BLOCK vocabulary rows gets its taps once, when a batch first needs
+    one of its ids; a block's taps are the same bits whichever batch needed it first, so the scores do not depend
+    on the batching, and they equal the convolution's."""
+    ranker = build_ranker(spec("convknrm"), seed=2)
+    monkeypatch.setattr(type(ranker.module), "TAP_BLOCK", 4096)
+    contexts = [c for c in CONTEXTS for _ in range(3)]
+    responses = [r + " " + "more words " * i for i in range(3) for r in RESPONSES]
+    blocks = []
+    taps = ranker.module.token_taps
+    monkeypatch.setattr(ranker.module, "token_taps", lambda ids: (blocks.append(int(ids[0]) // 4096), taps(ids))[1])
+    small = score_pairs(ranker, contexts, responses, batch_size=2, progress=False)
+    used = {i // 4096 for item in ranker.encode(contexts, responses) for side in item for i in side}
+    assert sorted(blocks) == sorted(used)  # each needed block once, no other
+    rows, parts = zip(*(score_pair_rows(ranker, contexts, responses, batch_size=2, progress=False,
+                                        shard=Shard(i, 3)) for i in range(3)))  # each shard needs other blocks first
+    assert np.array_equal(np.concatenate(parts)[np.argsort(np.concatenate(rows))], small)
+    monkeypatch.setattr(ranker, "scoring_cache", lambda: contextlib.nullcontext())
+    monkeypatch.setattr(ranker.module, "features", lambda q, qm, d, dm: torch.cat(
+        [kernel_pooling(qh @ dh.transpose(1, 2), qmm, dmm, ranker.module.mus, ranker.module.sigmas)
+         for qh, qmm in ranker.module.grams(q, qm) for dh, dmm in ranker.module.grams(d, dm)], dim=1))
+    np.testing.assert_allclose(small, score_pairs(ranker, contexts, responses, batch_size=2, progress=False),
+                               rtol=1e-5, atol=1e-6)
+
 
 def test_distinct_rows_tell_ids_and_masks_apart():
     ids = torch.tensor([[5, 6, 0], [7, 0, 0], [5, 6, 0], [5, 6, 0]])
@@ -284,8 +333,8 @@ def test_without_embedding_dropout_mc_passes_featurise_once_and_draw_the_masks_f
         assert once.shape == (4, 3) and not torch.allclose(once[0], once[1])
     calls = []
     module = _modules(0.5, embedding_dropout=0.0)[name].train()
-    encoder = module.grams if name == "convknrm" else module.side
-    setattr(module, "grams" if name == "convknrm" else "side",
+    encoder = module.grams_from_taps if name == "convknrm" else module.side
+    setattr(module, "grams_from_taps" if name == "convknrm" else "side",
             lambda *a, **k: (calls.append(1), encoder(*a, **k))[1])
     module.mc_forward(batch, 5)
     assert len(calls) == 2  # the context side and the response side, once each for all 5 passes

@@ -123,6 +123,8 @@ class ConvKNRMModule(torch.nn.Module):
         self.embedding_dropout = torch.nn.Dropout(dropout if embedding_dropout is None else embedding_dropout)
         #: during a scoring pass (:meth:`TwoSidedRanker.scoring_cache`): context ids -> its h-gram vectors
         self.context_cache: dict[bytes, list[torch.Tensor]] | None = None
+        #: during a scoring pass: the taps of the vocabulary blocks computed so far (:meth:`cached_token_taps`)
+        self.token_cache: dict[str, Any] | None = None
         if hidden:
             self.combine = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
                                                torch.nn.Linear(hidden, 1))
@@ -138,6 +140,45 @@ class ConvKNRMModule(torch.nn.Module):
             out.append((g, window_mask(mask, h)))
         return out
 
+    def tap_matrix(self) -> torch.Tensor:
+        """(E, T * C) the convolutions' taps side by side: block t = (h, o) in :attr:`ngrams` order, o = 0..h-1,
+        holds ``conv_h.weight[:, :, o].T``, so ``x @ tap_matrix()`` gives every tap's response to a token at once."""
+        return torch.cat([conv.weight[:, :, o].t() for conv in self.convs for o in range(conv.kernel_size[0])], dim=1)
+
+    def token_taps(self, ids: torch.Tensor) -> torch.Tensor:
+        """(len(ids), T, C) every tap's response E[id] W_{h,o}^T to each of ``ids`` (no bias)."""
+        channels = self.convs[0].out_channels
+        return (self.embedding(ids) @ self.tap_matrix()).view(ids.shape[0], -1, channels)
+
+    def grams_from_taps(self, taps: torch.Tensor, rows: torch.Tensor,
+                        mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`grams` of a padded side whose position (b, t) is the token of row ``rows[b, t]`` of ``taps``
+        ((N, T, C), :meth:`token_taps`). A 1-D convolution is linear in its input, so
+        conv_h(x)[t] = b_h + sum_o W_{h,o} x_{t+o}, and with x_t = E[id_t] each term is a row of ``taps``: the
+        h-gram vector is gathered and summed instead of multiplied out at every position. The same numbers as
+        :meth:`grams` up to the order of float sums; the multiply-adds scale with the distinct tokens, not with
+        the padded positions (a padded batch is mostly repeats and padding)."""
+        count = taps.shape[1]
+        flat = taps.reshape(-1, taps.shape[2])
+        length = rows.shape[1]
+        out, tap = [], 0
+        for h, conv in zip(self.ngrams, self.convs):
+            width = length - h + 1
+            g = None
+            for o in range(h):
+                part = F.embedding(rows[:, o : o + width] * count + (tap + o), flat)  # (B, width, C)
+                g = part if g is None else g + part
+            tap += h
+            out.append((F.normalize(F.relu(g + conv.bias), dim=-1), window_mask(mask, h)))
+        return out
+
+    def token_grams(self, ids: torch.Tensor, mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`grams` through :meth:`token_taps` of the batch's distinct ids (without embedding dropout only:
+        that draws a mask per position, not per token). Gradients reach the taps, so the convolutions' weights
+        and (when trainable) the embeddings get the same gradients as through :meth:`grams`."""
+        uniq, rows = torch.unique(ids, return_inverse=True)
+        return self.grams_from_taps(self.token_taps(uniq), rows, mask)
+
     def features(self, q, q_mask, d, d_mask) -> torch.Tensor:
         """(B, n_grams^2 * kernels) kernel-pooled soft-match features of each pair (before the feature dropout)."""
         if dropout_active(self.embedding_dropout):
@@ -146,15 +187,17 @@ class ConvKNRMModule(torch.nn.Module):
         elif self.context_cache is not None and not torch.is_grad_enabled():
             q, q_mask, rows = distinct_rows(q, q_mask)
             qg = [(g[rows], m[rows]) for g, m in self.cached_context_grams(q, q_mask)]
-            dg = self.grams(d, d_mask)
+            dg = self.grams_from_taps(self.cached_token_taps(d), d, d_mask)
         else:
-            # each distinct context convolved once (a training batch repeats it for its 1 + m responses), and one
-            # embedding lookup for both sides (one dense embedding gradient instead of two summed): the same
-            # numbers up to the order of float sums
+            # each distinct context once (a training batch repeats it for its 1 + m responses), and the taps of
+            # each distinct token of both sides once (one product for the whole batch): the same numbers up to
+            # the order of float sums
             q, q_mask, rows = distinct_rows(q, q_mask)
-            emb = self.embedding_dropout(self.embedding(torch.cat([q.reshape(-1), d.reshape(-1)])))
-            qg = [(g[rows], m[rows]) for g, m in self.grams(q, q_mask, emb[: q.numel()].view(*q.shape, -1))]
-            dg = self.grams(d, d_mask, emb[q.numel():].view(*d.shape, -1))
+            uniq, index = torch.unique(torch.cat([q.reshape(-1), d.reshape(-1)]), return_inverse=True)
+            taps = self.token_taps(uniq)
+            qg = [(g[rows], m[rows]) for g, m in self.grams_from_taps(taps, index[: q.numel()].view(q.shape),
+                                                                        q_mask)]
+            dg = self.grams_from_taps(taps, index[q.numel():].view(d.shape), d_mask)
         feats = [kernel_pooling(qh @ dh.transpose(1, 2), qm, dm, self.mus, self.sigmas)
                  for qh, qm in qg for dh, dm in dg]
         return torch.cat(feats, dim=1)
@@ -173,6 +216,27 @@ class ConvKNRMModule(torch.nn.Module):
 
     #: contexts a scoring pass keeps (each ~100 KB at 64 word pieces); beyond, contexts are computed per batch
     CONTEXT_CACHE_LIMIT = 2000
+    #: vocabulary rows whose taps a scoring pass computes together (a fixed block, so a token's taps do not depend
+    #: on which batch or shard first needed them: the same bits however the pairs are batched)
+    TAP_BLOCK = 1024
+
+    def cached_token_taps(self, ids: torch.Tensor) -> torch.Tensor:
+        """(vocabulary, T, C) :meth:`token_taps` of the whole vocabulary, valid at every row of ``ids``: inside a
+        scoring pass the weights do not change, so each block of :attr:`TAP_BLOCK` vocabulary rows is computed
+        once, when a batch first needs one of its ids (a dev evaluation of 5,000 pairs touches a few thousand
+        distinct word pieces; the padded positions number about 100,000)."""
+        cache = self.token_cache
+        blocks = torch.unique(torch.div(ids, self.TAP_BLOCK, rounding_mode="floor")).tolist()
+        missing = [b for b in blocks if b not in cache.setdefault("blocks", set())]
+        vocab = self.embedding.num_embeddings
+        for b in missing:
+            rows = torch.arange(b * self.TAP_BLOCK, min(vocab, (b + 1) * self.TAP_BLOCK), device=ids.device)
+            taps = self.token_taps(rows)
+            if "taps" not in cache:
+                cache["taps"] = taps.new_zeros((vocab, *taps.shape[1:]))
+            cache["taps"][rows] = taps
+            cache["blocks"].add(b)
+        return cache["taps"]
 
     def cached_context_grams(self, q: torch.Tensor, q_mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """:meth:`grams` of distinct context rows, each computed once per scoring pass: a context's h-gram vectors
@@ -185,7 +249,7 @@ class ConvKNRMModule(torch.nn.Module):
         fresh: dict[bytes, list[torch.Tensor]] = {}
         if missing:
             at = torch.tensor(missing, device=q.device)
-            computed = self.grams(q[at], q_mask[at])
+            computed = self.grams_from_taps(self.cached_token_taps(q[at]), q[at], q_mask[at])
             for j, i in enumerate(missing):
                 fresh[keys[i]] = [g[j, : max(0, lengths[i] - h + 1)] for h, (g, _) in zip(self.ngrams, computed)]
             if len(cache) < self.CONTEXT_CACHE_LIMIT:

@@ -207,10 +207,14 @@ class TwoSidedRanker(Ranker):
     @contextlib.contextmanager
     def _context_cache(self):
         self.module.context_cache = {}
+        if hasattr(self.module, "token_cache"):
+            self.module.token_cache = {}
         try:
             yield
         finally:
             self.module.context_cache = None
+            if hasattr(self.module, "token_cache"):
+                self.module.token_cache = None
 
     def config(self):
         emb = self.module.embedding.weight
