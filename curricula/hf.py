@@ -96,9 +96,24 @@ def select_device(prefer: str | torch.device = "auto") -> torch.device:
     raise ValueError(f"device '{prefer}': expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
 
 
+#: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) under which its kernels still multiply bf16 in hardware
+BF16_ISA_CAPS = ("ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10")
+
+
+def onednn_isa_allows_bf16(cap: str | None) -> bool:
+    """Whether a ``ONEDNN_MAX_CPU_ISA`` (or older ``DNNL_MAX_CPU_ISA``) value leaves oneDNN its bf16 instructions:
+    unset, ``ALL``, or AVX512_CORE_BF16 and above. A lower cap (``AVX2``, ``AVX512_CORE``...) makes bf16 emulated,
+    as on a CPU without them; that is how a run imitates the AVX2 machine class (README, issue 32)."""
+    return not cap or cap.strip().upper().startswith(BF16_ISA_CAPS)
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices in hardware (AVX512-BF16 or AMX tiles), where oneDNN's bf16 kernels
-    beat fp32; without them bf16 is emulated and slower than fp32."""
+    beat fp32; without them bf16 is emulated and slower than fp32. A oneDNN ISA cap below bf16
+    (:func:`onednn_isa_allows_bf16`) counts as without."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    if not onednn_isa_allows_bf16(cap):
+        return False
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu, private but stable since 2.1
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 

@@ -68,6 +68,8 @@ def test_autocast_rules(monkeypatch):
 
 def test_auto_precision_is_bf16_on_cpu_only_for_transformers_on_a_cpu_with_bf16_instructions(monkeypatch):
     cpu = torch.device("cpu")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
     for native in (True, False):
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda n=native: n)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
@@ -83,6 +85,21 @@ def test_auto_precision_is_bf16_on_cpu_only_for_transformers_on_a_cpu_with_bf16_
         assert (a @ a).dtype == torch.bfloat16
     with autocast(cpu, "auto"):
         assert (a @ a).dtype == torch.float32
+
+
+def test_a_onednn_isa_cap_below_bf16_counts_as_a_cpu_without_bf16(monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 imitates the AVX2 machine class: there "auto" runs fp32,
+    as it does on such a CPU, instead of emulated bf16."""
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    for cap, native in (("AVX2", False), ("avx512_core", False), ("AVX512_CORE_VNNI", False), ("AVX2_VNNI_2", False),
+                        ("AVX512_CORE_BF16", True), ("AVX512_CORE_AMX", True), ("ALL", True), ("", True)):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert cpu_has_native_bf16() is native, cap
+        assert autocast_dtype(torch.device("cpu"), "auto", transformer=True) == (torch.bfloat16 if native else None)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")
+    assert not cpu_has_native_bf16()
 
 
 def test_only_transformer_rankers_opt_into_cpu_bf16():
