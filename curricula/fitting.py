@@ -5,8 +5,9 @@ the loss) and, if the model is selected on dev, what one evaluation is (``evalua
 :func:`fit` owns everything else, once:
 
 * the optimiser (Adam or AdamW over the trainable parameters, the fused kernel where asked) and the learning-rate
-  schedule: linear warm-up over ``round(warmup * steps)`` steps, then linear decay to 0 at ``steps``
-  (:func:`warmup_steps`, the schedule of BERT fine-tuning that Penha & Hauff and MacAvaney et al. use);
+  schedule: ``linear``, a linear warm-up over ``round(warmup * steps)`` steps then linear decay to 0 at ``steps``
+  (:func:`warmup_steps`, the schedule of BERT fine-tuning that Penha & Hauff and MacAvaney et al. use), or
+  ``constant``, the peak rate at every step with no warm-up (MacAvaney et al.'s ConvKNRM: Adam at 1e-3);
 * the steps themselves (zero_grad, backward, optional gradient-norm clipping, optimiser and schedule step), with a
   progress bar and per-step losses;
 * dev evaluation every ``eval_every`` steps and after the last, the best-on-dev weights kept and restored at the
@@ -39,6 +40,7 @@ from tqdm.auto import tqdm
 log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "adamw")
+SCHEDULES = ("constant", "linear")
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,13 @@ class FitConfig:
     """The knobs of one training run. ``steps`` optimiser updates (one batch each); ``lr`` peak learning rate.
 
     ``steps`` is the budget: training ends there unless ``patience`` (0 = off) evaluations in a row fail to beat
-    the best dev value first. Only evaluations after step ``min_steps`` count (a curriculum's length: the model
-    gets ``patience`` evaluations on all the data before it may stop), though the rollback may still pick an
-    earlier best evaluation. ``warmup`` is the fraction of ``steps`` with a linear warm-up; ``clip_norm`` (None =
-    off) clips the gradient's global L2 norm; ``eval_every`` / ``checkpoint_every`` are in steps (0 = never);
+    the best dev value first. Only evaluations after step ``min_steps`` count (a curriculum's length; for the train
+    jobs of a grid, its longest curriculum: the model gets ``patience`` evaluations on all the data before it may
+    stop), though the rollback may still pick an earlier best evaluation. ``schedule`` is the learning rate's
+    course (:func:`schedule_factor`): ``linear`` (warm-up, then decay to 0 at ``steps``) or ``constant`` (``lr`` at
+    every step, whatever the budget); ``warmup`` is the fraction of ``steps`` with a linear warm-up (ignored under
+    ``constant``); ``clip_norm`` (None = off) clips the gradient's global L2 norm; ``eval_every`` /
+    ``checkpoint_every`` are in steps (0 = never);
     ``fused`` uses torch's fused Adam kernel (same update rule, about 4x faster on CPU for large embedding tables,
     different last float bits).
     """
@@ -60,6 +65,7 @@ class FitConfig:
     eps: float = 1e-8
     weight_decay: float = 0.0
     warmup: float = 0.1
+    schedule: str = "linear"
     clip_norm: float | None = None
     eval_every: int = 0
     checkpoint_every: int = 0
@@ -74,6 +80,8 @@ class FitConfig:
             raise ValueError(f"lr={self.lr}: expected > 0")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer {self.optimizer!r}: expected one of {list(OPTIMIZERS)}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule {self.schedule!r}: expected one of {list(SCHEDULES)}")
         if not 0 <= self.warmup <= 1:
             raise ValueError(f"warmup={self.warmup}: expected a fraction of the steps in [0, 1]")
         if self.eval_every < 0 or self.checkpoint_every < 0 or self.patience < 0:
@@ -89,11 +97,13 @@ class FitConfig:
         """The run of a resolved ranker spec (config ``train`` / an experiment; fused Adam, as the ranker uses).
 
         The budget is ``max_steps`` (null = ``steps``); with ``patience`` (null = off) evaluations count only after
-        the curriculum's ``length`` (default ``steps``; :func:`budget`)."""
+        the curriculum's ``length`` (default ``steps``; :func:`budget`). ``schedule`` is the spec's when present
+        (a spec resolved by :func:`curricula.experiments.resolve_ranker` always has one), else ``linear``."""
         total, least = budget(spec, length)
         knobs = {"steps": total, "lr": float(spec["lr"]), "optimizer": spec["optimizer"],
                  "eps": float(spec["eps"]), "weight_decay": float(spec["weight_decay"]),
-                 "warmup": float(spec["warmup"]), "eval_every": int(spec["eval_every"]),
+                 "warmup": float(spec["warmup"]), "schedule": spec.get("schedule") or "linear",
+                 "eval_every": int(spec["eval_every"]),
                  "checkpoint_every": int(spec.get("checkpoint_every") or 0), "fused": True,
                  "patience": int(spec.get("patience") or 0), "min_steps": least}
         return cls(**{**knobs, **overrides})
@@ -104,12 +114,24 @@ def budget(spec: Mapping[str, Any], length: int | None = None) -> tuple[int, int
     stopping counts evaluations (the curriculum's ``length``, default ``steps``, capped at the budget, when
     ``patience`` is on; else 0).
 
-    A ``max_steps`` below ``steps`` would cut the curriculum short: ValueError."""
+    A ``max_steps`` below ``steps`` would cut the curriculum short, and with ``patience`` a spec's ``min_steps``
+    (the grid's longest curriculum, :func:`curricula.experiments.experiment_runs`) above the budget would leave
+    early stopping nothing to count: ValueError for both."""
     steps = int(spec["steps"])
     total = int(spec.get("max_steps") or steps)
     if total < steps:
         raise ValueError(f"max_steps={total} is below steps={steps}: the budget must cover the curriculum")
-    return total, (min(total, steps if length is None else int(length)) if spec.get("patience") else 0)
+    if not spec.get("patience"):
+        return total, 0
+    check_min_steps(spec.get("min_steps"), total)
+    return total, min(total, steps if length is None else int(length))
+
+
+def check_min_steps(min_steps: int | None, total: int) -> None:
+    """ValueError when ``min_steps`` (None = unset) lies above the budget ``total`` (``max_steps``, null = steps)."""
+    if min_steps is not None and int(min_steps) > total:
+        raise ValueError(f"min_steps={int(min_steps)} is above max_steps={total} (the budget; null = steps): early "
+                         f"stopping would count no evaluation; raise max_steps to at least {int(min_steps)}")
 
 
 def warmup_steps(warmup: float, steps: int) -> int:
@@ -128,13 +150,25 @@ def linear_schedule_factor(step: int, warm: int, steps: int) -> float:
     return max(0.0, (steps - step) / max(1, steps - warm))
 
 
+def schedule_factor(schedule: str, step: int, warm: int, steps: int) -> float:
+    """The learning-rate multiplier of ``schedule`` at 0-based ``step``: 1.0 at every step for ``constant`` (no
+    warm-up: ``warm`` and ``steps`` are ignored), :func:`linear_schedule_factor` for ``linear``."""
+    if schedule == "constant":
+        return 1.0
+    if schedule == "linear":
+        return linear_schedule_factor(step, warm, steps)
+    raise ValueError(f"schedule {schedule!r}: expected one of {list(SCHEDULES)}")
+
+
 def make_optimizer(params, cfg: FitConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam/AdamW over ``params`` with the linear warm-up/decay schedule of :func:`linear_schedule_factor`."""
+    """Adam/AdamW over ``params`` with ``cfg.schedule`` (:func:`schedule_factor`) as a LambdaLR, constant included,
+    so every checkpoint holds the same optimiser and scheduler state."""
     params = [p for p in params if p.requires_grad]
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     optim = cls(params, lr=cfg.lr, eps=cfg.eps, weight_decay=cfg.weight_decay, fused=cfg.fused or None)
     warm = warmup_steps(cfg.warmup, cfg.steps)
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda step: linear_schedule_factor(step, warm, cfg.steps))
+    schedule, steps = cfg.schedule, cfg.steps
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda step: schedule_factor(schedule, step, warm, steps))
     return optim, sched
 
 

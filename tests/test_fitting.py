@@ -8,7 +8,7 @@ import torch
 from transformers import get_linear_schedule_with_warmup
 
 from curricula.fitting import (Checkpointer, FitConfig, budget, fit, linear_schedule_factor, make_optimizer,
-                               warmup_steps)
+                               schedule_factor, warmup_steps)
 
 DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32))
 TARGET = DATA @ torch.arange(1.0, 7.0) + 0.5
@@ -36,6 +36,36 @@ def test_schedule_is_transformers_linear_warmup(steps, warmup):
     ref_sched = get_linear_schedule_with_warmup(ref, warm, steps)
     for step in range(steps):
         assert linear_schedule_factor(step, warm, steps) == ref_sched.lr_lambdas[0](step)
+        assert schedule_factor("linear", step, warm, steps) == ref_sched.lr_lambdas[0](step)
+
+
+def stepped_rates(cfg: FitConfig, steps: int) -> list[float]:
+    """The learning rate the optimiser of :func:`make_optimizer` applies at each of ``steps`` optimiser steps."""
+    net = torch.nn.Linear(2, 1)
+    optim, sched = make_optimizer(net.parameters(), cfg)
+    rates = []
+    for _ in range(steps):
+        rates.append(optim.param_groups[0]["lr"])
+        net(torch.ones(1, 2)).sum().backward()
+        optim.step()
+        sched.step()
+    return rates
+
+
+def test_constant_schedule_keeps_the_peak_rate_at_every_step_and_ignores_warmup():
+    # MacAvaney et al. 2020 §4 (OpenNIR): ConvKNRM trains with a constant Adam rate of 1e-3, whatever the budget
+    cfg = FitConfig(steps=40, lr=1e-3, optimizer="adam", warmup=0.25, schedule="constant")
+    rates = stepped_rates(cfg, 40)
+    assert rates[0] == rates[1] == rates[20] == rates[39] == 1e-3
+    assert all(rate == 1e-3 for rate in rates)
+    _, sched = make_optimizer(torch.nn.Linear(2, 1).parameters(), cfg)
+    assert isinstance(sched, torch.optim.lr_scheduler.LambdaLR)  # checkpoints keep the scheduler's layout
+    assert [schedule_factor("constant", s, 10, 40) for s in (0, 1, 39, 40, 500)] == [1.0] * 5
+    # the linear schedule of the same knobs warms up from 0 and decays: its rate depends on the step and the budget
+    linear = stepped_rates(FitConfig(steps=40, lr=1e-3, optimizer="adam", warmup=0.25), 40)
+    assert linear[0] == 0.0 and linear[10] == pytest.approx(1e-3) and linear[39] == pytest.approx(1e-3 / 30)
+    with pytest.raises(ValueError, match="schedule 'cosine'"):
+        schedule_factor("cosine", 0, 0, 10)
 
 
 def test_fit_equals_a_bare_torch_loop():
@@ -138,7 +168,7 @@ def test_a_checkpoint_with_another_fingerprint_is_ignored(tmp_path):
 
 
 @pytest.mark.parametrize("knobs", [{"steps": 0}, {"lr": 0.0}, {"optimizer": "sgd"}, {"warmup": 1.5},
-                                   {"eval_every": -1}])
+                                   {"eval_every": -1}, {"schedule": "cosine"}])
 def test_bad_knobs_are_clear_errors(knobs):
     with pytest.raises(ValueError):
         FitConfig(**{"steps": 3, "lr": 0.1, **knobs})
@@ -199,6 +229,10 @@ def test_patience_counts_only_evaluations_after_the_curriculum():
     assert all(torch.equal(a, b) for a, b in zip(weights(net), snapshots[8]))
 
 
+SPEC = {"steps": 600, "max_steps": 4000, "patience": 3, "lr": 1e-3, "optimizer": "adam", "eps": 1e-8,
+        "weight_decay": 0, "warmup": 0.1, "eval_every": 100}
+
+
 def test_budget_of_a_spec():
     assert budget({"steps": 600}) == (600, 0)
     assert budget({"steps": 600, "max_steps": None, "patience": 3}) == (600, 600)
@@ -210,11 +244,25 @@ def test_budget_of_a_spec():
     assert budget({"steps": 600, "max_steps": 4000}, length=640) == (4000, 0)
     with pytest.raises(ValueError, match="max_steps=500 is below steps=600"):
         budget({"steps": 600, "max_steps": 500})
-    cfg = FitConfig.from_spec({"steps": 600, "max_steps": 4000, "patience": 3, "lr": 1e-3, "optimizer": "adam",
-                               "eps": 1e-8, "weight_decay": 0, "warmup": 0.1, "eval_every": 100})
-    assert (cfg.steps, cfg.min_steps, cfg.patience, cfg.fused) == (4000, 600, 3, True)
+    cfg = FitConfig.from_spec(SPEC)
+    assert (cfg.steps, cfg.min_steps, cfg.patience, cfg.fused, cfg.schedule) == (4000, 600, 3, True, "linear")
+    assert FitConfig.from_spec({**SPEC, "schedule": "constant"}).schedule == "constant"
+    assert FitConfig.from_spec({**SPEC, "schedule": None}).schedule == "linear"
     with pytest.raises(ValueError, match="min_steps"):
         FitConfig(steps=3, lr=0.1, min_steps=4)
+
+
+def test_a_grids_min_steps_is_the_least_budget_and_may_not_exceed_the_budget():
+    # the pipeline's min_steps (the grid's longest curriculum) is the length train.py hands over
+    assert budget({**SPEC, "min_steps": 640}, length=640) == (4000, 640)
+    assert FitConfig.from_spec({**SPEC, "min_steps": 640}, length=640).min_steps == 640
+    assert budget({**SPEC, "min_steps": 4000}, length=4000) == (4000, 4000)
+    with pytest.raises(ValueError, match="min_steps=4001 is above max_steps=4000"):
+        budget({**SPEC, "min_steps": 4001}, length=4001)
+    with pytest.raises(ValueError, match="min_steps=640 is above max_steps=600"):  # null max_steps: the budget is steps
+        FitConfig.from_spec({**SPEC, "max_steps": None, "min_steps": 640}, length=640)
+    # without patience nothing waits for min_steps: no error, no least
+    assert budget({**SPEC, "patience": None, "min_steps": 4001}, length=4001) == (4000, 0)
 
 
 def test_patience_needs_evaluations():
