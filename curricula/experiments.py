@@ -28,7 +28,7 @@ import jsonschema
 
 from curricula.difficulty import FUNCTIONS, check_names
 from curricula.losses import LOSSES
-from curricula.models import DEFAULT_LR, resolve_architecture
+from curricula.models import DEFAULT_LR, DEFAULT_SCHEDULE, resolve_architecture
 from curricula.negatives import MODES
 from curricula.pacing import pace_fraction
 from curricula.tuning import variants
@@ -58,7 +58,9 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
 
 
 def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Fill the ranker's architecture defaults and its learning rate when ``lr`` is null (in place; returned).
+    """Fill the ranker's architecture defaults, its learning rate when ``lr`` is null and its learning-rate schedule
+    when ``schedule`` is null or absent (in place; returned; :data:`curricula.models.DEFAULT_LR` /
+    :data:`~curricula.models.DEFAULT_SCHEDULE`).
 
     Resolved values are what the train job's params show, so changing a default re-runs what it changes.
     """
@@ -66,6 +68,8 @@ def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
     spec["architecture"] = resolve_architecture(ranker, spec.get("architecture"))
     if spec.get("lr") is None:
         spec["lr"] = DEFAULT_LR[ranker]
+    if spec.get("schedule") is None:
+        spec["schedule"] = DEFAULT_SCHEDULE[ranker]
     return spec
 
 

@@ -386,6 +386,23 @@ def test_experiment_specs_baseline_merge_and_errors():
             experiment_specs({"train": TRAIN, "experiments": experiments})
 
 
+def test_resolve_ranker_gives_each_ranker_its_schedule_unless_the_config_sets_one():
+    from curricula.models import DEFAULT_SCHEDULE
+
+    # MacAvaney et al. 2020 §4 / OpenNIR: constant Adam for ConvKNRM; BERT fine-tuning's warm-up + decay otherwise
+    assert resolve_ranker(spec_of(ranker="convknrm"))["schedule"] == "constant"
+    assert resolve_ranker(spec_of(ranker="cross_encoder"))["schedule"] == "linear"
+    assert resolve_ranker(spec_of(ranker="convknrm", schedule=None))["schedule"] == "constant"
+    assert resolve_ranker(spec_of(ranker="convknrm", schedule="linear"))["schedule"] == "linear"
+    assert resolve_ranker(spec_of(ranker="cross_encoder", schedule="constant"))["schedule"] == "constant"
+    # Wang et al. 2020 §5.1.2 state no schedule: the QA networks (and so the active-learning ranker) keep linear
+    assert DEFAULT_SCHEDULE == {"cross_encoder": "linear", "convknrm": "constant", "cnn_qa": "linear",
+                                "lstm_qa": "linear"}
+    # the resolved value is in the train job's params, so a changed default re-runs the jobs it changes
+    specs = experiment_specs({"train": {**TRAIN, "ranker": "convknrm"}, "experiments": {}})
+    assert job_params(specs["baseline"])["schedule"] == "constant"
+
+
 # --------------------------------------------------------------------------------------------- training
 def spec_of(**over) -> dict:
     return merge_experiment(TRAIN, over)
