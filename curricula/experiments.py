@@ -78,7 +78,11 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
     """{experiment: {run: resolved spec}}, ``baseline`` first, every run validated (names, types, cross-axis rules).
 
     An untuned experiment is one run of its own name; an experiment that lists values for a knob is one run per
-    point of its tuning grid (:func:`curricula.tuning.variants`), selected on dev later."""
+    point of its tuning grid (:func:`curricula.tuning.variants`), selected on dev later.
+
+    Every run gets the same ``min_steps``: the longest :func:`curriculum_length` of all runs of all experiments
+    (or ``train.min_steps`` when that is larger), so early stopping gives every arm the same minimum budget instead
+    of each its own curriculum's length. With ``patience``, a ``min_steps`` above the budget is a ValueError."""
     train = config.get("train", {})
     experiments = dict(config.get("experiments") or {})
     base = experiments.pop(BASELINE, {}) or {}
@@ -88,6 +92,9 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
                              f"({axis} is always {BASELINE_AXES[axis]!r}); define another experiment instead")
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, overrides in {BASELINE: {**base, **BASELINE_AXES}, **experiments}.items():
+        if "min_steps" in (overrides or {}):
+            raise ValueError(f"experiments.{name}.min_steps: every arm of a grid shares min_steps (the longest "
+                             f"curriculum of the grid); set train.min_steps for a floor instead")
         try:
             grid = variants(name, overrides or {})
         except ValueError as err:
@@ -101,7 +108,29 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
             except ValueError as err:
                 raise ValueError(f"experiments.{name}: {err}") from None
             out[name][run] = spec
+    set_min_steps(out, train.get("min_steps"))
     return out
+
+
+def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int | None = None) -> int:
+    """Store on every run's spec (in place) ``min_steps``: the longest :func:`curriculum_length` of the runs, or
+    ``floor`` (config ``train.min_steps``) when larger; return it.
+
+    With ``patience``, a ``min_steps`` above a run's budget (``max_steps``, null = ``steps``) is a ValueError naming
+    the run and both values (the same rule as :func:`curricula.fitting.budget`, checked before any job runs)."""
+    specs = [spec for of in runs.values() for spec in of.values()]
+    least = max([curriculum_length(spec) for spec in specs] + [int(floor or 0)])
+    for name, of in runs.items():
+        for run, spec in of.items():
+            spec["min_steps"] = least
+            total = int(spec.get("max_steps") or spec["steps"])
+            if spec.get("patience") and least > total:
+                raise ValueError(
+                    f"experiments.{name}: min_steps={least} is above max_steps={total} (run {run!r}'s budget; null = "
+                    f"steps): patience counts only after min_steps, the longest curriculum of the grid"
+                    f"{' or train.min_steps' if floor and int(floor) == least else ''}; raise max_steps to at least "
+                    f"{least}")
+    return least
 
 
 def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:

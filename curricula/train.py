@@ -108,8 +108,9 @@ def train_ranker(
     """
     set_threads(spec.get("threads"))
     device = select_device(spec.get("device", "auto"))
-    # patience counts only once every curriculum axis has ended (pacing and the loss weights)
-    cfg = FitConfig.from_spec(spec, length=curriculum_length(spec))
+    # patience counts only after min_steps: the grid's longest curriculum (experiment_runs sets it, so every arm
+    # gets the same minimum budget), else once this spec's curriculum axes have ended (pacing and the loss weights)
+    cfg = FitConfig.from_spec(spec, length=spec.get("min_steps") or curriculum_length(spec))
     queries, docs = data["queries"], data["docs"]
     length = int(spec["steps"])  # the curriculum's length; the budget cfg.steps may be longer (max_steps)
     sampler = CurriculumSampler(Curriculum(curriculum_dir), spec["pacing"], length, spec["batch_size"], seed)

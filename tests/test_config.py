@@ -92,6 +92,23 @@ def test_every_preset_validates_over_the_default_and_resolves_its_runs(preset):
     cfg = load_config(REPO / "config.yaml", *under, REPO / "configs" / preset)
     runs = experiment_runs(cfg)
     assert "baseline" in runs and all(runs.values())
+    # every arm of a preset's grid shares one minimum budget, within the budget when patience counts after it
+    specs = [spec for of in runs.values() for spec in of.values()]
+    assert len({spec["min_steps"] for spec in specs}) == 1
+    assert all(spec["min_steps"] <= (spec["max_steps"] or spec["steps"]) for spec in specs if spec["patience"])
+
+
+def test_the_default_grid_trains_convknrm_at_a_constant_rate_and_the_active_ranker_keeps_linear():
+    from curricula.experiments import active_spec, experiment_runs
+
+    cfg = load_config(REPO / "config.yaml")
+    assert cfg["train"]["schedule"] is None and cfg["train"]["min_steps"] is None  # schema defaults: the ranker's
+    specs = [spec for of in experiment_runs(cfg).values() for spec in of.values()]
+    assert {(spec["ranker"], spec["schedule"], spec["lr"]) for spec in specs} == {("convknrm", "constant", 1e-3)}
+    # macavaney_recip's m = 20 iterations of 32 steps end at 640, after the 400 steps of the pacing: every arm waits
+    assert {spec["min_steps"] for spec in specs} == {640}
+    active = active_spec(load_config(REPO / "config.yaml", REPO / "configs" / "active_wikiqa.yaml"))
+    assert (active["ranker"], active["schedule"]) == ("lstm_qa", "linear")  # Wang et al. state no schedule
 
 
 def test_the_cross_encoder_preset_is_the_mean_pooled_cut_in_its_own_results_folder():

@@ -85,6 +85,40 @@ def test_experiment_runs_validate_every_value_and_keep_untuned_names():
         experiment_runs(wrong_type, schema())
 
 
+def test_every_run_of_a_grid_gets_the_longest_curriculum_as_min_steps():
+    # MacAvaney's weights with m = 20 iterations of 32 steps end at step 640, after the pacing's 400 steps: every
+    # arm (baseline, m = 5 and the other experiment included) waits until 640 before patience counts
+    train = {**TRAIN, "steps": 400, "max_steps": 3000, "patience": 3, "eval_every": 100}
+    config = {"train": train, "experiments": {
+        "mac": {"weighting": {"scoring": "u_words", "m": [5, 20], "iteration_steps": 32}},
+        "p": {"scoring": "u_words", "pacing": {"name": "root_2"}}}}
+    runs = experiment_runs(config, schema())
+    least = {run: spec["min_steps"] for of in runs.values() for run, spec in of.items()}
+    assert least == {"baseline": 640, "mac@weighting.m=5": 640, "mac@weighting.m=20": 640, "p": 640}
+    assert all(type(v) is int for v in least.values())
+    # without the m = 20 arm the longest curriculum is the pacing's
+    short = {**config, "experiments": {**config["experiments"], "mac": {"weighting": {
+        "scoring": "u_words", "m": 5, "iteration_steps": 32}}}}
+    assert {spec["min_steps"] for spec in experiment_specs(short, schema()).values()} == {400}
+    # a floor in the config wins when it is larger, not when it is smaller
+    assert {s["min_steps"] for s in experiment_specs({**config, "train": {**train, "min_steps": 1000}}).values()} \
+        == {1000}
+    assert {s["min_steps"] for s in experiment_specs({**config, "train": {**train, "min_steps": 100}}).values()} \
+        == {640}
+    # above the budget patience could count nothing: refused, naming both
+    with pytest.raises(ValueError, match="min_steps=640 is above max_steps=600"):
+        experiment_runs({**config, "train": {**train, "max_steps": 600}}, schema())
+    with pytest.raises(ValueError, match="min_steps=4000 is above max_steps=3000"):
+        experiment_runs({**config, "train": {**train, "min_steps": 4000}}, schema())
+    # without patience min_steps is inert: no error
+    assert experiment_runs({**config, "train": {**train, "max_steps": 600, "patience": None}}, schema())
+    # an experiment may not give itself another minimum budget
+    with pytest.raises(ValueError, match="experiments.p.min_steps"):
+        experiment_runs({**config, "experiments": {"p": {"min_steps": 900}}}, schema())
+    with pytest.raises(ValueError, match="experiments.p.min_steps"):
+        experiment_runs({**config, "experiments": {"p": {"min_steps": 900}}})
+
+
 def curve(values: list[float], stopped: str = "patience") -> pl.DataFrame:
     best = values.index(max(values))
     return pl.DataFrame({"step": [10 * (i + 1) for i in range(len(values))], "metric": ["AP"] * len(values),
