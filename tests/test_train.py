@@ -403,6 +403,27 @@ def test_resolve_ranker_gives_each_ranker_its_schedule_unless_the_config_sets_on
     assert job_params(specs["baseline"])["schedule"] == "constant"
 
 
+def test_train_ranker_counts_patience_after_the_grids_min_steps(monkeypatch, tmp_path):
+    import curricula.train as train_module
+
+    class Built(Exception):
+        pass
+
+    lengths = []
+
+    def from_spec(spec, length=None, **overrides):
+        lengths.append(length)
+        raise Built  # the FitConfig is all this test needs: stop before any data is read
+
+    monkeypatch.setattr(train_module.FitConfig, "from_spec", staticmethod(from_spec))
+    weighted = {"weighting": {"scoring": "u_words", "m": 20, "iteration_steps": 32}, "steps": 400}
+    for spec in (spec_of(steps=400, min_steps=640), spec_of(**weighted), spec_of(steps=400)):
+        with pytest.raises(Built):
+            train_ranker({}, spec, 1, curriculum_dir=tmp_path, model_out=tmp_path / "m", checkpoint_dir=tmp_path / "c")
+    # the pipeline's min_steps when set (experiment_runs), else the spec's own curriculum (tests, bench scripts)
+    assert lengths == [640, 640, 400]
+
+
 # --------------------------------------------------------------------------------------------- training
 def spec_of(**over) -> dict:
     return merge_experiment(TRAIN, over)
