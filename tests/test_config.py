@@ -116,3 +116,24 @@ def test_the_cross_encoder_preset_is_the_mean_pooled_cut_in_its_own_results_fold
     assert cfg["train"]["ranker"] == "cross_encoder" and cfg["train"]["pooling"] == "mean"
     assert cfg["train"]["layers"] is not None  # a cut: the reason it needs mean pooling
     assert results_dir(cfg) != results_dir(load_config(REPO / "config.yaml"))  # keeps the ConvKNRM run
+
+
+@pytest.mark.parametrize("preset", ["config.yaml", "configs/cross_encoder.yaml"])
+def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curriculum_only(preset):
+    """Issue 30: the default grid's marks compare each curriculum with the baseline, so nothing else may differ
+    (the baseline once drew random negatives where MacAvaney's arm drew candidates, and HCL had its own loss)."""
+    from curricula.experiments import experiment_specs
+    from curricula.study import flatten
+
+    config = load_config(REPO / "config.yaml")
+    if preset != "config.yaml":
+        config = validate_config(merge(config, yaml.safe_load((REPO / preset).read_text())))
+    specs = experiment_specs(config)
+    base = flatten(specs["baseline"])
+    curriculum = {"hcl": ("scoring", "pacing", "negatives"), "penha_bert_pred_root2": ("scoring", "pacing"),
+                  "macavaney_recip": ("weighting",)}
+    for run, spec in specs.items():
+        flat = flatten(spec)
+        differ = {k for k in set(flat) | set(base) if flat.get(k) != base.get(k)}
+        allowed = curriculum.get(run.split("@")[0], ())
+        assert differ and all(k.split(".")[0] in allowed for k in differ) or run == "baseline", (run, differ)

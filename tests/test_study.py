@@ -147,6 +147,9 @@ def test_a_claim_with_an_undeclared_difference_is_refused(monkeypatch):
     monkeypatch.chdir(REPO)
     overlay = yaml.safe_load((REPO / "configs" / "study.yaml").read_text())
     runs = _study_runs(overlay)
+    # chitchat's baseline as the default config had it before issue 30: random negatives, while every MacAvaney arm
+    # draws the query's candidates
+    runs["chitchat"]["baseline"]["baseline"]["negatives"]["mode"] = "random"
     confounded = {"id": "kde", "paper": "M", "claim": "c", "experiment": "macavaney_kde", "against": "baseline",
                   "expect": "better", "factors": ["weighting"]}
     with pytest.raises(ValueError, match=r"study.claims.kde \(macavaney_kde against baseline\) on chitchat: the arms "
