@@ -45,7 +45,8 @@ def kernel_pooling(sim: torch.Tensor, q_mask: torch.Tensor, d_mask: torch.Tensor
 
     On CPU the kernels are evaluated at the document positions that are tokens only (:class:`DocKernelSum`: most
     of a padded batch of responses is padding); elsewhere, and when ``mus`` or ``sigmas`` need gradients, on the
-    whole padded matrix (:func:`kernel_pooling_dense`). Both compute the same kernel values bit for bit; the sums
+    whole padded matrix (:func:`kernel_pooling_dense`). Both compute the same kernel values bit for bit (but for
+    the values below e^EXP_FLOOR, about 1e-38, that the CPU path floors); the sums
     over j run in another order (the results differ by float round-off).
     """
     if sim.device.type != "cpu" or mus.requires_grad or sigmas.requires_grad:
@@ -66,13 +67,22 @@ def kernel_pooling_dense(sim: torch.Tensor, q_mask: torch.Tensor, d_mask: torch.
     return logs.sum(dim=1)
 
 
+#: the floor of a kernel's exponent on the CPU path. exp(-87) = 1.6e-38 is the smallest power of e above float32's
+#: smallest normal number; below it torch's vectorised exp takes a slow path (measured: 10-14x slower per element
+#: for exponents in [-100, 0] or [-1e6, 0] than once floored), and the exact-match kernel (sigma 1e-3) sends most
+#: exponents far below it. A floored kernel value adds at most 64 x 1.6e-38 to a soft-TF sum, which the sum's
+#: 1e-10 floor and float32 rounding absorb, so the features are those of the unfloored exp up to round-off.
+EXP_FLOOR = -87.0
+
+
 class DocKernelSum(torch.autograd.Function):
     """Soft-TF (B, Lq, K) of ``sim`` (B, Lq, Ld) over the document positions ``positions`` (flat b * Ld + j,
     ``pair`` = b): out[b, i, k] = sum over the positions (b, j) of exp(-(sim[b, i, j] - mu_k)^2 / (2 sigma_k^2)).
 
     Each kernel value is computed with the operations of :func:`kernel_pooling_dense`, in the same order (the
-    same bits), in an (N, K, Lq) layout whose last axis is contiguous. The backward pass is written out
-    (d value / d s = -value * (s - mu_k) / sigma_k^2) instead of going through five saved intermediates.
+    same bits, but for exponents below :data:`EXP_FLOOR`), in an (N, K, Lq) layout whose last axis is contiguous.
+    The backward pass is written out (d value / d s = -value * (s - mu_k) / sigma_k^2, also at a floored value,
+    where it is below 1e-31 and the unfloored one about 0) instead of going through five saved intermediates.
     ``mus`` and ``sigmas`` are constants here (no gradient).
     """
 
@@ -82,7 +92,8 @@ class DocKernelSum(torch.autograd.Function):
         batch, lq, ld = sim.shape
         s = sim.transpose(1, 2).reshape(batch * ld, lq).index_select(0, positions)  # (N, Lq): one row per token
         x = s[:, None, :] - mus[None, :, None]  # (N, K, Lq)
-        k = x.mul_(x).div_(-(2 * sigmas**2)[None, :, None]).exp_()  # exp(-((s - mu) ** 2) / (2 sigma^2)), same bits
+        # exp(-((s - mu) ** 2) / (2 sigma^2)) with the exponent floored at EXP_FLOOR (see there)
+        k = x.mul_(x).div_(-(2 * sigmas**2)[None, :, None]).clamp_(min=EXP_FLOOR).exp_()
         soft = k.new_zeros(batch, mus.shape[0], lq).index_add_(0, pair, k)  # (B, K, Lq)
         ctx.save_for_backward(s, positions, pair, k, mus, sigmas)
         ctx.shape, ctx.dtype = sim.shape, sim.dtype
