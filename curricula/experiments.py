@@ -204,6 +204,25 @@ def curriculum_length(spec: Mapping[str, Any]) -> int:
     return end
 
 
+def uses_dense_model(spec: Mapping[str, Any]) -> bool:
+    """Whether a run's curriculum reads the dense model G of Su et al. 2021 §3.4: HCL-IC's neighbours
+    (``negatives.mode: neighbors``) or a difficulty function on G's vectors (``hcl_corpus``, eq. 2), as its
+    ordering or as MacAvaney's weights."""
+    scorings = [spec.get("scoring"), (spec.get("weighting") or {}).get("scoring")]
+    on_vectors = any(name in FUNCTIONS and "query_vectors" in FUNCTIONS[name].inputs for name in scorings)
+    return on_vectors or spec["negatives"].get("mode") == "neighbors"
+
+
+def finetune_dense_model(config: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the dense model G is fine-tuned before it is used (config ``dense.finetune.enabled``): as set, or,
+    when null, whenever a run's curriculum uses G (:func:`uses_dense_model`): Su et al. 2021 §3.4 train G with
+    in-batch negatives on the training data before HCL, so an HCL arm never ranks with the encoder as shipped."""
+    enabled = ((config.get("dense") or {}).get("finetune") or {}).get("enabled")
+    if enabled is not None:
+        return bool(enabled)
+    return any(uses_dense_model(spec) for spec in runs.values())
+
+
 def needed_tables(spec: Mapping[str, Any]) -> set[str]:
     """Inputs of an experiment's train job beyond the ingest tables and its curriculum shards."""
     need = set()

@@ -8,7 +8,8 @@ from snakemake.exceptions import WorkflowError
 
 from curricula.difficulty import check_names, function_knobs, needed_inputs
 from curricula.evaluate import parse_rnk
-from curricula.experiments import active_spec, experiment_runs, job_params, needed_tables, tuned_values
+from curricula.experiments import (active_spec, experiment_runs, finetune_dense_model, job_params, needed_tables,
+                                   tuned_values)
 from curricula.ingest import INGEST_TABLES
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
@@ -104,8 +105,8 @@ def section(name, *keys):
 
 
 def biencoder_input(wildcards):
-    """The fine-tuned bi-encoder folder when dense.finetune is enabled, else nothing (the pre-trained model)."""
-    return {"biencoder": dense_outputs()["biencoder"]} if config["dense"]["finetune"]["enabled"] else {}
+    """The fine-tuned bi-encoder folder when G is fine-tuned (FINETUNE_G), else nothing (the pre-trained model)."""
+    return {"biencoder": dense_outputs()["biencoder"]} if FINETUNE_G else {}
 
 
 def teacher_outputs():
@@ -177,6 +178,8 @@ RUNS = {run: spec for runs in RUNS_OF.values() for run, spec in runs.items()}
 TUNED = tuned_values(config)
 # the experiments the report shows; a tuned experiment's runtime knobs (threads, device, scoring) are its first run's
 EXPERIMENTS = {name: next(iter(runs.values())) for name, runs in RUNS_OF.items()}
+# dense.finetune.enabled, null resolved: G is fine-tuned whenever a curriculum uses it (Su et al. 2021 §3.4)
+FINETUNE_G = finetune_dense_model(config, RUNS)
 
 
 def one_of(names):

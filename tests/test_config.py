@@ -137,3 +137,22 @@ def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curricul
         differ = {k for k in set(flat) | set(base) if flat.get(k) != base.get(k)}
         allowed = curriculum.get(run.split("@")[0], ())
         assert differ and all(k.split(".")[0] in allowed for k in differ) or run == "baseline", (run, differ)
+
+
+def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
+    """Su et al. 2021 §3.4: G is trained on the training data before HCL. dense.finetune.enabled null = on exactly
+    when a run reads G (HCL-IC's neighbours, or hcl_corpus as ordering or weights); true/false force it."""
+    from curricula.experiments import experiment_specs, finetune_dense_model, uses_dense_model
+
+    config = load_config(REPO / "config.yaml")
+    specs = experiment_specs(config)
+    assert [run for run, spec in specs.items() if uses_dense_model(spec)] == ["hcl"]
+    assert config["dense"]["finetune"]["enabled"] is None and finetune_dense_model(config, specs)
+    without = {run: spec for run, spec in specs.items() if run != "hcl"}
+    assert not finetune_dense_model(config, without)
+    ordered = {"x": {**specs["baseline"], "scoring": "hcl_corpus"}}
+    weighted = {"x": {**specs["baseline"], "weighting": {"scoring": "hcl_corpus"}}}
+    assert finetune_dense_model(config, ordered) and finetune_dense_model(config, weighted)
+    forced = merge(config, {"dense": {"finetune": {"enabled": False}}})
+    assert not finetune_dense_model(forced, specs)
+    assert finetune_dense_model(merge(config, {"dense": {"finetune": {"enabled": True}}}), without)
