@@ -14,8 +14,8 @@ Outputs (paths relative to ``results/<dataset>/``):
   also those outside the top k (Penha & Hauff 2020 Table 2's sigma_BM25 needs all of them);
 * ``bm25/tuned/grid.parquet`` (``bm25.GRID``) and ``bm25/tuned/candidate_scores.parquet`` (``CANDIDATE_SCORES``, dev
   and test candidates): (k1, b) tuned on dev, the reference ranker ``bm25_tuned`` (MacAvaney et al. 2020);
-* ``dense/biencoder/`` (when G is fine-tuned: ``dense.finetune.enabled``, null = when a curriculum uses G): context and response encoders fine-tuned with
-  in-batch negatives on the train split (Su et al. 2021 §3.4 eq. 4);
+* ``dense/biencoder/`` (when G is fine-tuned: ``dense.finetune.enabled``, null = when a curriculum uses G): context
+  and response encoders fine-tuned with in-batch negatives on the train split (Su et al. 2021 §3.4 eq. 4);
 * ``dense/queries.parquet``, ``dense/docs.parquet`` (``VECTORS``): unit-norm embeddings;
 * ``dense/neighbors.parquet`` (``NEIGHBORS``): for every query the top-K docs by inner product, rank 1 = most
   similar; with ``within_split`` a query's pool is the docs its own split references (so a train context's
