@@ -10,6 +10,8 @@
   broken by document order (the earlier row of ``doc_vecs`` wins), also at the k-th place.
   Nothing is excluded: a context's own positive response normally appears in its list; instance-level
   negatives are drawn after an anti-join with the qrels (ask for a few more than 10^k_T to keep 10^k_T).
+* :func:`positive_ranks` and :func:`positive_rank_summary` say how well G ranks each context's true reply among
+  its neighbours (rule ``dense_positive_ranks``, ``bench/g_rank.py`` before and after fine-tuning G).
 * The dual encoder of eq. 4 fine-tuned with in-batch negatives lives in :mod:`curricula.biencoder`; its two
   halves (``<folder>/context``, ``<folder>/response``) encode like any checkpoint.
 """
@@ -35,7 +37,7 @@ from curricula.hf import (
     select_device,
 )
 from curricula.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
-from curricula.tables import NEIGHBORS, VECTORS, check_table
+from curricula.tables import NEIGHBORS, SPLITS, VECTORS, TableSpec, check_table
 
 log = logging.getLogger(__name__)
 
@@ -368,3 +370,83 @@ def neighbor_chunks(
     kinds = sorted({entry[3] for entry in searches if entry is not None})
     log.info("%s: top-%d of %s docs for %d queries in %.1f s", ", ".join(kinds) or "faiss", k,
              "/".join(str(len(X)) for _, X in pools), len(Q), time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------------- where G ranks the true reply
+#: One row per split: where G puts each context's true reply among the context's top-k neighbours (rule
+#: ``dense_positive_ranks``, :func:`positive_rank_summary`). Shares are fractions in [0, 1] of ``queries``.
+POSITIVE_RANKS = TableSpec(
+    "positive_ranks",
+    {"split": pl.String, "k": pl.Int64, "queries": pl.Int64, "median_rank": pl.Float64, "at_1": pl.Float64,
+     "top_10": pl.Float64, "top_100": pl.Float64, "top_k": pl.Float64, "outside_k": pl.Float64},
+    key=("split",),
+    allowed={"split": SPLITS},
+)
+
+
+def positive_ranks(
+    neighbors: pl.DataFrame | pl.LazyFrame,
+    qrels: pl.DataFrame,
+    queries: pl.DataFrame,
+    relevant_min: int = 1,
+) -> pl.DataFrame:
+    """Per query with a relevant doc: the rank G gives its best-ranked relevant doc among its neighbours.
+
+    ``neighbors`` is a ``NEIGHBORS`` table (qid, docid, rank; rank 1 = G's most similar doc), eager or lazy: a
+    ``pl.scan_parquet`` of ``dense/neighbors.parquet`` (4M rows for the default chitchat run, 131M for the whole
+    corpus) is only joined with the relevant (qid, docid) pairs, streaming, so the table is never held. A doc is
+    relevant when its qrels ``rel >= relevant_min``; queries without one (nothing to rank) are left out.
+
+    Returns (qid, split, rank) sorted by qid: ``rank`` (Int32, 1 = best) is the smallest rank among the query's
+    relevant docs, null when none of them is in its top k (the stored list's depth).
+    """
+    rel = qrels.filter(pl.col("rel") >= relevant_min).select("qid", "docid").unique()
+    asked = queries.select("qid", "split").join(rel.select("qid").unique(), on="qid", how="semi")
+    lazy = neighbors.lazy() if isinstance(neighbors, pl.DataFrame) else neighbors
+    best = (
+        lazy.select("qid", "docid", "rank")
+        .join(rel.lazy(), on=["qid", "docid"], how="inner")
+        .group_by("qid")
+        .agg(pl.col("rank").min())
+        .collect(engine="streaming")
+    )
+    return (asked.join(best, on="qid", how="left")
+            .select("qid", "split", pl.col("rank").cast(pl.Int32))
+            .sort("qid"))
+
+
+def positive_rank_summary(ranks: pl.DataFrame, k: int) -> pl.DataFrame:
+    """One row per split (train, dev, test order; splits without queries are left out) of :func:`positive_ranks`:
+    a ``POSITIVE_RANKS`` table.
+
+    ``k`` is the neighbour lists' depth (config ``dense.neighbors_k``). Columns: ``queries`` (contexts with a true
+    reply), ``median_rank`` over all of them with a reply outside the top k counted as rank k + 1 (so a median of
+    k + 1 means more than half are outside; rank 1 = G's best), and the shares (fractions in [0, 1]) whose true
+    reply is at rank 1 (``at_1``), within the top 10 and top 100 (the top k when k is smaller), within the top k
+    (``top_k``) and outside it (``outside_k``; ``top_k + outside_k = 1``).
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k={k!r}: expected a positive integer")
+    deepest = ranks["rank"].max()
+    if deepest is not None and deepest > k:
+        raise ValueError(f"a true reply at rank {deepest} > k={k}: k must be the neighbour lists' depth")
+    rank = pl.col("rank").cast(pl.Int64)
+
+    def within(n: int) -> pl.Expr:
+        return (rank <= n).fill_null(False).mean()
+
+    out = (
+        ranks.group_by("split")
+        .agg(
+            k=pl.lit(int(k), dtype=pl.Int64),
+            queries=pl.len().cast(pl.Int64),
+            median_rank=rank.fill_null(int(k) + 1).median().cast(pl.Float64),
+            at_1=within(1),
+            top_10=within(10),
+            top_100=within(100),
+            top_k=rank.is_not_null().mean(),
+            outside_k=rank.is_null().mean(),
+        )
+        .sort(pl.col("split").replace_strict(list(SPLITS), list(range(len(SPLITS))), default=len(SPLITS)))
+    )
+    return check_table(out.select(list(POSITIVE_RANKS.columns)), POSITIVE_RANKS, "positive_rank_summary")

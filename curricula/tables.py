@@ -432,6 +432,17 @@ def read_table(path: str | Path, spec: TableSpec, columns: list[str] | None = No
     return check_table(pl.read_parquet(path, columns=list(part.columns)), part, path)
 
 
+def scan_table(path: str | Path, spec: TableSpec) -> pl.LazyFrame:
+    """A lazy scan of a Parquet table whose footer (column names and dtypes) is checked against ``spec``.
+
+    For a large table read only in part (a join with a few keys, a few columns): no rows are read here, and the
+    rows the query does read are not checked row by row (nulls, allowed values, keys), unlike :func:`read_table`.
+    """
+    path = Path(path)
+    _check_file_schema(path, spec)
+    return pl.scan_parquet(path)
+
+
 def subspec(spec: TableSpec, columns: list[str]) -> TableSpec:
     """The contract of some of ``spec``'s columns (in ``spec``'s order; the key only if all its columns are kept)."""
     unknown = [c for c in columns if c not in spec.columns]

@@ -11,7 +11,16 @@ import pytest
 import torch
 
 from curricula.biencoder import CONTEXT_DIR, RESPONSE_DIR, finetune_biencoder, in_batch_loss
-from curricula.dense import encode, faiss_gpu_available, neighbors, vectors_frame, vectors_to_numpy
+from curricula.dense import (
+    POSITIVE_RANKS,
+    encode,
+    faiss_gpu_available,
+    neighbors,
+    positive_rank_summary,
+    positive_ranks,
+    vectors_frame,
+    vectors_to_numpy,
+)
 from curricula.hf import load_encoder, load_tokenizer
 from curricula.tables import NEIGHBORS, VECTORS, check_table, read_table, write_table
 from tests.conftest import shared_file
@@ -238,6 +247,55 @@ def full_batch_loss(contexts, responses, ctx_vecs, resp_vecs) -> float:
     same = (cc[:, None] == cc[None, :]) | (rc[:, None] == rc[None, :])
     np.fill_diagonal(same, False)
     return float(in_batch_loss(c, r, 20.0, torch.from_numpy(same)))
+
+
+def rank_fixture() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Neighbours (top 5 of each query), qrels and queries by hand: t1's reply at rank 1, t2's at 3, t3's outside
+    the top 5, d1's two replies at ranks 5 and 2, d2 has no relevant doc (rel 0 only)."""
+    lists = {"t1": ["a", "x", "y", "z", "w"], "t2": ["x", "y", "b", "z", "w"], "t3": ["x", "y", "z", "w", "v"],
+             "d1": ["x", "e", "y", "z", "f"], "d2": ["g", "x", "y", "z", "w"]}
+    nb = pl.DataFrame([{"qid": q, "docid": d, "rank": r, "score": 1.0 - r / 10}
+                       for q, docs in lists.items() for r, d in enumerate(docs, 1)],
+                      schema=NEIGHBORS.columns)
+    qrels = pl.DataFrame({"qid": ["t1", "t2", "t3", "d1", "d1", "d2"], "docid": ["a", "b", "c", "f", "e", "g"],
+                          "rel": [1, 1, 1, 2, 1, 0]}, schema={"qid": pl.String, "docid": pl.String, "rel": pl.Int32})
+    queries = pl.DataFrame({"qid": ["d1", "d2", "t1", "t2", "t3"], "split": ["dev", "dev", "train", "train", "train"]})
+    return nb, qrels, queries
+
+
+def test_positive_ranks_take_each_querys_best_relevant_doc():
+    nb, qrels, queries = rank_fixture()
+    ranks = positive_ranks(nb, qrels, queries)
+    # d2 has no relevant doc (rel 0 < relevant_min): nothing to rank, so no row
+    assert ranks.to_dicts() == [{"qid": "d1", "split": "dev", "rank": 2}, {"qid": "t1", "split": "train", "rank": 1},
+                                {"qid": "t2", "split": "train", "rank": 3},
+                                {"qid": "t3", "split": "train", "rank": None}]
+    assert ranks.schema["rank"] == pl.Int32
+    assert positive_ranks(nb.lazy(), qrels, queries).equals(ranks)  # a lazy scan gives the same rows
+    # relevant_min=2: only d1's rel-2 reply (rank 5) counts; the rel-1 queries drop out
+    assert positive_ranks(nb, qrels, queries, relevant_min=2).to_dicts() == [{"qid": "d1", "split": "dev", "rank": 5}]
+
+
+def test_positive_rank_summary_counts_outside_top_k_as_k_plus_1():
+    nb, qrels, queries = rank_fixture()
+    out = positive_rank_summary(positive_ranks(nb, qrels, queries), k=5)
+    check_table(out, POSITIVE_RANKS, "test")
+    assert out["split"].to_list() == ["train", "dev"]  # split order, not alphabetical
+    train, dev = out.to_dicts()
+    # train ranks 1, 3, outside -> 1, 3, 6: median 3 (dropping the outside one would give 2)
+    assert train == pytest.approx({"split": "train", "k": 5, "queries": 3, "median_rank": 3.0, "at_1": 1 / 3,
+                                   "top_10": 2 / 3, "top_100": 2 / 3, "top_k": 2 / 3, "outside_k": 1 / 3})
+    assert dev == pytest.approx({"split": "dev", "k": 5, "queries": 1, "median_rank": 2.0, "at_1": 0.0,
+                                 "top_10": 1.0, "top_100": 1.0, "top_k": 1.0, "outside_k": 0.0})
+    ranks = pl.DataFrame({"qid": [f"q{i}" for i in range(4)], "split": ["test"] * 4, "rank": [1, 40, 150, None]},
+                         schema={"qid": pl.String, "split": pl.String, "rank": pl.Int32})
+    (test,) = positive_rank_summary(ranks, k=200).to_dicts()
+    assert test["median_rank"] == 95.0 and test["top_10"] == 0.25 and test["top_100"] == 0.5
+    assert test["top_k"] == 0.75 and test["outside_k"] == 0.25
+    with pytest.raises(ValueError, match="rank 150 > k=100"):
+        positive_rank_summary(ranks, k=100)
+    with pytest.raises(ValueError, match="positive integer"):
+        positive_rank_summary(ranks, k=0)
 
 
 def test_in_batch_loss_uses_the_diagonal_as_positives():
