@@ -19,7 +19,9 @@ Outputs (paths relative to ``results/<dataset>/``):
 * ``dense/queries.parquet``, ``dense/docs.parquet`` (``VECTORS``): unit-norm embeddings;
 * ``dense/neighbors.parquet`` (``NEIGHBORS``): for every query the top-K docs by inner product, rank 1 = most
   similar; with ``within_split`` a query's pool is the docs its own split references (so a train context's
-  neighbours never include a test response).
+  neighbours never include a test response);
+* ``dense/positive_ranks.parquet`` (``dense.POSITIVE_RANKS``): per split, where G ranks each context's true reply
+  among those neighbours (median rank, shares at rank 1 / top 10 / top 100 / top K / outside).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from curricula.tables import (
     group_size,
     iter_row_groups,
     read_table,
+    scan_table,
     write_grouped_table,
     write_table,
     write_trec_run,
@@ -348,6 +351,29 @@ def neighbors_stage(
     del dv
     chunks = dense.neighbor_chunks(qids, Q, pools, pool_of, k, chunk_size=chunk_size)
     return write_grouped_table(chunks, out_path, NEIGHBORS, by="qid", size=group_size(k))
+
+
+def positive_ranks_stage(neighbors_path: str | Path, data: Mapping[str, str | Path], out_path: str | Path, *,
+                         k: int, relevant_min: int = 1) -> pl.DataFrame:
+    """Rule ``dense_positive_ranks``: where G ranks each context's true reply among its top ``k`` neighbours, one
+    row per split (:func:`curricula.dense.positive_rank_summary`) written to ``out_path``, each row logged.
+
+    ``data`` names the ingest queries and qrels tables; the neighbours table is scanned lazily and joined with the
+    relevant pairs only (:func:`curricula.dense.positive_ranks`), never read whole.
+    """
+    from curricula import dense
+
+    queries = read_table(data["queries"], QUERIES, columns=["qid", "split"])
+    qrels = read_table(data["qrels"], QRELS)
+    ranks = dense.positive_ranks(scan_table(neighbors_path, NEIGHBORS), qrels, queries, relevant_min)
+    summary = dense.positive_rank_summary(ranks, k)
+    write_table(summary, out_path, dense.POSITIVE_RANKS)
+    for row in summary.iter_rows(named=True):
+        log.info("G ranks the true reply of %s's %d contexts: at 1 %.1f%%, top 10 %.1f%%, top 100 %.1f%%, top %d "
+                 "%.1f%%, outside %.1f%%; median rank %g (rank 1 = best, outside top %d counted as %d)",
+                 row["split"], row["queries"], 100 * row["at_1"], 100 * row["top_10"], 100 * row["top_100"], k,
+                 100 * row["top_k"], 100 * row["outside_k"], row["median_rank"], k, k + 1)
+    return summary
 
 
 #: The contract and row order of each sharded table gathered whole (the unsharded stage writes the same order).

@@ -96,6 +96,7 @@ def dense_outputs():
         "queries": dense_vectors("queries"),
         "docs": dense_vectors("docs"),
         "neighbors": f"{RESULTS}/dense/neighbors.parquet",
+        "positive_ranks": f"{RESULTS}/dense/positive_ranks.parquet",
     }
 
 
@@ -412,6 +413,7 @@ def all_outputs():
         bm25_outputs()["trec"],
         bm25_outputs()["candidate_scores"],
         dense_outputs()["neighbors"],
+        dense_outputs()["positive_ranks"],  # where G ranks the true replies: wherever the neighbours are built
         teacher_outputs()["scores"],
         difficulty_outputs()["table"],
         *all_trained(),

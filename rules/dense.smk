@@ -112,3 +112,27 @@ rule dense_neighbors:
         CONDA_ENVS["cpu"]
     script:
         "../workflow_scripts/gather_table.py"
+
+
+rule dense_positive_ranks:
+    """Where G ranks each context's true reply among its top-K neighbours, per split (median rank; shares at rank 1,
+    in the top 10, 100, K, outside); the neighbours table is read lazily, joined with the relevant pairs only."""
+    input:
+        neighbors=dense_outputs()["neighbors"],
+        queries=ingest_outputs()["queries"],
+        qrels=ingest_outputs()["qrels"],
+    output:
+        summary=dense_outputs()["positive_ranks"],
+    params:
+        k=config["dense"]["neighbors_k"],
+        relevant_min=config["dataset"]["relevant_min"],
+    log:
+        log_path("dense_positive_ranks"),
+    benchmark:
+        benchmark_path("dense_positive_ranks")
+    resources:
+        mem_mb=2000,
+    conda:
+        CONDA_ENVS["cpu"]
+    script:
+        "../workflow_scripts/dense_positive_ranks.py"

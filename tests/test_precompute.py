@@ -170,3 +170,29 @@ def test_bm25_run_searched_in_blocks_and_neighbours_in_chunks_are_the_same_files
     precompute.neighbors_stage(dense_outputs["queries"], dense_outputs["docs"], stage, tmp_path / "n.parquet", k=50,
                                chunk_size=5)
     assert (tmp_path / "n.parquet").read_bytes() == dense_outputs["neighbors"].read_bytes()
+
+
+def test_positive_ranks_stage_writes_and_logs_the_summary_per_split(tmp_path, caplog):
+    """Rule dense_positive_ranks file to file, on hand-made tables: the summary per split, each row logged."""
+    from curricula.dense import POSITIVE_RANKS
+    from curricula.tables import QRELS, write_grouped_table, write_table
+
+    qids = ["d1", "d2", "t1", "t2"]
+    write_table(pl.DataFrame({"qid": qids, "split": ["dev", "dev", "train", "train"], "text": qids,
+                              "turns": [[q] for q in qids], "domain": None}), tmp_path / "queries.parquet", QUERIES)
+    write_table(pl.DataFrame({"qid": qids, "docid": ["r1", "r2", "r3", "r4"], "rel": [1, 1, 1, 1]}),
+                tmp_path / "qrels.parquet", QRELS)
+    # top 3 of each query: d1's reply at rank 2, d2's outside, t1's at 1, t2's at 3
+    lists = {"d1": ["x", "r1", "y"], "d2": ["x", "y", "z"], "t1": ["r3", "x", "y"], "t2": ["x", "y", "r4"]}
+    nb = pl.DataFrame([{"qid": q, "docid": d, "rank": r, "score": 1.0 - r / 10}
+                       for q, docs in lists.items() for r, d in enumerate(docs, 1)], schema=NEIGHBORS.columns)
+    write_grouped_table([nb], tmp_path / "neighbors.parquet", NEIGHBORS, size=1)
+    data = {name: tmp_path / f"{name}.parquet" for name in ("queries", "qrels")}
+    out = tmp_path / "dense" / "positive_ranks.parquet"
+    with caplog.at_level("INFO", logger="curricula.precompute"):
+        got = precompute.positive_ranks_stage(tmp_path / "neighbors.parquet", data, out, k=3)
+    table = read_table(out, POSITIVE_RANKS)
+    assert table.equals(got) and table["split"].to_list() == ["train", "dev"]
+    assert table["median_rank"].to_list() == [2.0, 3.0] and table["outside_k"].to_list() == [0.0, 0.5]
+    assert "G ranks the true reply of dev's 2 contexts: at 1 0.0%, top 10 50.0%" in caplog.text
+    assert "outside 50.0%; median rank 3 (rank 1 = best, outside top 3 counted as 4)" in caplog.text

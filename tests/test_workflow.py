@@ -38,10 +38,10 @@ def test_same_config_gives_identical_bytes(tiny_run, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
     assert tables == sorted(p.relative_to(b) for p in (b / "results").rglob("*.parquet"))
-    # ingest 4, bm25 2 + tuned 2, dense 3, teacher 1, difficulty 12 + 1, curriculum (shard + index), dev curve,
-    # test metrics + additive metrics + additivity grid, reference metrics 3 (+ the teacher's additive 2), report
-    # tables 3 (seeds, metrics, power)
-    assert len(tables) == 4 + 4 + 3 + 1 + 13 + 2 + 1 + 3 + 5 + 3
+    # ingest 4, bm25 2 + tuned 2, dense 3 + positive ranks 1, teacher 1, difficulty 12 + 1, curriculum (shard +
+    # index), dev curve, test metrics + additive metrics + additivity grid, reference metrics 3 (+ the teacher's
+    # additive 2), report tables 3 (seeds, metrics, power)
+    assert len(tables) == 4 + 4 + 4 + 1 + 13 + 2 + 1 + 3 + 5 + 3
     exp = Path("results/tiny/experiments/baseline/seed=1")
     tables += [Path("results/tiny/bm25/run.trec"), exp / "model" / "model.safetensors", exp / "test.run",
                Path("results/tiny/report/table_seeds.md"), Path("results/tiny/report/figures/dev_curves.png")]
@@ -79,12 +79,13 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tiny_run, tmp_
     wd = copy_run(tiny_run, tmp_path / "run")  # a copied run is still up to date (checked below)
     res = wd / "results" / "tiny"
     for rel in ("bm25/index", "bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet",
-                "dense/queries.parquet", "dense/docs.parquet", "dense/neighbors.parquet"):
+                "dense/queries.parquet", "dense/docs.parquet", "dense/neighbors.parquet",
+                "dense/positive_ranks.parquet"):
         assert (res / rel).exists(), rel
     for rel in ("teacher/model", "teacher/scores.parquet", "difficulty/difficulty.parquet"):
         assert (res / rel).exists(), rel
     for rule in ("bm25_index", "bm25_run", "bm25_candidate_scores", "dense_encode_queries", "dense_encode_docs",
-                 "dense_neighbors", "teacher_train", "teacher_score", "difficulty"):
+                 "dense_neighbors", "dense_positive_ranks", "teacher_train", "teacher_score", "difficulty"):
         assert (wd / "logs" / "tiny" / f"{rule}.log").exists(), rule
     assert dry_jobs(wd, TINY_PRECOMPUTE) == set()
     # BM25 depth: only the run; a BM25 thread count: nothing; a dense knob: only dense rules
@@ -92,10 +93,10 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tiny_run, tmp_
     # the BM25 run feeds the difficulty table (D_recip/norm/kde read the candidates' run by default: no)
     assert dry_jobs(wd, deeper) == {"bm25_run_shard", "bm25_run", "all"}
     nk = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "neighbors_k": 40}}
-    assert dry_jobs(wd, nk) == {"dense_neighbors_shard", "dense_neighbors", "all"}
+    assert dry_jobs(wd, nk) == {"dense_neighbors_shard", "dense_neighbors", "dense_positive_ranks", "all"}
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
     assert dry_jobs(wd, ml) == {"dense_encode_shard", "dense_encode", "dense_neighbors_shard", "dense_neighbors",
-                                "difficulty_function", "difficulty", "all"}
+                                "dense_positive_ranks", "difficulty_function", "difficulty", "all"}
 
 
 PRECOMPUTED = ("bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet", "dense/queries.parquet",
@@ -195,6 +196,17 @@ def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tmp_path):
     assert "dense_biencoder" not in dry_jobs(tmp_path, TINY_PRECOMPUTE)
     on = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
     assert {"dense_biencoder", "dense_encode"} <= dry_jobs(tmp_path, on)
+
+
+def test_positive_ranks_are_reported_wherever_the_neighbours_are_built(tmp_path):
+    """Rule dense_positive_ranks (where G ranks the true replies) is a final target beside the neighbours, with G
+    as shipped and fine-tuned; asking for the neighbours alone does not run it."""
+    assert {"dense_neighbors", "dense_positive_ranks"} <= dry_jobs(tmp_path, TINY_PRECOMPUTE)
+    on = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
+    assert {"dense_biencoder", "dense_neighbors", "dense_positive_ranks"} <= dry_jobs(tmp_path, on)
+    out = snakemake(tmp_path, "-n", "results/tiny/dense/neighbors.parquet", config=TINY_PRECOMPUTE)
+    assert out.returncode == 0 and "dense_positive_ranks" not in jobs_of(out.stdout), out.stderr[-2000:]
+    assert "dense_neighbors" in jobs_of(out.stdout)
 
 
 def test_readme_wikiqa_overlay_runs_ingest(tmp_path, shared_data):
