@@ -185,7 +185,7 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
 
 
 def test_bad_experiment_stops_before_any_job(tmp_path):
-    bad = {**TINY_PRECOMPUTE, "experiments": {"w": {"weighting": {"scoring": "kde"}}}}
+    bad = {**TINY_PRECOMPUTE, "experiments": {"w": {"weighting": {"scoring": "kde"}, "negatives": {"mode": "random"}}}}
     out = snakemake(tmp_path, config=bad)
     assert out.returncode != 0
     assert "experiments.w" in out.stderr + out.stdout and "negatives.mode: candidates" in out.stderr + out.stdout
