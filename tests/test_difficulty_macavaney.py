@@ -207,3 +207,94 @@ def test_heuristic_subsets_and_difficulty_from_ease():
     assert got["recip"].to_list() == [1.0 - d for d in h["recip_point"].to_list()]
     with pytest.raises(ValueError, match="needs the BM25 run"):
         mac.heuristic_difficulty(pairs, scores, None, "run", "kde")
+
+
+# ------------------------------------------------------------------------------------------- bm25_list: run
+def bm25_run_fixture(tmp_path):
+    """Ingest tables of two training queries and a dev one, their candidates' BM25 scores and a BM25 run, written
+    where :func:`curricula.difficulty.difficulty_function_stage` reads them. The training pool is d1-d4 (the train
+    queries' candidates); d6 is a dev doc, which a training negative never is."""
+    from curricula.tables import CANDIDATE_SCORES, CANDIDATES, DOCS, QRELS, QUERIES, RUN, write_table
+
+    frames = {
+        "queries": (pl.DataFrame({"qid": ["q1", "q2", "q3"], "split": ["train", "train", "dev"],
+                                  "text": ["a b", "c", "d e f"], "turns": [["a b"], ["c"], ["d e", "f"]],
+                                  "domain": [None, None, None]}, schema_overrides={"domain": pl.String}), QUERIES),
+        "docs": (pl.DataFrame({"docid": [f"d{i}" for i in range(1, 7)], "text": ["x"] * 6}), DOCS),
+        "qrels": (pl.DataFrame({"qid": ["q1", "q2", "q3"], "docid": ["d1", "d3", "d5"], "rel": [1, 1, 1]},
+                               schema_overrides={"rel": pl.Int32}), QRELS),
+        "candidates": (pl.DataFrame({"qid": ["q1", "q1", "q2", "q2", "q3", "q3"],
+                                     "docid": ["d1", "d2", "d3", "d4", "d5", "d6"]}), CANDIDATES),
+        "candidate_scores": (pl.DataFrame({"qid": ["q1", "q1", "q2", "q2", "q3", "q3"],
+                                           "docid": ["d1", "d2", "d3", "d4", "d5", "d6"],
+                                           "score": [8.0, 4.0, 6.0, 1.0, 5.0, 2.0]}), CANDIDATE_SCORES),
+        # q1's run: d4 (pool, not its candidate) first, its positive d1 second, d6 (a dev doc) third, ...
+        "run": (pl.DataFrame({"qid": ["q1"] * 5 + ["q2"] * 2 + ["q3"],
+                              "docid": ["d4", "d1", "d6", "d2", "d3", "d1", "d3", "d3"],
+                              "rank": [1, 2, 3, 4, 5, 1, 2, 1],
+                              "score": [9.0, 8.0, 7.0, 4.0, 3.0, 7.0, 6.0, 9.0]},
+                             schema_overrides={"rank": pl.Int32}), RUN),
+    }
+    paths = {}
+    for name, (frame, spec) in frames.items():
+        paths[name] = tmp_path / f"{name}.parquet"
+        write_table(frame, paths[name], spec)
+    return paths
+
+
+def test_bm25_list_run_scores_the_training_queries_run_pairs_with_eq5(tmp_path):
+    """With bm25_list: run, recip's training table holds every (training query, pool doc) of the BM25 run, with
+    raw = 1 / rank (eq. 5) and difficulty = 1 - D_point (eq. 6, 1 = hardest); a query-level function, the test
+    split and bm25_list: candidates keep the candidate pairs; the joined table spreads the query's value."""
+    from curricula.difficulty import combine_difficulty, difficulty_function_stage, scores_run_pairs
+
+    paths = bm25_run_fixture(tmp_path)
+    run_knobs = {"bm25_list": "run"}
+    recip = difficulty_function_stage(paths, tmp_path / "recip.parquet", "recip", run_knobs)
+    want = {  # (rel, raw = 1 / rank, difficulty = 1 - D_point)
+        ("q1", "d1"): (1, 1 / 2, 1 / 2),  # relevant at rank 2: D = recip = 1/2
+        ("q1", "d2"): (0, 1 / 4, 1 / 4),  # candidate at rank 4: D = 1 - 1/4, difficulty 1/4
+        ("q1", "d3"): (0, 1 / 5, 1 / 5),  # run only (q2's positive, a pool doc) at rank 5
+        ("q1", "d4"): (0, 1.0, 1.0),      # run only, ranked first: the hardest negative
+        ("q2", "d1"): (0, 1.0, 1.0),      # run only, rank 1
+        ("q2", "d3"): (1, 1 / 2, 1 / 2),
+        ("q2", "d4"): (0, 0.0, 0.0),      # a candidate BM25 did not retrieve: the easiest negative
+    }  # no d6 (a dev doc) and no dev query q3
+    got = list(zip(recip["qid"], recip["docid"]))
+    assert got == sorted(want)
+    assert recip["rel"].to_list() == [want[k][0] for k in got]
+    assert recip["recip_raw"].to_list() == [want[k][1] for k in got]
+    assert recip["recip"].to_list() == pytest.approx([want[k][2] for k in got], abs=1e-12)
+    assert scores_run_pairs("recip", run_knobs) and not scores_run_pairs("recip", {"bm25_list": "candidates"})
+    assert not scores_run_pairs("turns", {})
+
+    # the run-only rows' scores are the run's: norm of q1's d4 = 1 (the top of [3, 9]), d3 = 0 (the bottom)
+    norm = difficulty_function_stage(paths, tmp_path / "norm.parquet", "norm", run_knobs)
+    raw = dict(zip(zip(norm["qid"], norm["docid"]), norm["norm_raw"]))
+    assert raw[("q1", "d4")] == 1.0 and raw[("q1", "d3")] == 0.0 and raw[("q1", "d1")] == pytest.approx(5 / 6)
+
+    # the candidate rows are those of a table scored on the candidates alone
+    from curricula.difficulty import difficulty_table
+    from curricula.ingest import candidate_pairs, read_ingest
+    from curricula.tables import CANDIDATE_SCORES, RUN, read_table
+
+    ingest = read_ingest(paths)
+    alone = difficulty_table(candidate_pairs(ingest), ingest["queries"], ingest["docs"], ["recip"],
+                             candidate_scores=read_table(paths["candidate_scores"], CANDIDATE_SCORES),
+                             run=read_table(paths["run"], RUN), bm25_list="run")
+    assert recip.join(alone.select("qid", "docid"), on=["qid", "docid"]).equals(alone)
+
+    cands = {("q1", "d1"), ("q1", "d2"), ("q2", "d3"), ("q2", "d4")}
+    listed = difficulty_function_stage(paths, tmp_path / "c.parquet", "recip", {"bm25_list": "candidates"})
+    turns = difficulty_function_stage(paths, tmp_path / "turns.parquet", "turns", {})
+    for table in (listed, turns):
+        assert set(zip(table["qid"], table["docid"])) == cands
+    dev_split = difficulty_function_stage(paths, tmp_path / "d.parquet", "recip", run_knobs, split="dev")
+    assert set(zip(dev_split["qid"], dev_split["docid"])) == {("q3", "d5"), ("q3", "d6")}  # only training is extended
+
+    joint = combine_difficulty([turns, recip], ["turns", "recip"])
+    assert joint.select("qid", "docid", "rel", "recip_raw", "recip").equals(recip)
+    per_query = dict(zip(turns["qid"], turns["turns"]))
+    assert [per_query[q] for q in joint["qid"]] == joint["turns"].to_list()
+    with pytest.raises(ValueError, match="rows, expected"):  # a pair-level table missing candidate pairs
+        combine_difficulty([turns, recip.head(3)], ["turns", "recip"])

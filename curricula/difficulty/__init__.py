@@ -14,7 +14,10 @@ from these rows:
   two rows' ``f_raw`` by :func:`curricula.difficulty.macavaney.pairwise`.
 
 Which BM25 list defines MacAvaney's rank and score is the ``bm25_list`` knob
-(:func:`curricula.difficulty.macavaney.bm25_lists`).
+(:func:`curricula.difficulty.macavaney.bm25_lists`). With ``bm25_list: run`` the pair-level functions are also
+scored on the BM25 run's pairs of the training queries (:func:`scores_run_pairs`), so that an experiment with
+``negatives.mode: bm25`` can weigh every negative it draws (MacAvaney §4.3: negatives from the BM25 top 100); the
+query-level functions keep the candidate pairs, and the joined table gives them their query's value on those rows.
 
 Each function is registered once, below, with its paper, level, inputs, knobs and computation
 (:func:`curricula.difficulty.registry.register`); adding a function is one more ``register(...)`` call.
@@ -50,7 +53,7 @@ __all__ = [
     "BM25_LISTS", "FUNCTIONS", "INPUT_TABLES", "DifficultyFunction", "Inputs", "bm25_lists", "check_names",
     "combine_difficulty",
     "difficulty_function_stage", "difficulty_spec", "difficulty_stage", "difficulty_table", "function_knobs",
-    "lookup", "needed_inputs", "pair_level", "register", "spearman_matrix", "unregister",
+    "lookup", "needed_inputs", "pair_level", "register", "scores_run_pairs", "spearman_matrix", "unregister",
 ]
 
 log = logging.getLogger(__name__)
@@ -197,12 +200,27 @@ def function_knobs(function: str, cfg: Mapping[str, Any], seed: int) -> dict[str
     return knobs
 
 
+def scores_run_pairs(function: str, knobs: Mapping[str, Any]) -> bool:
+    """Whether ``function``'s training table also covers the BM25 run's pairs of the training queries
+    (:func:`curricula.difficulty.macavaney.with_run_pairs`): a pair-level function that reads the run under its
+    knobs ``knobs`` (:func:`function_knobs`), i.e. MacAvaney's ``recip``, ``norm`` and ``kde`` with
+    ``bm25_list: run``, so that the trainer can weigh the negatives ``negatives.mode: bm25`` draws from the run."""
+    fn = lookup(function)
+    return fn.pair_level and "run" in fn.needed_inputs(knobs) and "candidate_scores" in fn.needed_inputs(knobs)
+
+
 def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Path, function: str,
                               knobs: Mapping[str, Any], relevant_min: int = 1, split: str = "train") -> pl.DataFrame:
     """Rule ``difficulty_function``: one scoring function over the training pairs (qid, docid, rel, f_raw, f).
 
     ``split="test"`` scores the test pairs instead (rule ``difficulty_test``, for the report's figures of test
     effectiveness by difficulty bucket); rank-based difficulties are then ranks among the test queries.
+
+    The scored pairs are the split's candidate pairs (:func:`curricula.ingest.candidate_pairs`); on the training
+    split, a function for which :func:`scores_run_pairs` holds (MacAvaney's with ``bm25_list: run``) is also scored
+    on the BM25 run's pairs of the training queries within the training pool, the negatives ``negatives.mode:
+    bm25`` draws (:func:`curricula.difficulty.macavaney.with_run_pairs`; non-relevant rows, so the curriculum's
+    instances, the relevant rows, are unchanged).
 
     ``data`` names the ingest tables (queries, docs, qrels, candidates) and the extra tables this function needs
     (:func:`needed_inputs`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function
@@ -213,6 +231,9 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     pairs = candidate_pairs(ingest, splits=(split,), relevant_min=relevant_min)
     extra = {name: read_table(data[name], INPUT_SPECS[name])
              for name in needed_inputs([function], knobs=knobs)}
+    if split == "train" and scores_run_pairs(function, knobs):
+        pairs, extra["candidate_scores"] = macavaney.with_run_pairs(pairs, extra["run"], ingest["qrels"],
+                                                                    extra["candidate_scores"], relevant_min)
     table = difficulty_table(pairs, queries, docs, [function], knobs=knobs, **extra)
     write_table(table, out_path, difficulty_spec([function]))
     log.info("difficulty %s (%s): %d pairs of %d queries; difficulty mean %.3f, raw range [%.4g, %.4g]",
@@ -222,14 +243,38 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
 
 
 def combine_difficulty(tables: Sequence[pl.DataFrame], functions: Sequence[str]) -> pl.DataFrame:
-    """The one-row-per-training-pair difficulty table from per-function tables (same pairs in each)."""
+    """The one-row-per-training-pair difficulty table from per-function tables.
+
+    Every table scores the same pairs, except that the pair-level tables may also hold the BM25 run's pairs
+    (:func:`scores_run_pairs`): then the rows are the pair-level tables' (a superset of the query-level tables'
+    pairs), and a query-level function's value on an added row is its query's (one value per query)."""
     if not tables:
         raise ValueError("no difficulty function configured")
-    out = tables[0].select("qid", "docid", "rel")
+    by_level: dict[bool, list[tuple[str, pl.DataFrame]]] = {}
     for f, table in zip(functions, tables):
-        if table.height != out.height:
-            raise ValueError(f"difficulty {f}: {table.height} rows, expected {out.height} (stale per-function table?)")
-        out = out.join(table.select("qid", "docid", f"{f}_raw", f), on=["qid", "docid"], how="left")
+        by_level.setdefault(pair_level(f), []).append((f, table))
+    for group in by_level.values():  # tables of one level score the same pairs
+        first = group[0][1].height
+        for f, table in group[1:]:
+            if table.height != first:
+                raise ValueError(f"difficulty {f}: {table.height} rows, expected {first} (stale per-function table?)")
+    heights = {table.height for table in tables}
+    if len(heights) == 1:
+        out = tables[0].select("qid", "docid", "rel")
+        for f, table in zip(functions, tables):
+            out = out.join(table.select("qid", "docid", f"{f}_raw", f), on=["qid", "docid"], how="left")
+    else:  # pair-level tables with the run's pairs: query-level values are spread over their query's rows
+        pair_rows, query_rows = by_level[True][0][1], by_level[False][0][1]
+        if pair_rows.height < query_rows.height or query_rows.join(pair_rows, on=["qid", "docid"], how="anti").height:
+            raise ValueError(f"difficulty {by_level[True][0][0]}: {pair_rows.height} rows, expected at least the "
+                             f"{query_rows.height} pairs of {by_level[False][0][0]} (stale per-function table?)")
+        out = pair_rows.select("qid", "docid", "rel")
+        for f, table in zip(functions, tables):
+            if pair_level(f):
+                out = out.join(table.select("qid", "docid", f"{f}_raw", f), on=["qid", "docid"], how="left")
+            else:
+                per_query = table.select("qid", f"{f}_raw", f).unique("qid", keep="first")
+                out = out.join(per_query, on="qid", how="left")
     missing = [c for c in out.columns if out[c].null_count()]
     if missing:
         raise ValueError(f"difficulty: per-function tables disagree on the training pairs (nulls in {missing})")

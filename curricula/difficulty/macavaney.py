@@ -273,6 +273,36 @@ def bm25_lists(pairs: pl.DataFrame, candidate_scores: pl.DataFrame, run: pl.Data
     return out, ref
 
 
+def with_run_pairs(pairs: pl.DataFrame, run: pl.DataFrame, qrels: pl.DataFrame, candidate_scores: pl.DataFrame,
+                   relevant_min: int = 1) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(``pairs`` (qid, docid, rel) plus the BM25 run's pairs of their queries, ``candidate_scores`` plus those
+    pairs' run scores).
+
+    With ``bm25_list: run`` the trainer may draw its negatives from the run (``negatives.mode: bm25``), so the
+    heuristics must be scored on every (query, doc) such a sampler can draw: each query of ``pairs`` with every doc
+    of its run (all of the run's k; ``negatives.depth`` cuts a prefix) that is among the docs of ``pairs`` (for the
+    training candidate pairs: the training response pool, the only docs a sampler draws). An added pair's ``rel`` is
+    1 when its qrels grade is >= ``relevant_min``, else 0 (with :func:`curricula.ingest.candidate_pairs`, which
+    already holds every relevant doc, an added pair is always non-relevant), and its BM25 score, which
+    :func:`bm25_lists` reads from ``candidate_scores``, is the run's (the same Lucene BM25 score; the added pairs
+    are not candidates). The pairs already in ``pairs`` keep their rows, so their values are unchanged. The pairs
+    come back sorted by qid, docid.
+    """
+    keys = ["qid", "docid"]
+    pairs = pairs.select(*keys, "rel")
+    qids = pairs["qid"].unique().implode()
+    docids = pairs["docid"].unique().implode()
+    added = (run.filter(pl.col("qid").is_in(qids) & pl.col("docid").is_in(docids))
+             .select("qid", "docid", pl.col("score").cast(pl.Float64))
+             .join(pairs.select(keys), on=keys, how="anti"))
+    grade = qrels.select(*keys, (pl.col("rel") >= relevant_min).cast(pairs.schema["rel"]).alias("rel"))
+    labelled = added.join(grade, on=keys, how="left").with_columns(pl.col("rel").fill_null(0))
+    out_pairs = pl.concat([pairs, labelled.select(pairs.columns)], how="vertical_relaxed").sort(keys)
+    scores = labelled.select(keys + ["score"]).join(candidate_scores.select(keys), on=keys, how="anti")
+    out_scores = pl.concat([candidate_scores.select(*keys, pl.col("score").cast(pl.Float64)), scores])
+    return out_pairs, out_scores
+
+
 def heuristic_difficulty(pairs: pl.DataFrame, candidate_scores: pl.DataFrame, run: pl.DataFrame | None,
                          bm25_list: str, heuristic: str) -> pl.DataFrame:
     """One heuristic as a difficulty function of the pairs (qid, docid, rel): (qid, docid, ``{h}_raw`` = h,
