@@ -73,6 +73,13 @@ def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def config_knobs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys outside ``train`` that :func:`check_spec` reads: ``difficulty.bm25_list`` (default ``candidates``,
+    as in the schema) and ``bm25.k`` (None when the config has no ``bm25`` section, e.g. a test's)."""
+    return {"bm25_list": (config.get("difficulty") or {}).get("bm25_list", "candidates"),
+            "bm25_k": (config.get("bm25") or {}).get("k")}
+
+
 def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None
                     ) -> dict[str, dict[str, dict[str, Any]]]:
     """{experiment: {run: resolved spec}}, ``baseline`` first, every run validated (names, types, cross-axis rules).
@@ -102,7 +109,7 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
         out[name] = {}
         for run, (_, scalar) in grid.items():
             spec = merge_experiment(train, scalar)
-            check_spec(name, spec, schema)
+            check_spec(name, spec, schema, **config_knobs(config))
             try:
                 resolve_ranker(spec)
             except ValueError as err:
@@ -149,8 +156,35 @@ def tuned_values(config: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any
     return out
 
 
-def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
-    """Raise ValueError naming the experiment when a spec is invalid or its axes do not fit together."""
+def check_pair_weighting(where: str, scoring: str, negatives: Mapping[str, Any], bm25_list: str,
+                         bm25_k: int | None) -> None:
+    """A pair-level weighting (MacAvaney's eq. 6-11) needs the difficulty of every negative the run draws: the
+    difficulty tables hold the dataset's candidates, and with ``difficulty.bm25_list: run`` also the BM25 run's
+    pairs of the training queries (:func:`curricula.difficulty.scores_run_pairs`). So ``negatives.mode`` must be
+    ``candidates``, or ``bm25`` with ``bm25_list: run`` and a run at least as deep as ``negatives.depth``
+    (``bm25.k``, when known; a null depth is the whole run). ValueError naming the keys otherwise."""
+    mode = negatives["mode"]
+    if mode == "candidates":
+        return
+    if mode != "bm25" or bm25_list != "run":
+        raise ValueError(
+            f"{where}: weighting by the pair-level {scoring!r} needs the difficulty of every negative, which exists "
+            f"for the dataset's candidates, and for the BM25 run's pairs when difficulty.bm25_list is run (now "
+            f"negatives.mode: {mode}, difficulty.bm25_list: {bm25_list}): set negatives.mode: candidates, or "
+            f"negatives.mode: bm25 with difficulty.bm25_list: run")
+    depth = negatives.get("depth")
+    if bm25_k is not None and depth is not None and int(depth) > int(bm25_k):
+        raise ValueError(
+            f"{where}.negatives.depth: {depth} is deeper than the BM25 run (bm25.k: {bm25_k}), whose pairs are the "
+            f"only ones {scoring!r} is scored on beyond the candidates: set negatives.depth <= bm25.k or raise bm25.k")
+
+
+def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | None = None, *,
+               bm25_list: str = "candidates", bm25_k: int | None = None) -> None:
+    """Raise ValueError naming the experiment when a spec is invalid or its axes do not fit together.
+
+    ``bm25_list`` and ``bm25_k`` are the config's ``difficulty.bm25_list`` and ``bm25.k`` (:func:`config_knobs`):
+    they decide which negatives a pair-level weighting can weigh (:func:`check_pair_weighting`)."""
     where = f"experiments.{name}"
     if schema is not None:
         train_schema = schema["properties"]["train"]
@@ -180,10 +214,8 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
         if unknown:
             raise ValueError(f"{where}.weighting: unknown key(s) {sorted(unknown)}")
         check_names([weighting.get("scoring")], f"{where}.weighting.scoring")
-        if FUNCTIONS[weighting["scoring"]].pair_level and negatives["mode"] != "candidates":
-            raise ValueError(
-                f"{where}: weighting by the pair-level {weighting['scoring']!r} needs the difficulty of every "
-                f"negative, which exists for the dataset's candidates only: set negatives.mode: candidates")
+        if FUNCTIONS[weighting["scoring"]].pair_level:
+            check_pair_weighting(where, weighting["scoring"], negatives, bm25_list, bm25_k)
         try:
             m_value(weighting.get("m", DEFAULT_M))
         except ValueError as err:
@@ -254,7 +286,7 @@ def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = No
     ``train`` < ACTIVE_TRAIN < ``active.train``."""
     overrides = merge_experiment(ACTIVE_TRAIN, (config.get("active") or {}).get("train") or {})
     spec = merge_experiment(config.get("train", {}), overrides)
-    check_spec("active", spec, schema)
+    check_spec("active", spec, schema, **config_knobs(config))
     try:
         return resolve_ranker(spec)
     except ValueError as err:

@@ -386,6 +386,33 @@ def test_experiment_specs_baseline_merge_and_errors():
             experiment_specs({"train": TRAIN, "experiments": experiments})
 
 
+def test_pair_level_weights_with_bm25_negatives_need_the_run_list_and_a_deep_enough_run():
+    """MacAvaney §4.3 draws negatives from the BM25 top 100: a pair-level weighting accepts negatives.mode: bm25
+    exactly when difficulty.bm25_list is run (the difficulty tables then hold the run's pairs), with the run at least
+    as deep as the negatives (bm25.k >= negatives.depth)."""
+    arm = {"w": {"weighting": {"scoring": "recip", "m": 5}, "negatives": {"mode": "bm25", "depth": 100}}}
+    run_list = {"train": TRAIN, "experiments": arm, "difficulty": {"bm25_list": "run"}, "bm25": {"k": 100}}
+    specs = experiment_specs(run_list)
+    assert specs["w"]["negatives"]["mode"] == "bm25" and needed_tables(specs["w"]) == {"weights", "run"}
+    assert experiment_specs({**run_list, "bm25": {"k": 1000}})["w"] == specs["w"]
+    nulled = {"w": {**arm["w"], "negatives": {"mode": "bm25", "depth": None}}}  # null depth: the whole run
+    assert experiment_specs({**run_list, "experiments": nulled})["w"]["negatives"]["depth"] is None
+    for refused in ({**run_list, "difficulty": {"bm25_list": "candidates"}}, {**run_list, "difficulty": {}},
+                    {"train": TRAIN, "experiments": arm}):
+        with pytest.raises(ValueError, match=r"experiments\.w: .*'recip'.*difficulty\.bm25_list: run"):
+            experiment_specs(refused)
+    for mode in ("random", "neighbors"):  # the run list does not cover these negatives
+        other = {"w": {**arm["w"], "negatives": {"mode": mode}}}
+        with pytest.raises(ValueError, match="set negatives.mode: candidates, or negatives.mode: bm25"):
+            experiment_specs({**run_list, "experiments": other})
+    with pytest.raises(ValueError, match=r"experiments\.w\.negatives\.depth: 100 .*bm25\.k: 50"):
+        experiment_specs({**run_list, "bm25": {"k": 50}})
+    query_level = {"w": {**arm["w"], "weighting": {"scoring": "turns"}}}  # one value per query: any negatives
+    assert experiment_specs({**run_list, "bm25": {"k": 50}, "experiments": query_level})["w"]["weighting"]
+    candidates = {"w": {**arm["w"], "negatives": {"mode": "candidates"}}}
+    assert experiment_specs({**run_list, "bm25": {"k": 50}, "experiments": candidates})["w"]
+
+
 def test_resolve_ranker_gives_each_ranker_its_schedule_unless_the_config_sets_one():
     from curricula.models import DEFAULT_SCHEDULE
 
