@@ -260,6 +260,8 @@ class NegativeSampler:
         self.in_pool = np.zeros(len(self.docids), dtype=bool)
         self.in_pool[self.pool] = True
         self.fallbacks = 0
+        #: per instance of the last :meth:`sample` call: its negatives came from the pool fallback (no list doc left)
+        self.last_fallback = np.zeros(0, dtype=bool)
         self.guard_unchecked = 0  # guarded draws from beyond the stored list whose G may exceed the threshold
         self.lists: RankedLists | LazyRankedLists | None = None
         self.positive_score: np.ndarray | None = None  # G(c, r+) per training query (the guard's reference)
@@ -361,13 +363,19 @@ class NegativeSampler:
         return np.concatenate([picked, rest])
 
     def sample(self, qids: list[str], step: int) -> np.ndarray:
-        """Doc codes, shape (len(qids), m): the negatives of each instance of step ``step``."""
+        """Doc codes, shape (len(qids), m): the negatives of each instance of step ``step``.
+
+        :attr:`last_fallback` then marks the instances whose negatives are pool docs drawn because their list had
+        none left (counted in ``fallbacks``): :class:`curricula.weighting.PairEase` weighs those outside its table.
+        """
         rng = np.random.default_rng([self.seed, step, 1])
         out = np.empty((len(qids), self.m), dtype=np.int64)
         k = self.space(step) if self.mode in ("neighbors", "bm25") else 0
+        fell = np.zeros(len(qids), dtype=bool)
         for i, qid in enumerate(qids):
             q = self.q_of[qid]
             exclude = self._relevant(q)
+            before = self.fallbacks
             if self.mode == "random":
                 out[i] = self._from_pool(rng, self.m, exclude)
             elif self.mode == "candidates":
@@ -384,6 +392,8 @@ class NegativeSampler:
                 out[i] = self._from_list(rng, self.lists.row(q), k, exclude)
             else:
                 out[i] = self._guarded_from_list(rng, q, k, exclude)
+            fell[i] = self.fallbacks != before
+        self.last_fallback = fell
         return out
 
     def _guarded_from_list(self, rng: np.random.Generator, q: int, k: int, exclude: np.ndarray) -> np.ndarray:

@@ -141,7 +141,7 @@ def train_ranker(
         w = None
         if ease is not None:
             q = np.array([negs.q_of[x] for x in qids], dtype=np.int64)
-            w = torch.from_numpy(ease.weights(q, group, spec["loss"], step)).to(device)
+            w = torch.from_numpy(ease.weights(q, group, spec["loss"], step, fallback=negs.last_fallback)).to(device)
         return weighted_mean(losses, w)
 
     def evaluate(done: int) -> dict[str, Any]:
@@ -156,6 +156,9 @@ def train_ranker(
     ranker.save(model_out)
     if negs.fallbacks:
         log.info("negatives: %d draw(s) fell back to the random pool (no candidate left)", negs.fallbacks)
+    if ease is not None and ease.unlisted:
+        log.info("weights: %d fallback negative(s) outside the difficulty table weighed as unranked (h = 0)",
+                 ease.unlisted)
     if negs.guard_unchecked:
         log.info("negatives: %d draw(s) from past the stored neighbours could not be checked by the false-negative "
                  "guard (every stored neighbour of their query was above it)", negs.guard_unchecked)

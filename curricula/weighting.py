@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from curricula.difficulty import FUNCTIONS
-from curricula.difficulty.macavaney import pairwise
+from curricula.difficulty.macavaney import HEURISTICS, pairwise
 from curricula.losses import POINTWISE
 
 __all__ = ["DEFAULT_M", "PairEase", "curriculum_weight", "ease_from_difficulty", "iteration_of", "m_value"]
@@ -135,28 +135,46 @@ class PairEase:
         self.n_docs = n_docs
         self.difficulty = table[scoring].to_numpy()[keep][order].astype(np.float64)
         self.raw = table[f"{scoring}_raw"].to_numpy()[keep][order].astype(np.float64)
+        self.unlisted = 0  # fallback negatives outside the table, weighed with h = 0 (:meth:`ease`)
 
-    def _rows(self, q: np.ndarray, d: np.ndarray) -> np.ndarray:
+    def _rows(self, q: np.ndarray, d: np.ndarray, unlisted: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """(table row of each (q, d), where it was found). A pair that is missing is a KeyError unless ``unlisted``
+        (same shape, or None) allows it there."""
         keys = q * self.n_docs + d
         rows = np.searchsorted(self.keys, keys)
         rows = np.minimum(rows, len(self.keys) - 1)
-        if not np.all(self.keys[rows] == keys):
-            raise KeyError(f"{int((self.keys[rows] != keys).sum())} trained pair(s) have no {self.scoring!r} "
+        found = self.keys[rows] == keys
+        lacking = ~found if unlisted is None else ~found & ~unlisted
+        if np.any(lacking):
+            raise KeyError(f"{int(lacking.sum())} trained pair(s) have no {self.scoring!r} "
                            "difficulty (negatives outside the difficulty table's training pairs)")
-        return rows
+        return rows, found
 
-    def ease(self, q: np.ndarray, docs: np.ndarray, loss: str) -> np.ndarray:
+    def ease(self, q: np.ndarray, docs: np.ndarray, loss: str, fallback: np.ndarray | None = None) -> np.ndarray:
         """Ease per loss element: (B, 1 + m) for pointwise losses, (B, m) for pairwise ones.
 
-        ``q`` is (B,) query codes, ``docs`` (B, 1 + m) doc codes with the positive in column 0.
+        ``q`` is (B,) query codes, ``docs`` (B, 1 + m) doc codes with the positive in column 0. ``fallback`` (B,)
+        marks the instances whose negatives the sampler drew from the pool because their ranked list had none left
+        (:attr:`curricula.negatives.NegativeSampler.last_fallback`). For MacAvaney's heuristics such a negative may
+        be outside the table (neither a candidate nor in the BM25 run): it is then a doc outside the ranked list D
+        with no BM25 score, whose h is 0 (eq. 5's 1/rank as the rank grows; :func:`macavaney_heuristics` maps a
+        missing score to 0), so raw 0 and difficulty 0 (D_point = 1 - h = 1, an easy negative). Any other missing
+        pair is a KeyError.
         """
         width = docs.shape[1] if loss in POINTWISE else docs.shape[1] - 1
         if not self.pair_level:  # one value per query: the positive's row carries it
-            return np.repeat(ease_from_difficulty(self.difficulty[self._rows(q, docs[:, 0])])[:, None], width, axis=1)
-        rows = self._rows(np.repeat(q[:, None], docs.shape[1], axis=1), docs)
+            rows, _ = self._rows(q, docs[:, 0])
+            return np.repeat(ease_from_difficulty(self.difficulty[rows])[:, None], width, axis=1)
+        unlisted = None
+        if fallback is not None and self.scoring in HEURISTICS:
+            unlisted = np.zeros(docs.shape, dtype=bool)
+            unlisted[:, 1:] = np.asarray(fallback, dtype=bool)[:, None]
+        rows, found = self._rows(np.repeat(q[:, None], docs.shape[1], axis=1), docs, unlisted)
+        self.unlisted += int((~found).sum())
         if loss in POINTWISE:
-            return ease_from_difficulty(self.difficulty[rows])
-        h = self.raw[rows]
+            return ease_from_difficulty(np.where(found, self.difficulty[rows], 0.0))
+        h = np.where(found, self.raw[rows], 0.0)
         return np.asarray(pairwise(h[:, :1], h[:, 1:]), dtype=np.float64)
 
     @classmethod
@@ -167,8 +185,9 @@ class PairEase:
                    anti=bool(weighting.get("anti", False)),
                    iteration_steps=weighting.get("iteration_steps", DEFAULT_ITERATION_STEPS))
 
-    def weights(self, q: np.ndarray, docs: np.ndarray, loss: str, step: int) -> np.ndarray:
-        """Eq. 3's W(t, i) of each loss element of a batch at 0-based ``step`` (shape of :meth:`ease`), with this
-        object's m, anti-curriculum (§4.5) and iteration length."""
-        return curriculum_weight(self.ease(q, docs, loss), iteration_of(step, self.iteration_steps), self.m,
-                                 anti=self.anti)
+    def weights(self, q: np.ndarray, docs: np.ndarray, loss: str, step: int,
+                fallback: np.ndarray | None = None) -> np.ndarray:
+        """Eq. 3's W(t, i) of each loss element of a batch at 0-based ``step`` (shape of :meth:`ease`, which reads
+        ``fallback``), with this object's m, anti-curriculum (§4.5) and iteration length."""
+        return curriculum_weight(self.ease(q, docs, loss, fallback), iteration_of(step, self.iteration_steps),
+                                 self.m, anti=self.anti)

@@ -363,6 +363,82 @@ def test_pair_ease_pairwise_macavaney_and_query_level():
         ease.ease(np.array([0]), np.array([[0, 1, 5]]), "hinge")
 
 
+def bm25_weights_fixture(data, tmp_path, bm25_list: str = "run", depth: int = 30):
+    """The ingest tables and a BM25 run (every train query: ``depth`` random docs of any split, scores falling with
+    the rank) written to ``tmp_path``, and recip's training table from the difficulty stage with ``bm25_list``."""
+    from curricula.difficulty import difficulty_function_stage
+    from curricula.ingest import INGEST_TABLES
+    from curricula.tables import CANDIDATE_SCORES, write_table
+
+    paths = {name: tmp_path / f"{name}.parquet" for name in [*INGEST_TABLES, "candidate_scores", "run"]}
+    for name, spec in INGEST_TABLES.items():
+        write_table(data[name], paths[name], spec)
+    rng, docids = np.random.default_rng(5), data["docs"]["docid"].to_list()
+    rows = [(q, d, r + 1, 20.0 - r / 2)
+            for q in train_qids(data) for r, d in enumerate(rng.permutation(docids)[:depth])]
+    run = pl.DataFrame(rows, schema=dict(RUN.columns), orient="row")
+    write_table(run, paths["run"], RUN)
+    scores = data["candidates"].with_columns(score=pl.Series(rng.uniform(0, 20, data["candidates"].height)))
+    write_table(scores, paths["candidate_scores"], CANDIDATE_SCORES)
+    table = difficulty_function_stage(paths, tmp_path / "recip.parquet", "recip", {"bm25_list": bm25_list})
+    return run, table
+
+
+def test_pair_ease_covers_every_negative_a_bm25_sampler_draws(data, tmp_path):
+    """With bm25_list: run, recip's table holds every (training query, doc) that negatives {mode: bm25} draws, with
+    raw = 1 / rank in the run (eq. 5); over the candidates alone (bm25_list: candidates) PairEase misses them."""
+    run, table = bm25_weights_fixture(data, tmp_path)
+    rank = {(q, d): r for q, d, r in run.select("qid", "docid", "rank").iter_rows()}
+    rel, qids = relevant_of(data), train_qids(data)
+    negs = sampler(data, {"mode": "bm25", "m": 3, "depth": 25}, run=run)
+    ease = PairEase(table, "recip", negs.q_of, negs.code_of, len(negs.docids))
+    q = np.array([negs.q_of[x] for x in qids])
+    pos = np.array([negs.code_of[sorted(rel[x])[0]] for x in qids])
+    drawn = set()
+    for step in range(20):
+        group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)
+        assert not negs.last_fallback.any()
+        pointwise = ease.ease(q, group, "pointwise_ce", negs.last_fallback)
+        pair = ease.ease(q, group, "pairwise_ce", negs.last_fallback)
+        for i, x in enumerate(qids):
+            h_pos = 1 / rank[(x, negs.docids[pos[i]])] if (x, negs.docids[pos[i]]) in rank else 0.0
+            for j, c in enumerate(group[i, 1:]):
+                h = 1 / rank[(x, negs.docids[c])]  # every negative is from the run, never beyond depth 25
+                drawn.add((x, negs.docids[c]))
+                assert pointwise[i, j + 1] == pytest.approx(1 - h)  # D_point of a negative: 1 - recip
+                assert pair[i, j] == pytest.approx((h_pos - h + 1) / 2)  # eq. 7
+    assert ease.unlisted == 0 and len(drawn) > 3 * len(qids)
+    _, listed = bm25_weights_fixture(data, tmp_path / "candidates", bm25_list="candidates")
+    narrow = PairEase(listed, "recip", negs.q_of, negs.code_of, len(negs.docids))
+    with pytest.raises(KeyError, match="no 'recip' difficulty"):
+        narrow.ease(q, np.concatenate([pos[:, None], negs.sample(qids, 0)], axis=1), "pairwise_ce")
+
+
+def test_pool_fallback_negatives_outside_the_table_weigh_as_unranked(data, tmp_path):
+    """A query whose BM25 list has no training negative draws pool docs (the sampler's fallback): PairEase weighs
+    those outside recip's table with h = 0 (unranked, no score); unmarked, a missing pair raises."""
+    run, table = bm25_weights_fixture(data, tmp_path)
+    rel, qids = relevant_of(data), train_qids(data)
+    lonely = qids[0]  # its run holds nothing but its own positive: nothing to draw from
+    run = pl.concat([run.filter(pl.col("qid") != lonely),
+                     pl.DataFrame({"qid": [lonely], "docid": [sorted(rel[lonely])[0]], "rank": [1], "score": [9.0]},
+                                  schema=dict(RUN.columns))])
+    negs = sampler(data, {"mode": "bm25", "m": 3, "depth": 25}, run=run)
+    ease = PairEase(table, "recip", negs.q_of, negs.code_of, len(negs.docids))
+    listed = set(zip(table["qid"], table["docid"]))
+    q = np.array([negs.q_of[lonely]] * 8)
+    pos = np.array([negs.code_of[sorted(rel[lonely])[0]]] * 8)
+    group = np.concatenate([pos[:, None], negs.sample([lonely] * 8, 3)], axis=1)
+    assert negs.last_fallback.all() and negs.fallbacks == 8
+    outside = np.array([[(lonely, negs.docids[c]) not in listed for c in row] for row in group[:, 1:]])
+    assert outside.any()  # pool docs that are neither its candidates nor in its run
+    got = ease.ease(q, group, "pairwise_ce", negs.last_fallback)
+    h_pos = table.filter((pl.col("qid") == lonely) & (pl.col("docid") == sorted(rel[lonely])[0]))["recip_raw"][0]
+    assert np.allclose(got[outside], (h_pos - 0.0 + 1) / 2) and ease.unlisted == int(outside.sum())
+    with pytest.raises(KeyError, match="no 'recip' difficulty"):
+        ease.ease(q, group, "pairwise_ce")  # not marked as fallback draws: a missing pair is an error
+
+
 # --------------------------------------------------------------------------------------------- experiments
 def test_experiment_specs_baseline_merge_and_errors():
     cfg = {"train": TRAIN, "experiments": {
