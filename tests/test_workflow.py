@@ -192,6 +192,41 @@ def test_bad_experiment_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def planned_jobs(dry_run_output: str) -> list[dict[str, str]]:
+    """The jobs of a dry run's listing: {"rule": name, "input": ..., "wildcards": ...} per job block."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run_output):
+        head = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if head:
+            fields = dict(re.findall(r"^\s+(\w+): (.*)$", block, flags=re.M))
+            jobs.append({"rule": head.group(1), **fields})
+    return jobs
+
+
+def test_macavaney_weights_on_bm25_negatives_plan_a_difficulty_job_on_the_run(tmp_path):
+    """difficulty.bm25_list: run with an arm weighted by recip on negatives {mode: bm25}: recip's difficulty job
+    reads the BM25 run (its table then covers the run's pairs), and the arm's train job reads that table and the
+    run. With the candidates' list, or negatives deeper than bm25.k, the config stops before any job."""
+    arm = {"weighting": {"scoring": "recip", "m": 2, "iteration_steps": 2}, "negatives": {"mode": "bm25", "depth": 20}}
+    cfg = {**TINY_PRECOMPUTE, "difficulty": {"bm25_list": "run"}, "experiments": {"w": arm}}
+    out = snakemake(tmp_path, "-n", config=cfg)
+    assert out.returncode == 0, out.stderr[-3000:]
+    jobs = planned_jobs(out.stdout)
+    recip = [j for j in jobs if j["rule"] == "difficulty_function" and j.get("wildcards") == "function=recip"]
+    assert len(recip) == 1 and "results/tiny/bm25/run.parquet" in recip[0]["input"].split(", ")
+    turns = [j for j in jobs if j["rule"] == "difficulty_function" and j.get("wildcards") == "function=turns"]
+    assert len(turns) == 1 and "run.parquet" not in turns[0]["input"]  # a query-level function: no run
+    train = [j for j in jobs if j["rule"] == "train" and "experiment=w," in j.get("wildcards", "")]
+    assert len(train) == 1
+    assert {"results/tiny/difficulty/functions/recip.parquet", "results/tiny/bm25/run.parquet"} <= set(
+        train[0]["input"].split(", "))
+    for bad, message in (({**cfg, "difficulty": {"bm25_list": "candidates"}}, "difficulty.bm25_list: run"),
+                         ({**cfg, "experiments": {"w": {**arm, "negatives": {"mode": "bm25"}}}}, "bm25.k: 20")):
+        refused = snakemake(tmp_path, "-n", config=bad)
+        assert refused.returncode != 0 and "experiments.w" in refused.stderr + refused.stdout
+        assert message in refused.stderr + refused.stdout
+
+
 def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tmp_path):
     assert "dense_biencoder" not in dry_jobs(tmp_path, TINY_PRECOMPUTE)
     on = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
