@@ -139,6 +139,26 @@ def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curricul
         assert differ and all(k.split(".")[0] in allowed for k in differ) or run == "baseline", (run, differ)
 
 
+def test_the_macavaney_bm25_preset_weights_bm25_negatives_by_the_run_in_its_own_results_folder():
+    """configs/macavaney_bm25.yaml: D = the BM25 run, negatives from its top 100 in every arm, and the MacAvaney arm
+    differs from the baseline in its weights alone."""
+    from curricula.experiments import experiment_specs
+    from curricula.study import flatten
+
+    cfg = load_config(REPO / "config.yaml", REPO / "configs" / "macavaney_bm25.yaml")
+    assert cfg["difficulty"]["bm25_list"] == "run" and cfg["bm25"]["k"] >= 100
+    assert results_dir(cfg) != results_dir(load_config(REPO / "config.yaml"))
+    specs = experiment_specs(cfg)
+    assert set(specs) == {"baseline", "macavaney_recip@weighting.m=5", "macavaney_recip@weighting.m=20"}
+    base = flatten(specs["baseline"])
+    assert specs["baseline"]["negatives"] == {"mode": "bm25", "m": 1, "depth": 100, "pacing": None}
+    for run, spec in specs.items():
+        flat = flatten(spec)
+        differ = {k.split(".")[0] for k in set(flat) | set(base) if flat.get(k) != base.get(k)}
+        assert differ == (set() if run == "baseline" else {"weighting"}), (run, differ)
+        assert run == "baseline" or spec["weighting"]["scoring"] == "recip"
+
+
 def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
     """Su et al. 2021 §3.4: G is trained on the training data before HCL. dense.finetune.enabled null = on exactly
     when a run reads G (HCL-IC's neighbours, or hcl_corpus as ordering or weights); true/false force it."""
