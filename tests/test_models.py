@@ -163,13 +163,20 @@ def test_convknrm_step_with_repeated_contexts_matches_the_per_pair_computation()
     q, q_mask = q[rows], q_mask[rows]
     d, d_mask = torch.cat([d, d.flip(0)]), torch.cat([d_mask, d_mask.flip(0)])
     fast, slow = _modules(0.0)["convknrm"].train(), _modules(0.0)["convknrm"].train()
-    got = fast(q, q_mask, d, d_mask)
-    want = _reference_convknrm(slow, q, q_mask, d, d_mask)
+    _assert_same_logits_and_gradients(fast, slow, (q, q_mask, d, d_mask), seed=0)
+
+
+def _assert_same_logits_and_gradients(fast, slow, batch, seed: int) -> None:
+    """``fast``'s logits and every parameter's gradient (under random weights on the logits) equal those of
+    :func:`_reference_convknrm` on ``slow``, a module with the same weights, up to float round-off."""
+    got = fast(*batch)
+    want = _reference_convknrm(slow, *batch)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    w = torch.randn(6, generator=torch.Generator().manual_seed(0))
+    w = torch.randn(got.shape, generator=torch.Generator().manual_seed(seed))
     (got * w).sum().backward()
     (want * w).sum().backward()
     for (name, a), b in zip(fast.named_parameters(), slow.parameters()):
+        assert a.grad is not None and a.grad.abs().sum() > 0, name
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6, msg=name)
 
 
@@ -232,15 +239,7 @@ def test_convknrm_through_token_taps_equals_the_convolutions_values_and_gradient
     for (tq, tm), (cq, cm) in zip(fast.token_grams(q, q_mask), slow.grams(q, q_mask)):
         torch.testing.assert_close(tq, cq, rtol=1e-6, atol=1e-6)
         assert torch.equal(tm, cm)
-    got = fast(q, q_mask, d, d_mask)
-    want = _reference_convknrm(slow, q, q_mask, d, d_mask)
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    w = torch.randn(3, generator=torch.Generator().manual_seed(5))
-    (got * w).sum().backward()
-    (want * w).sum().backward()
-    for (name, a), b in zip(fast.named_parameters(), slow.parameters()):
-        assert a.grad is not None and a.grad.abs().sum() > 0, name
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6, msg=name)
+    _assert_same_logits_and_gradients(fast, slow, (q, q_mask, d, d_mask), seed=5)
 
 
 def test_a_scoring_pass_computes_the_taps_of_fixed_vocabulary_blocks_once(monkeypatch):
