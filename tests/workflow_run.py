@@ -12,15 +12,19 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+#: G's fine-tuning at tiny scale: the default grid's HCL arm makes the pipeline fine-tune G (dense.finetune.enabled
+#: null), 500 steps of 32 pairs unless a test says otherwise
+TINY_FINETUNE = {"steps": 4, "batch_size": 8, "max_length": 32}
 TINY = {"dataset": {"name": "tiny", "format": "chitchat",
-                    "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}, "max_context_turns": 4}}}
+                    "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}, "max_context_turns": 4}},
+        "dense": {"finetune": TINY_FINETUNE}}
 
 
 TINY_PRECOMPUTE = {
     **TINY,
     "bm25": {"k": 20, "heap": "1g"},
     # batches of 8: encoding has several length-sorted batches to split between shards
-    "dense": {"layers": 1, "max_length": 32, "batch_size": 8, "neighbors_k": 30},
+    "dense": {"layers": 1, "max_length": 32, "batch_size": 8, "neighbors_k": 30, "finetune": TINY_FINETUNE},
     "teacher": {"layers": 1, "max_length": 32, "steps": 6, "batch_size": 8},
     # a fixed 4-step budget (the default's early stopping would make the tiny runs as long as patience allows)
     "train": {"layers": 1, "max_length": 32, "steps": 4, "max_steps": None, "patience": None, "batch_size": 4,
