@@ -121,7 +121,8 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
 
 def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int | None = None) -> int:
     """Store on every run's spec (in place) ``min_steps``: the longest :func:`curriculum_length` of the runs, or
-    ``floor`` (config ``train.min_steps``) when larger; return it.
+    ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience`` (null without: nothing counts
+    evaluations then, and a longer curriculum added to the grid must not re-run the others); return it.
 
     With ``patience``, a ``min_steps`` above a run's budget (``max_steps``, null = ``steps``) is a ValueError naming
     the run and both values (the same rule as :func:`curricula.fitting.budget`, checked before any job runs)."""
@@ -129,7 +130,9 @@ def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int |
     least = max([curriculum_length(spec) for spec in specs] + [int(floor or 0)])
     for name, of in runs.items():
         for run, spec in of.items():
-            spec["min_steps"] = least
+            # without patience nothing counts evaluations: null, so a longer curriculum added to the grid re-runs
+            # only its own jobs
+            spec["min_steps"] = least if spec.get("patience") else None
             total = int(spec.get("max_steps") or spec["steps"])
             if spec.get("patience") and least > total:
                 raise ValueError(

@@ -378,11 +378,11 @@ def test_a_bad_study_stops_before_any_job(tmp_path):
     confounded = _study({"tiny": TINY["dataset"]}, claims={
         "h": {"paper": "S", "claim": "c", "experiment": "hinged", "against": "baseline", "expect": "better",
               "factors": ["loss"]}})
-    confounded["experiments"] = {"hinged": {"loss": "hinge", "negatives": {"mode": "candidates"}}}
+    confounded["experiments"] = {"hinged": {"loss": "hinge", "negatives": {"mode": "random"}}}
     out = snakemake(tmp_path, "-n", config=confounded)
     assert out.returncode != 0
     assert ("study.claims.h (hinged against baseline) on tiny: the arms differ in ['negatives.mode'], which its "
-            "factors ['loss'] do not cover (negatives.mode: 'candidates' in hinged, 'random' in baseline)"
+            "factors ['loss'] do not cover (negatives.mode: 'random' in hinged, 'candidates' in baseline)"
             in out.stdout + out.stderr)
     undeclared = _study({"tiny": TINY["dataset"]}, claims={
         "h": {"paper": "S", "claim": "c", "experiment": "baseline+bm25", "against": "baseline", "expect": "better"}})
