@@ -15,6 +15,7 @@ import polars as pl
 
 from curricula.config import load_config, results_dir
 from curricula.metrics import split_metrics
+from curricula.report import experiment_metric_paths, load_metrics, planner_markdown
 from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
 
 
@@ -85,6 +86,16 @@ def references(config_files: list[str], split: str) -> int:
     return 0
 
 
+def plan(roots: list[str], measure: str, max_queries: int | None) -> int:
+    """Print the power planner (:func:`curricula.report.planner_markdown`) of each finished dataset results folder:
+    how many seeds and test queries a 2% effect needs, and what each number of seeds detects with its test split."""
+    for root in roots:
+        metrics = load_metrics(experiment_metric_paths(root))
+        print(f"## {root}\n")
+        print("\n".join(planner_markdown(metrics, measure, max_queries=max_queries)) + "\n")
+    return 0
+
+
 def configfiles_in(snakemake_args: list[str]) -> list[str]:
     """The files given to Snakemake's ``--configfile``/``--configfiles`` (each takes one or more files, up to the
     next option; ``--configfile=FILE`` too), in order."""
@@ -116,7 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     p_ref = sub.add_parser("references", help="metrics of BM25 and the teacher on a split's candidates")
     p_ref.add_argument("config", nargs="+", help="config file(s), later ones overlay earlier ones")
     p_ref.add_argument("--split", default="dev", choices=["train", "dev", "test"])
+    p_plan = sub.add_parser("plan", help="seeds and test queries a 2%% effect needs, from finished grids")
+    p_plan.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/chitchat")
+    p_plan.add_argument("--measure", default="AP")
+    p_plan.add_argument("--max-queries", type=int, default=None, help="largest test split to consider")
     args = parser.parse_args(argv)
+    if args.command == "plan":
+        return plan(args.results, args.measure, args.max_queries)
     args.config += configfiles_in(snakemake_args)
     if args.command == "outputs":
         return outputs(args.config)

@@ -452,6 +452,14 @@ def plan(components: tuple[float, float, float], effect: float, seeds: Sequence[
     return {s: design_queries(components, effect, s, alpha, power, cap) for s in seeds}
 
 
+def design_mdes(components: tuple[float, float, float], queries: int, seeds: Sequence[int] = SEEDS_PLANNED,
+                alpha: float = 0.05, power: float = 0.8) -> dict[int, float]:
+    """The other face of :func:`plan`: {S: :func:`design_mde` of S seeds x ``queries`` test queries}, the smallest
+    true mean difference (in the measure's units) each number of seeds detects when the test split is fixed, as it
+    is when a dataset's every query is already in it."""
+    return {s: design_mde(components, s, queries, alpha, power) for s in seeds}
+
+
 def cheapest(needed: Mapping[int, int | None]) -> tuple[int, int] | None:
     """The cheapest design of a :func:`plan`: the fewest seeds (each seed is a training run of every arm, the
     expensive part; a test query costs only its evaluation) that reach the effect, with their queries; None when
@@ -478,6 +486,46 @@ def plan_sentence(components: tuple[float, float, float], effect: float, pairs: 
             f"{'s' if pairs != 1 else ''} (the mean of each; {sd}), detecting a {RELATIVE_EFFECT:.0%} effect "
             f"({effect:.4f} {measure}) at alpha {alpha:g} with power {power:g} (t approximation, Satterthwaite df) "
             f"needs, per number of seeds, these test queries: {cells}; {best_txt}.")
+
+
+def experiment_metric_paths(root: str | Path) -> dict[tuple[str, str], Path]:
+    """{(experiment, seed): metrics.parquet} of a dataset's results folder (``<root>/experiments/<name>/seed=<s>/``),
+    the trained rankers' per-query test metrics; raises FileNotFoundError naming the folder when it has none."""
+    found = {(p.parent.parent.name, p.parent.name.removeprefix("seed=")): p
+             for p in sorted(Path(root).glob("experiments/*/seed=*/metrics.parquet"))}
+    if not found:
+        raise FileNotFoundError(f"{root}: no experiments/<name>/seed=<s>/metrics.parquet under it (not a finished "
+                                f"dataset's results folder?)")
+    return found
+
+
+def planner_markdown(metrics: pl.DataFrame, measure: str, alpha: float = 0.05, power: float = 0.8,
+                     max_queries: int | None = None) -> list[str]:
+    """The power planner of one finished grid as Markdown lines: the variance components of every experiment's
+    differences from its baseline (:func:`power_table`, seed-aware) pooled by :func:`pooled_components`, then per
+    number of seeds S (:data:`SEEDS_PLANNED`) the test queries a 2% effect (:data:`RELATIVE_EFFECT`) needs (:func:`plan`) and
+    the MDE at the grid's own number of test queries (:func:`design_mdes`), absolute and as % of the mean of the
+    baselines. Raises ValueError when the grid has no balanced comparison to estimate components from."""
+    table = power_table(metrics, measure, alpha=alpha, power=power)
+    components = pooled_components(table)
+    if components is None:
+        raise ValueError(f"no balanced experiment-baseline comparison on {measure}: no variance components")
+    base = float(table["baseline_mean"].mean())
+    queries = int(table["queries"].max())
+    effect = RELATIVE_EFFECT * base
+    needed = plan(components, effect, alpha=alpha, power=power, max_queries=max_queries)
+    mdes = design_mdes(components, queries, alpha=alpha, power=power)
+    sd = ", ".join(f"sd_{n} {math.sqrt(v):.4f}" for n, v in zip(("seed", "query", "resid"), components))
+    head = (f"{table.height} comparisons, {int(table['seeds'].max())} seeds x {queries:,} test queries; pooled "
+            f"components of the differences: {sd}; mean of the baselines {base:.4f} {measure}, so a "
+            f"{RELATIVE_EFFECT:.0%} effect is {effect:.4f} (alpha {alpha:g}, power {power:g}).")
+    lines = [head, "",
+             f"| seeds | test queries for a {RELATIVE_EFFECT:.0%} effect | MDE at {queries:,} test queries | MDE % |",
+             "|---|---|---|---|"]
+    for s in SEEDS_PLANNED:
+        cell = f"{needed[s]:,}" if needed[s] is not None else "out of reach"
+        lines.append(f"| {s} | {cell} | {mdes[s]:.4f} | {100 * mdes[s] / base:.1f}% |")
+    return lines
 
 
 def adjust(pvalues: Sequence[float], method: str) -> list[float]:

@@ -2,7 +2,12 @@
 
 from pathlib import Path
 
+import numpy as np
+import polars as pl
+import pytest
+
 from curricula.cli import configfiles_in, main
+from curricula.report import design_mde, experiment_metric_paths, load_metrics, pooled_components, power_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,3 +44,28 @@ def test_outputs_of_a_study_lists_each_dataset_and_prints_the_findings(tmp_path,
     assert main(["outputs", str(REPO / "config.yaml"), "--", "--configfile", study]) == 0
     out = capsys.readouterr().out
     assert f"Findings: {Path('results/report/study/findings.md')}" in out and "# Findings of the study" in out
+
+
+def test_plan_prints_what_each_number_of_seeds_detects_on_a_finished_grid(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    seed_effect = {"1": 0.03, "2": -0.02, "3": 0.0}
+    for name in ("baseline", "x"):
+        for seed, shift in seed_effect.items():
+            folder = tmp_path / "experiments" / name / f"seed={seed}"
+            folder.mkdir(parents=True)
+            values = rng.uniform(0.2, 0.8, 200) + (shift if name == "x" else 0.0)
+            pl.DataFrame({"qid": [f"q{i}" for i in range(200)], "measure": ["AP"] * 200,
+                          "value": values}).write_parquet(folder / "metrics.parquet")
+    assert main(["plan", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"## {tmp_path}" in out and "1 comparisons, 3 seeds x 200 test queries" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [int(r.split("|")[1]) for r in rows] == list(range(2, 11))
+    # the MDE column is design_mde of the pooled components at the grid's 200 queries; it falls with the seeds
+    metrics = load_metrics(experiment_metric_paths(tmp_path))
+    components = pooled_components(power_table(metrics, "AP"))
+    mdes = [float(r.split("|")[3]) for r in rows]
+    assert mdes == [round(design_mde(components, s, 200), 4) for s in range(2, 11)]
+    assert mdes == sorted(mdes, reverse=True)
+    with pytest.raises(FileNotFoundError, match="no experiments/<name>/seed=<s>/metrics.parquet"):
+        main(["plan", str(tmp_path / "experiments")])
