@@ -119,13 +119,21 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
     return out
 
 
+def check_min_steps(min_steps: int | None, total: int) -> None:
+    """ValueError when ``min_steps`` (None = unset) lies above the budget ``total`` (``max_steps``, null = steps)."""
+    if min_steps is not None and int(min_steps) > total:
+        raise ValueError(f"min_steps={int(min_steps)} is above max_steps={total} (the budget; null = steps): early "
+                         f"stopping would count no evaluation; raise max_steps to at least {int(min_steps)}")
+
+
 def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int | None = None) -> int:
     """Store on every run's spec (in place) ``min_steps``: the longest :func:`curriculum_length` of the runs, or
     ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience`` (null without: nothing counts
     evaluations then, and a longer curriculum added to the grid must not re-run the others); return it.
 
     With ``patience``, a ``min_steps`` above a run's budget (``max_steps``, null = ``steps``) is a ValueError naming
-    the run and both values (the same rule as :func:`curricula.fitting.budget`, checked before any job runs)."""
+    the run and both values (:func:`check_min_steps`, the rule :func:`curricula.fitting.budget`
+    applies in the job, checked here before any job runs)."""
     specs = [spec for of in runs.values() for spec in of.values()]
     least = max([curriculum_length(spec) for spec in specs] + [int(floor or 0)])
     for name, of in runs.items():
@@ -133,13 +141,12 @@ def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int |
             # without patience nothing counts evaluations: null, so a longer curriculum added to the grid re-runs
             # only its own jobs
             spec["min_steps"] = least if spec.get("patience") else None
-            total = int(spec.get("max_steps") or spec["steps"])
-            if spec.get("patience") and least > total:
+            try:
+                check_min_steps(spec["min_steps"], int(spec.get("max_steps") or spec["steps"]))
+            except ValueError as err:
                 raise ValueError(
-                    f"experiments.{name}: min_steps={least} is above max_steps={total} (run {run!r}'s budget; null = "
-                    f"steps): patience counts only after min_steps, the longest curriculum of the grid"
-                    f"{' or train.min_steps' if floor and int(floor) == least else ''}; raise max_steps to at least "
-                    f"{least}")
+                    f"experiments.{name} (run {run!r}): {err}; min_steps is the longest curriculum of the grid"
+                    f"{' or train.min_steps' if floor and int(floor) == least else ''}") from None
     return least
 
 

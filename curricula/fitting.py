@@ -37,6 +37,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from curricula.experiments import check_min_steps
+
 log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "adamw")
@@ -125,13 +127,6 @@ def budget(spec: Mapping[str, Any], length: int | None = None) -> tuple[int, int
         return total, 0
     check_min_steps(spec.get("min_steps"), total)
     return total, min(total, steps if length is None else int(length))
-
-
-def check_min_steps(min_steps: int | None, total: int) -> None:
-    """ValueError when ``min_steps`` (None = unset) lies above the budget ``total`` (``max_steps``, null = steps)."""
-    if min_steps is not None and int(min_steps) > total:
-        raise ValueError(f"min_steps={int(min_steps)} is above max_steps={total} (the budget; null = steps): early "
-                         f"stopping would count no evaluation; raise max_steps to at least {int(min_steps)}")
 
 
 def warmup_steps(warmup: float, steps: int) -> int:
