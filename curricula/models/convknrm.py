@@ -183,13 +183,6 @@ class ConvKNRMModule(torch.nn.Module):
             out.append((F.normalize(F.relu(g + conv.bias), dim=-1), window_mask(mask, h)))
         return out
 
-    def token_grams(self, ids: torch.Tensor, mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`grams` through :meth:`token_taps` of the batch's distinct ids (without embedding dropout only:
-        that draws a mask per position, not per token). Gradients reach the taps, so the convolutions' weights
-        and (when trainable) the embeddings get the same gradients as through :meth:`grams`."""
-        uniq, rows = torch.unique(ids, return_inverse=True)
-        return self.grams_from_taps(self.token_taps(uniq), rows, mask)
-
     def features(self, q, q_mask, d, d_mask) -> torch.Tensor:
         """(B, n_grams^2 * kernels) kernel-pooled soft-match features of each pair (before the feature dropout)."""
         if dropout_active(self.embedding_dropout):
