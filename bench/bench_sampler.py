@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from curricula.curriculum import Curriculum, CurriculumSampler, curriculum_order, write_curriculum  # noqa: E402
+from curricula.pacing import resolve_pacing  # noqa: E402
 
 PACINGS = {"root_2": {"name": "root_2"}, "hcl": {"name": "hcl"}}
 
@@ -75,7 +76,8 @@ def bench_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, float]
     folder = root / f"n{n}"
     index = write_curriculum(ordered, folder, args.shard_size)
     build = time.perf_counter() - t0
-    samplers = {name: CurriculumSampler(Curriculum(folder), pacing, args.steps, args.batch_size, args.seed)
+    samplers = {name: CurriculumSampler(Curriculum(folder), resolve_pacing(pacing, args.steps), args.batch_size,
+                                        args.seed)
                 for name, pacing in PACINGS.items()}
     for s in samplers.values():  # warm-up: open the shards the run touches
         for step in range(args.steps):
@@ -98,7 +100,7 @@ def bench_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, float]
 
 def bench_negatives(args: argparse.Namespace) -> None:
     from curricula.data import chitchat
-    from curricula.negatives import NegativeSampler
+    from curricula.negatives import NegativeSampler, resolve_negatives
 
     d = chitchat.load({}, max_instances={"train": args.neg_train, "dev": 10, "test": 10}, seed=args.seed,
                       max_context_turns=10)
@@ -107,8 +109,8 @@ def bench_negatives(args: argparse.Namespace) -> None:
     print(f"\nNegativeSampler.sample on chitchat ({train_qids.size} train queries, {t['docs'].height} docs), "
           f"batch {args.batch_size}, m=1, {args.steps} steps:")
     for mode in ("random", "candidates"):
-        negs = NegativeSampler({"mode": mode, "m": 1}, queries=t["queries"], docs=t["docs"], qrels=t["qrels"],
-                               candidates=t["candidates"], total_steps=args.steps, seed=args.seed)
+        negs = NegativeSampler(resolve_negatives({"mode": mode, "m": 1}, args.steps), queries=t["queries"],
+                               docs=t["docs"], qrels=t["qrels"], candidates=t["candidates"], seed=args.seed)
         rng = np.random.default_rng(args.seed)
         batches = [rng.choice(train_qids, args.batch_size).tolist() for _ in range(args.steps)]
         us = per_batch_us(lambda step, ns=negs, bs=batches: ns.sample(bs[step], step), args.steps)

@@ -171,12 +171,12 @@ DATA_SIDE = """
 import gc, json, sys, psutil
 import polars as pl
 from curricula.ingest import ingest_paths, read_ingest
-from curricula.negatives import NegativeSampler
+from curricula.negatives import NegativeSampler, resolve_negatives
 from curricula.train import TRAIN_COLUMNS, dev_pairs
 proc = psutil.Process()
 base = proc.memory_info().rss
 data = read_ingest(ingest_paths(sys.argv[1]), columns=TRAIN_COLUMNS)
-negs = NegativeSampler({"mode": "candidates", "m": 1}, queries=data["queries"], docs=data["docs"],
+negs = NegativeSampler(resolve_negatives({"mode": "candidates", "m": 1}, 1), queries=data["queries"], docs=data["docs"],
                        qrels=data["qrels"], candidates=data["candidates"])
 train = data["queries"].filter(pl.col("split") == "train")
 context_of = dict(zip(train["qid"].to_list(), train["text"].to_list()))

@@ -46,7 +46,7 @@ import torch.nn.functional as F  # noqa: E402
 from curricula import curriculum as cur  # noqa: E402
 from curricula.data import chitchat  # noqa: E402
 from curricula.difficulty import difficulty_table  # noqa: E402
-from curricula.experiments import merge_experiment, resolve_ranker  # noqa: E402
+from curricula.experiments import merge_experiment, resolve_arm, resolve_ranker  # noqa: E402
 from curricula.hf import set_threads  # noqa: E402
 from curricula.models import build_ranker  # noqa: E402
 from curricula.ingest import candidate_pairs  # noqa: E402
@@ -71,9 +71,10 @@ def build_batches(data: dict[str, pl.DataFrame], spec: dict[str, Any], folder: P
                   ) -> tuple[list[dict[str, torch.Tensor]], float, float]:
     """Every step's collated batch, drawn as ``train_ranker`` draws them; also sampling and tokenising s/step."""
     steps = spec["steps"]
-    sampler = cur.CurriculumSampler(cur.Curriculum(folder), spec["pacing"], steps, spec["batch_size"], seed)
-    negs = NegativeSampler(spec["negatives"], queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
-                           candidates=data["candidates"], total_steps=steps, seed=seed)
+    arm = resolve_arm(spec)
+    sampler = cur.CurriculumSampler(cur.Curriculum(folder), arm.pacing, spec["batch_size"], seed)
+    negs = NegativeSampler(arm.negatives, queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
+                           candidates=data["candidates"], seed=seed)
     context_of = dict(zip(data["queries"]["qid"].to_list(), data["queries"]["text"].to_list()))
     doc_texts = data["docs"]["text"].to_list()
     batches, t_sample, t_tok = [], 0.0, 0.0

@@ -63,7 +63,7 @@ from torch.utils import flop_counter  # noqa: E402
 from curricula import dense  # noqa: E402
 from curricula.config import load_config  # noqa: E402
 from curricula.evaluate import ranker_metrics  # noqa: E402
-from curricula.experiments import experiment_specs  # noqa: E402
+from curricula.experiments import experiment_specs, resolve_arm  # noqa: E402
 from curricula.fitting import FitConfig, make_optimizer  # noqa: E402
 from curricula.hf import autocast, autocast_dtype, cpu_has_native_bf16, load_encoder, load_tokenizer  # noqa: E402
 from curricula.hf import resolve_model_dir, set_threads  # noqa: E402
@@ -256,8 +256,8 @@ def convknrm_train(data: dict, spec: dict, batches: int, repeats: int) -> tuple[
     set_threads(spec["threads"])
     rng = np.random.default_rng(SEED)
     positives = candidate_pairs(data, splits=("train",)).filter(pl.col("rel") > 0)
-    negs = NegativeSampler(spec["negatives"], queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
-                           candidates=data["candidates"], total_steps=spec["steps"], seed=SEED)
+    negs = NegativeSampler(resolve_arm(spec).negatives, queries=data["queries"], docs=data["docs"],
+                           qrels=data["qrels"], candidates=data["candidates"], seed=SEED)
     doc_texts = data["docs"]["text"].to_list()
     texts, shapes = [], []
     for step in range(batches):

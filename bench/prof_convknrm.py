@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 from curricula.config import load_config  # noqa: E402
 from curricula.curriculum import Curriculum, CurriculumSampler  # noqa: E402
-from curricula.experiments import experiment_specs  # noqa: E402
+from curricula.experiments import experiment_specs, resolve_arm  # noqa: E402
 from curricula.fitting import FitConfig, make_optimizer  # noqa: E402
 from curricula.hf import set_threads  # noqa: E402
 from curricula.ingest import read_ingest  # noqa: E402
@@ -73,11 +73,11 @@ def main() -> None:
     set_threads(1)
     data = load_data(Path(args.root))
     device = torch.device("cpu")
-    total = spec["steps"]
-    sampler = CurriculumSampler(Curriculum(Path(args.root) / "results/chitchat/curricula/random"), spec["pacing"],
-                                total, spec["batch_size"], args.seed)
-    negs = NegativeSampler(spec["negatives"], queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
-                           candidates=data["candidates"], total_steps=total, seed=args.seed)
+    arm = resolve_arm(spec)
+    sampler = CurriculumSampler(Curriculum(Path(args.root) / "results/chitchat/curricula/random"), arm.pacing,
+                                spec["batch_size"], args.seed)
+    negs = NegativeSampler(arm.negatives, queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
+                           candidates=data["candidates"], seed=args.seed)
     context_of = dict(zip(data["queries"]["qid"].to_list(), data["queries"]["text"].to_list()))
     doc_texts = data["docs"]["text"].to_list()
     dev = dev_pairs(data, spec["dev_queries"], config["seed"], 1)

@@ -15,7 +15,7 @@ import polars as pl
 
 from curricula.config import load_config, results_dir
 from curricula.metrics import split_metrics
-from curricula.report import experiment_metric_paths, load_metrics, planner_markdown
+from curricula.report import converged_length, experiment_metric_paths, load_metrics, planner_markdown
 from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
 
 
@@ -96,6 +96,19 @@ def plan(roots: list[str], measure: str, max_queries: int | None) -> int:
     return 0
 
 
+def length(roots: list[str], experiment: str) -> int:
+    """Print, per dataset results folder, the converged length of ``experiment`` (default baseline) on dev
+    (:func:`curricula.report.converged_length`): the value for that dataset's ``train.steps``."""
+    for root in roots:
+        paths = sorted(Path(root).glob(f"experiments/{experiment}/seed=*/dev_curve.parquet"))
+        if not paths:
+            raise FileNotFoundError(f"{root}: no experiments/{experiment}/seed=<s>/dev_curve.parquet under it")
+        median, best = converged_length({p.parent.name.removeprefix("seed="): pl.read_parquet(p) for p in paths})
+        steps = ", ".join(f"seed {s}: {b}" for s, b in best.items())
+        print(f"{root}: {experiment} kept its dev-best model at steps {steps}; median {median} (train.steps)")
+    return 0
+
+
 def configfiles_in(snakemake_args: list[str]) -> list[str]:
     """The files given to Snakemake's ``--configfile``/``--configfiles`` (each takes one or more files, up to the
     next option; ``--configfile=FILE`` too), in order."""
@@ -131,7 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     p_plan.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/chitchat")
     p_plan.add_argument("--measure", default="AP")
     p_plan.add_argument("--max-queries", type=int, default=None, help="largest test split to consider")
+    p_len = sub.add_parser("length", help="the training length an experiment converges in on dev (train.steps)")
+    p_len.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/chitchat")
+    p_len.add_argument("--experiment", default="baseline")
     args = parser.parse_args(argv)
+    if args.command == "length":
+        return length(args.results, args.experiment)
     if args.command == "plan":
         return plan(args.results, args.measure, args.max_queries)
     args.config += configfiles_in(snakemake_args)

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from curricula.difficulty import difficulty_spec
-from curricula.pacing import pace_fraction, pace_mode
+from curricula.pacing import Pacing
 from curricula.tables import TableSpec, check_table, read_table, write_dir_atomically
 
 log = logging.getLogger(__name__)
@@ -169,7 +168,8 @@ class Curriculum:
 class CurriculumSampler:
     """Which instances step ``s`` may draw, and a batch drawn uniformly from them (Penha §3, Su Algorithm 1).
 
-    ``pacing`` is an experiment's pacing spec (:func:`curricula.pacing.pace_fraction`): in ``fraction`` mode the
+    ``pacing`` is an experiment's resolved :class:`curricula.pacing.Pacing` (the arm's, :func:`curricula.experiments.
+    resolve_arm`; its ``T`` already in steps of the curriculum's length): in ``fraction`` mode the
     allowed set is the easiest ceil(f(s) * N) instances, in ``threshold`` mode the instances with difficulty <=
     f(s). At least ``min_allowed`` instances are always allowed (a threshold below every difficulty would
     otherwise leave nothing to train on). Batches are drawn with replacement from a generator seeded by
@@ -177,18 +177,20 @@ class CurriculumSampler:
     batches an uninterrupted one would, with no sampler state to save.
     """
 
-    def __init__(self, curriculum: Curriculum, pacing: Mapping, total_steps: int, batch_size: int, seed: int,
+    def __init__(self, curriculum: Curriculum, pacing: Pacing, batch_size: int, seed: int,
                  min_allowed: int | None = None):
+        if not isinstance(pacing, Pacing):
+            raise TypeError(f"CurriculumSampler takes a resolved Pacing (curricula.pacing.resolve_pacing), got "
+                            f"{type(pacing).__name__}")
         self.curriculum = curriculum
-        self.pacing = dict(pacing)
-        self.mode = pace_mode(self.pacing)
-        self.total_steps = total_steps
+        self.pacing = pacing
+        self.mode = pacing.mode
         self.batch_size = batch_size
         self.seed = seed
         self.min_allowed = min(len(curriculum), batch_size if min_allowed is None else min_allowed)
 
     def pace(self, step: int) -> float:
-        return float(np.asarray(pace_fraction(self.pacing, step, self.total_steps)))
+        return float(np.asarray(self.pacing.value(step)))
 
     def allowed(self, step: int) -> int:
         """Size of the prefix of the curriculum that step ``step`` samples from."""

@@ -21,7 +21,9 @@ runs. A list in place of a scalar knob is tuned on dev: the experiment becomes o
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
@@ -29,10 +31,10 @@ import jsonschema
 from curricula.difficulty import FUNCTIONS, check_names
 from curricula.losses import LOSSES
 from curricula.models import DEFAULT_LR, DEFAULT_SCHEDULE, resolve_architecture
-from curricula.negatives import MODES
-from curricula.pacing import pace_fraction
+from curricula.negatives import Negatives, resolve_negatives
+from curricula.pacing import Pacing, resolve_pacing
 from curricula.tuning import variants
-from curricula.weighting import DEFAULT_ITERATION_STEPS, DEFAULT_M, m_value, weighting_steps
+from curricula.weighting import Weighting, resolve_weighting
 
 AXES = ("scoring", "pacing", "weighting")
 BASELINE = "baseline"
@@ -166,14 +168,14 @@ def tuned_values(config: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any
     return out
 
 
-def check_pair_weighting(where: str, scoring: str, negatives: Mapping[str, Any], bm25_list: str,
+def check_pair_weighting(where: str, scoring: str, negatives: Negatives, bm25_list: str,
                          bm25_k: int | None) -> None:
     """A pair-level weighting (MacAvaney's eq. 6-11) needs the difficulty of every negative the run draws: the
     difficulty tables hold the dataset's candidates, and with ``difficulty.bm25_list: run`` also the BM25 run's
     pairs of the training queries (:func:`curricula.difficulty.scores_run_pairs`). So ``negatives.mode`` must be
     ``candidates``, or ``bm25`` with ``bm25_list: run`` and a run at least as deep as ``negatives.depth``
     (``bm25.k``, when known; a null depth is the whole run). ValueError naming the keys otherwise."""
-    mode = negatives["mode"]
+    mode = negatives.mode
     if mode == "candidates":
         return
     if mode != "bm25" or bm25_list != "run":
@@ -182,7 +184,7 @@ def check_pair_weighting(where: str, scoring: str, negatives: Mapping[str, Any],
             f"for the dataset's candidates, and for the BM25 run's pairs when difficulty.bm25_list is run (now "
             f"negatives.mode: {mode}, difficulty.bm25_list: {bm25_list}): set negatives.mode: candidates, or "
             f"negatives.mode: bm25 with difficulty.bm25_list: run")
-    depth = negatives.get("depth")
+    depth = negatives.depth
     if bm25_k is not None and depth is not None and int(depth) > int(bm25_k):
         raise ValueError(
             f"{where}.negatives.depth: {depth} is deeper than the BM25 run (bm25.k: {bm25_k}), whose pairs are the "
@@ -204,55 +206,67 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
             e = errors[0]
             raise ValueError(f"{where}.{'.'.join(map(str, e.path)) or '<spec>'}: {e.message}")
     check_names([spec["scoring"]], f"{where}.scoring")
-    try:
-        pace_fraction(spec["pacing"], 0, int(spec["steps"]))
-    except ValueError as err:
-        raise ValueError(f"{where}.pacing: {err}") from None
     if spec["loss"] not in LOSSES:
         raise ValueError(f"{where}.loss: unknown loss {spec['loss']!r}; known: {list(LOSSES)}")
-    negatives = spec["negatives"]
-    if negatives.get("mode") not in MODES:
-        raise ValueError(f"{where}.negatives.mode: unknown {negatives.get('mode')!r}; known: {list(MODES)}")
-    if negatives.get("false_negative_guard") is not None and negatives["mode"] != "neighbors":
-        raise ValueError(
-            f"{where}.negatives.false_negative_guard: HCL's guard drops negatives scoring above a ratio of the true "
-            f"reply's score under the dense model G; mode {negatives['mode']!r} has no G scores (set mode: neighbors "
-            f"or remove the guard)")
-    weighting = spec.get("weighting")
-    if weighting:
-        unknown = set(weighting) - {"scoring", "m", "anti", "iteration_steps"}
-        if unknown:
-            raise ValueError(f"{where}.weighting: unknown key(s) {sorted(unknown)}")
-        check_names([weighting.get("scoring")], f"{where}.weighting.scoring")
-        if FUNCTIONS[weighting["scoring"]].pair_level:
-            check_pair_weighting(where, weighting["scoring"], negatives, bm25_list, bm25_k)
-        try:
-            m_value(weighting.get("m", DEFAULT_M))
-        except ValueError as err:
-            raise ValueError(f"{where}.weighting.m: {err}") from None
+    arm = resolve_arm(spec, where)
+    if arm.weighting and FUNCTIONS[arm.weighting.scoring].pair_level:
+        check_pair_weighting(where, arm.weighting.scoring, arm.negatives, bm25_list, bm25_k)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One training run's curriculum, resolved once from its spec before training: the ordering (``scoring``, a
+    difficulty function; ``random`` = none), its :class:`~curricula.pacing.Pacing`, the
+    :class:`~curricula.negatives.Negatives` and MacAvaney's :class:`~curricula.weighting.Weighting` (None = uniform
+    loss weights). ``length`` is the curriculum length in optimiser updates that every fraction (pacing ``T``/``T0``,
+    the negatives' ``T``) was resolved against: the spec's ``steps``. Build it with :func:`resolve_arm`; the
+    sampler, the negative sampler and the loss weights read these values and never the spec."""
+
+    scoring: str
+    pacing: Pacing
+    negatives: Negatives
+    weighting: Weighting | None
+    length: int
+
+    @property
+    def end(self) -> int:
+        """Steps until every curriculum axis has ended, so early stopping never stops a curriculum early: the
+        pacing's ``length`` and, with MacAvaney's weights, their m iterations (eq. 3; W = 1 from iteration m on).
+        An ``m = inf`` weighting never ends; it counts as ``length``."""
+        end = self.length
+        if self.weighting is not None and not math.isinf(self.weighting.end):
+            end = max(end, int(self.weighting.end))
+        return end
+
+
+def resolve_arm(spec: Mapping[str, Any], where: str = "experiment") -> Arm:
+    """The :class:`Arm` of a resolved experiment spec (:func:`merge_experiment`; ``steps`` is the curriculum's
+    length; an axis it lacks is the baseline's): the one place where a spec's curriculum sections are parsed and
+    their lengths decided. ValueError
+    naming ``where`` and the key for a spec whose pacing, negatives or weighting is invalid."""
+    length = int(spec["steps"])
+    try:
+        pacing = resolve_pacing(spec.get("pacing") or BASELINE_AXES["pacing"], length)
+    except ValueError as err:
+        raise ValueError(f"{where}.pacing: {err}") from None
+    negatives = resolve_negatives(spec.get("negatives") or {}, length, f"{where}.negatives")
+    weighting = resolve_weighting(spec["weighting"], f"{where}.weighting") if spec.get("weighting") else None
+    return Arm(spec.get("scoring") or BASELINE_AXES["scoring"], pacing, negatives, weighting, length)
 
 
 def curriculum_length(spec: Mapping[str, Any]) -> int:
-    """Steps until every curriculum axis of a spec has ended, so early stopping never stops a curriculum early:
-    the pacing's ``steps`` and, with MacAvaney's weights, their m iterations (eq. 3; W = 1 from iteration m on).
-    An ``m = inf`` weighting never ends; it counts as ``steps``."""
-    end = int(spec["steps"])
-    weighting = spec.get("weighting")
-    if weighting:
-        w_end = weighting_steps(weighting.get("m", DEFAULT_M), weighting.get("iteration_steps",
-                                                                              DEFAULT_ITERATION_STEPS))
-        if w_end != float("inf"):
-            end = max(end, int(w_end))
-    return end
+    """Steps until every curriculum axis of a spec has ended: :attr:`Arm.end` of :func:`resolve_arm`."""
+    return resolve_arm(spec).end
 
 
 def uses_dense_model(spec: Mapping[str, Any]) -> bool:
     """Whether a run's curriculum reads the dense model G of Su et al. 2021 §3.4: HCL-IC's neighbours
     (``negatives.mode: neighbors``) or a difficulty function on G's vectors (``hcl_corpus``, eq. 2), as its
     ordering or as MacAvaney's weights."""
-    scorings = [spec.get("scoring"), (spec.get("weighting") or {}).get("scoring")]
+    arm = resolve_arm(spec)
+    scorings = [arm.scoring, arm.weighting.scoring if arm.weighting else None]
     on_vectors = any(name in FUNCTIONS and "query_vectors" in FUNCTIONS[name].inputs for name in scorings)
-    return on_vectors or spec["negatives"].get("mode") == "neighbors"
+    return on_vectors or arm.negatives.mode == "neighbors"
 
 
 def finetune_dense_model(config: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -267,15 +281,15 @@ def finetune_dense_model(config: Mapping[str, Any], runs: Mapping[str, Mapping[s
 
 def needed_tables(spec: Mapping[str, Any]) -> set[str]:
     """Inputs of an experiment's train job beyond the ingest tables and its curriculum shards."""
+    arm = resolve_arm(spec)
     need = set()
-    if spec.get("weighting"):
+    if arm.weighting:
         need.add("weights")
-    mode = spec["negatives"]["mode"]
-    if mode == "neighbors":
+    if arm.negatives.mode == "neighbors":
         need.add("neighbors")
-        if spec["negatives"].get("false_negative_guard") is not None:  # G(c, r+) from the dense embeddings
+        if arm.negatives.guard is not None:  # G(c, r+) from the dense embeddings
             need |= {"query_vectors", "doc_vectors"}
-    elif mode == "bm25":
+    elif arm.negatives.mode == "bm25":
         need.add("run")
     return need
 

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from curricula.pacing import pace_fraction, pace_mode
+from curricula.pacing import resolve_pacing
 from curricula.report import load_metrics
 from curricula.tables import QUERIES, read_table, write_dir_atomically
 
@@ -46,8 +46,8 @@ def plot_pacing(specs: Mapping[str, Mapping[str, Any]], path: str | Path) -> Pat
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for name, spec in specs.items():
         steps = np.arange(0, int(spec["steps"]) + 1)
-        ax.plot(steps, pace_fraction(spec["pacing"], steps, int(spec["steps"])),
-                label=f"{name} ({spec['pacing']['name']}, {pace_mode(spec['pacing'])})")
+        pacing = resolve_pacing(spec["pacing"], int(spec["steps"]))
+        ax.plot(steps, pacing.value(steps), label=f"{name} ({pacing.name}, {pacing.mode})")
     ax.set_xlabel("training step")
     ax.set_ylabel("f_pace(s)")
     ax.set_ylim(0, 1.05)

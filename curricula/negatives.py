@@ -32,6 +32,7 @@ keeps resumed runs identical to uninterrupted ones.
 from __future__ import annotations
 
 import logging
+import numbers
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from curricula.pacing import instance_pace_k
+from curricula.pacing import InstancePacing, resolve_instance_pacing
 from curricula.tables import NEIGHBORS, RUN, KeyedRowGroups
 
 log = logging.getLogger(__name__)
@@ -222,24 +223,76 @@ class LazyRankedLists:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+_NEGATIVES_KEYS = ("mode", "m", "depth", "pacing", "false_negative_guard")
+
+
+@dataclass(frozen=True)
+class Negatives:
+    """An experiment's ``negatives`` section resolved once against its curriculum's length: the mode (:data:`MODES`),
+    ``m`` negatives per positive, the BM25 run's ``depth`` (None = the whole stored list), the instance-level
+    pacing of the ranked sampling space (:class:`curricula.pacing.InstancePacing`; None = the whole list, which
+    ``neighbors`` never is: it defaults to Su's) and HCL's false-negative ``guard`` ratio (None = off). Build it with
+    :func:`resolve_negatives`."""
+
+    mode: str = "random"
+    m: int = 1
+    depth: int | None = None
+    pacing: InstancePacing | None = None
+    guard: float | None = None
+
+
+def resolve_negatives(section: Mapping, total_steps: int, where: str = "negatives") -> Negatives:
+    """The :class:`Negatives` of a ``negatives`` section ({mode, m, depth, pacing, false_negative_guard}; mode
+    defaults to ``random``, m to 1), the pacing's ``T`` resolved against ``total_steps``, the curriculum's length.
+    ``neighbors`` without a ``pacing`` gets Su's defaults (:func:`curricula.pacing.resolve_instance_pacing` of {}).
+    ValueError naming the key under ``where`` for an unknown mode or key, a bad m or depth, or a guard outside
+    ``neighbors``."""
+    unknown = set(section) - set(_NEGATIVES_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; known: {list(_NEGATIVES_KEYS)}")
+    mode = section.get("mode", "random")
+    if mode not in MODES:
+        raise ValueError(f"{where}.mode: unknown {mode!r}; known: {list(MODES)}")
+    guard = section.get("false_negative_guard")
+    if guard is not None and mode != "neighbors":
+        raise ValueError(
+            f"{where}.false_negative_guard: HCL's guard drops negatives scoring above a ratio of the true reply's "
+            f"score under the dense model G; mode {mode!r} has no G scores (set mode: neighbors or remove the guard)")
+    m = section.get("m", 1)
+    if isinstance(m, bool) or not isinstance(m, numbers.Real) or int(m) != m or m < 1:
+        raise ValueError(f"{where}.m: need an integer >= 1, got {m!r}")
+    depth = section.get("depth") if mode == "bm25" else None
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, numbers.Real) or int(depth) != depth
+                              or depth < 1):
+        raise ValueError(f"{where}.depth: need an integer >= 1 or null, got {depth!r}")
+    pacing = section.get("pacing")
+    if mode == "neighbors" and pacing is None:
+        pacing = {}
+    resolved = None
+    if pacing is not None and mode in ("neighbors", "bm25"):
+        try:
+            resolved = resolve_instance_pacing(pacing, total_steps)
+        except ValueError as err:
+            raise ValueError(f"{where}.pacing: {err}") from None
+    return Negatives(mode, int(m), None if depth is None else int(depth), resolved,
+                     None if guard is None else float(guard))
+
+
 class NegativeSampler:
     """Draws ``m`` negatives per (query, positive) for a training step; see the module docstring for the modes."""
 
-    def __init__(self, spec: Mapping, *, queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame,
+    def __init__(self, negatives: Negatives, *, queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame,
                  candidates: pl.DataFrame, relevant_min: int = 1, neighbors: pl.DataFrame | str | Path | None = None,
-                 run: pl.DataFrame | str | Path | None = None, total_steps: int = 1, seed: int = 0,
+                 run: pl.DataFrame | str | Path | None = None, seed: int = 0,
                  query_vectors: pl.DataFrame | str | Path | None = None,
                  doc_vectors: pl.DataFrame | str | Path | None = None):
-        self.spec = dict(spec)
-        self.mode = self.spec.get("mode", "random")
-        if self.mode not in MODES:
-            raise ValueError(f"negatives mode {self.mode!r} unknown; known: {list(MODES)}")
-        self.guard_ratio: float | None = self.spec.get("false_negative_guard")
-        if self.guard_ratio is not None and self.mode != "neighbors":
-            raise ValueError(f"negatives.false_negative_guard compares the dense model's scores G(c, r); mode "
-                             f"{self.mode!r} has none (only neighbors)")
-        self.m = int(self.spec.get("m", 1))
-        self.total_steps = total_steps
+        if not isinstance(negatives, Negatives):
+            raise TypeError(f"NegativeSampler takes a resolved Negatives (resolve_negatives), got "
+                            f"{type(negatives).__name__}")
+        self.negatives = negatives
+        self.mode = negatives.mode
+        self.guard_ratio: float | None = negatives.guard
+        self.m = negatives.m
         self.seed = seed
         train_q = queries.filter(pl.col("split") == "train").select("qid").sort("qid")
         self.qids = train_q["qid"].to_list()
@@ -281,7 +334,7 @@ class NegativeSampler:
             frame = neighbors if self.mode == "neighbors" else run
             if frame is None:
                 raise ValueError(f"negatives mode {self.mode!r} needs the {'neighbors' if self.mode == 'neighbors' else 'BM25 run'} table")
-            depth = int(self.spec["depth"]) if self.mode == "bm25" and self.spec.get("depth") else None
+            depth = self.negatives.depth
             scored = self.positive_score is not None
             if isinstance(frame, pl.DataFrame):
                 self.lists = self._stored_lists(frame, train_qids, query_index, doc_index, depth, scored)
@@ -309,12 +362,9 @@ class NegativeSampler:
     # ------------------------------------------------------------------ sampling space
     def space(self, step: int) -> int:
         """k, the size of the ranked sampling space at ``step`` (neighbors/bm25), from the instance pacing."""
-        pacing = self.spec.get("pacing")
-        if self.mode == "neighbors":
-            pacing = pacing or {}
-        if pacing is None:  # bm25 without pacing: the whole stored list
-            return int(self.spec.get("depth") or np.iinfo(np.int64).max)
-        return int(np.asarray(instance_pace_k(pacing, step, self.total_steps, int(self.pool.size))))
+        if self.negatives.pacing is None:  # bm25 without pacing: the whole stored list
+            return int(self.negatives.depth or np.iinfo(np.int64).max)
+        return int(np.asarray(self.negatives.pacing.k(step, int(self.pool.size))))
 
     def _relevant(self, q: int) -> np.ndarray:
         return self.relevant.row(q)

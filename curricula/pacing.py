@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -37,6 +38,8 @@ import numpy as np
 
 __all__ = [
     "PACINGS",
+    "InstancePacing",
+    "Pacing",
     "geom_progression",
     "hcl_corpus_pace",
     "hcl_instance_pace",
@@ -45,6 +48,8 @@ __all__ = [
     "linear",
     "pace_fraction",
     "pace_mode",
+    "resolve_instance_pacing",
+    "resolve_pacing",
     "resolve_steps",
     "root",
     "standard",
@@ -256,23 +261,54 @@ def _pacing_name(spec: Mapping[str, Any]) -> str:
     return name
 
 
-def pace_fraction(spec: Mapping[str, Any], step: Any, total_steps: int) -> np.ndarray:
-    """The pacing value of the configured function at ``step`` (0-based optimiser updates) of ``total_steps``.
+@dataclass(frozen=True)
+class Pacing:
+    """A pacing spec resolved once against its curriculum's length: a function of the step alone.
 
-    ``spec`` is a config mapping such as ``{"name": "root_n", "n": 2, "delta": 0.33, "T": 0.9}``,
-    ``{"name": "root_2"}``, ``{"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.9}`` or ``{"name": "standard"}``; it may
-    also hold ``select`` (see :func:`pace_mode`). Defaults: ``delta = 0.33`` and ``T = 0.9`` (Penha §4), ``n = 2``,
-    ``groups = 3``; for ``hcl`` ``r0 = 0.4``, ``T0 = 0.1``, ``T = 0.9``. ``T`` and ``T0`` go through
-    :func:`resolve_steps`, so Su's absolute 2,000 / 20,000 can be given as integers. Returns a float64 array of
-    the shape of ``step`` with values in (0, 1]; how to use them is :func:`pace_mode`'s answer.
-    Raises ``ValueError`` for an unknown name or key, listing the known ones.
-    """
+    ``params`` are the pacing function's keyword arguments with every default filled in and ``T`` / ``T0`` in
+    optimiser updates (:func:`resolve_steps` applied); ``mode`` is :func:`pace_mode`'s answer. Build it with
+    :func:`resolve_pacing`."""
+
+    name: str
+    mode: str
+    params: tuple[tuple[str, float], ...]
+
+    def value(self, step: Any) -> np.ndarray:
+        """The pacing value at ``step`` (0-based optimiser updates): float64 array of the shape of ``step``, in
+        (0, 1]; a fraction of the easiest-sorted data or a difficulty threshold, as :attr:`mode` says."""
+        return PACINGS[self.name](step, **dict(self.params))
+
+    @property
+    def end(self) -> int:
+        """The step from which the pace is 1 (``T`` in steps; ``standard``'s is resolved like the others')."""
+        return int(dict(self.params)["T"])
+
+
+def resolve_pacing(spec: Mapping[str, Any], total_steps: int) -> Pacing:
+    """The :class:`Pacing` of a config mapping such as ``{"name": "root_n", "n": 2, "delta": 0.33, "T": 0.9}``,
+    ``{"name": "root_2"}``, ``{"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.9}`` or ``{"name": "standard"}`` (it may
+    also hold ``select``, see :func:`pace_mode`), with ``T`` and ``T0`` resolved against ``total_steps``, the
+    curriculum's length (:func:`resolve_steps`: fractions of it, or absolute counts such as Su's 2,000 / 20,000).
+    Defaults: ``delta = 0.33`` and ``T = 0.9`` (Penha §4), ``n = 2``, ``groups = 3``; for ``hcl`` ``r0 = 0.4``,
+    ``T0 = 0.1``, ``T = 0.9``. Raises ``ValueError`` for an unknown name or key, listing the known ones, and for
+    parameters the function refuses (checked here, at step 0, so a bad spec fails before training)."""
     name = _pacing_name(spec)
     kwargs: dict[str, Any] = {**_DEFAULTS[name], **{k: v for k, v in spec.items() if k not in _SPEC_KEYS}}
     for key in _STEP_KEYS:
         if key in kwargs:
             kwargs[key] = resolve_steps(kwargs[key], total_steps)
-    return PACINGS[name](step, **kwargs)
+    pacing = Pacing(name, pace_mode(spec), tuple(sorted(kwargs.items())))
+    pacing.value(0)
+    return pacing
+
+
+def pace_fraction(spec: Mapping[str, Any], step: Any, total_steps: int) -> np.ndarray:
+    """The pacing value of the configured function at ``step`` (0-based optimiser updates) of ``total_steps``:
+    ``resolve_pacing(spec, total_steps).value(step)`` (see :func:`resolve_pacing` for the spec and defaults).
+    Returns a float64 array of the shape of ``step`` with values in (0, 1]; how to use them is :func:`pace_mode`'s
+    answer. Raises ``ValueError`` for an unknown name or key, listing the known ones.
+    """
+    return resolve_pacing(spec, total_steps).value(step)
 
 
 def pace_mode(spec: Mapping[str, Any]) -> str:
@@ -292,21 +328,40 @@ def pace_mode(spec: Mapping[str, Any]) -> str:
 _INSTANCE_DEFAULTS = {"k0": None, "kT": 3.0, "T": 0.9}
 
 
-def instance_pace_k(spec: Mapping[str, Any], step: Any, total_steps: int, n_responses: int) -> np.ndarray:
-    """Su et al. (2021) negative-sampling space size ``k = 10 ** h_p(t)`` at ``step`` (0-based optimiser updates).
+@dataclass(frozen=True)
+class InstancePacing:
+    """Su et al.'s instance-level pacing resolved against its curriculum's length: ``k0`` (None = ``log10`` of the
+    response pool, :func:`hcl_k0`, known only to the sampler), ``kT`` and ``T`` in optimiser updates. Build it with
+    :func:`resolve_instance_pacing`."""
 
-    ``spec`` is a mapping like ``{"kT": 3, "T": 0.9}`` with optional ``k0`` (default ``log10 n_responses``,
-    :func:`hcl_k0`); defaults ``kT = 3`` (Su §5.3) and ``T = 0.9``; ``T`` goes through :func:`resolve_steps`.
-    ``k`` is rounded half up and clipped to ``[1, n_responses]``; negatives for a context are drawn uniformly from
-    its ``k`` most similar responses. When ``kT > k0`` (fewer than ``10 ** kT`` responses) ``kT`` is lowered to
-    ``k0``: the whole pool is used at every step. Returns an int64 array of the shape of ``step``, non-increasing.
-    """
+    k0: float | None
+    kT: float
+    T: int
+
+    def k(self, step: Any, n_responses: int) -> np.ndarray:
+        """The negative-sampling space size ``k = 10 ** h_p(t)`` at ``step`` (0-based optimiser updates) for a pool
+        of ``n_responses``: rounded half up and clipped to ``[1, n_responses]``; when ``kT > k0`` (fewer than
+        ``10 ** kT`` responses) ``kT`` is lowered to ``k0``, so the whole pool is used at every step. Returns an
+        int64 array of the shape of ``step``, non-increasing."""
+        if isinstance(n_responses, bool) or int(n_responses) != n_responses or n_responses < 1:
+            raise ValueError(f"n_responses must be an integer >= 1, got {n_responses!r}")
+        k0 = hcl_k0(n_responses) if self.k0 is None else float(self.k0)
+        h = hcl_instance_pace(step, k0, min(self.kT, k0), self.T)
+        return np.clip(np.floor(10.0**h + 0.5), 1, int(n_responses)).astype(np.int64)
+
+
+def resolve_instance_pacing(spec: Mapping[str, Any], total_steps: int) -> InstancePacing:
+    """The :class:`InstancePacing` of a mapping like ``{"kT": 3, "T": 0.9}`` (optional ``k0``; defaults ``kT = 3``,
+    Su §5.3, and ``T = 0.9``), ``T`` resolved against ``total_steps`` by :func:`resolve_steps`. Raises ValueError
+    for an unknown key."""
     _check_spec(spec, _INSTANCE_DEFAULTS, (), "the instance-level pacing")
-    if isinstance(n_responses, bool) or int(n_responses) != n_responses or n_responses < 1:
-        raise ValueError(f"n_responses must be an integer >= 1, got {n_responses!r}")
     params = {**_INSTANCE_DEFAULTS, **spec}
-    k0 = hcl_k0(n_responses) if params["k0"] is None else float(params["k0"])
-    kT = min(float(params["kT"]), k0)
-    h = hcl_instance_pace(step, k0, kT, resolve_steps(params["T"], total_steps))
-    k = np.floor(10.0**h + 0.5)
-    return np.clip(k, 1, int(n_responses)).astype(np.int64)
+    return InstancePacing(None if params["k0"] is None else float(params["k0"]), float(params["kT"]),
+                          resolve_steps(params["T"], total_steps))
+
+
+def instance_pace_k(spec: Mapping[str, Any], step: Any, total_steps: int, n_responses: int) -> np.ndarray:
+    """Su et al. (2021) negative-sampling space size ``k = 10 ** h_p(t)`` at ``step`` (0-based optimiser updates):
+    ``resolve_instance_pacing(spec, total_steps).k(step, n_responses)``. Negatives for a context are drawn
+    uniformly from its ``k`` most similar responses."""
+    return resolve_instance_pacing(spec, total_steps).k(step, n_responses)

@@ -499,6 +499,24 @@ def experiment_metric_paths(root: str | Path) -> dict[tuple[str, str], Path]:
     return found
 
 
+def converged_length(curves: Mapping[str, pl.DataFrame]) -> tuple[int, dict[str, int]]:
+    """The training length a grid's curricula can be measured against (issue: under early stopping it is not known
+    in advance): the median over seeds of the step whose dev evaluation was kept (``best``) in each seed's
+    ``dev_curve.parquet`` of one experiment, normally ``baseline``. Returns (median rounded half up, {seed: best
+    step}). Set ``train.steps`` to it and every fraction of the papers (Penha's T = 0.9, Su's T0 = 0.1 and T = 0.5
+    of training) resolves against the length a model without a curriculum converges in. ValueError without
+    curves or when a curve has no ``best`` row."""
+    if not curves:
+        raise ValueError("no dev curves to measure a converged length from")
+    best = {}
+    for seed, curve in curves.items():
+        kept = curve.filter(pl.col("best"))["step"]
+        if kept.is_empty():
+            raise ValueError(f"seed {seed}: the dev curve marks no kept (best) evaluation")
+        best[seed] = int(kept[0])
+    return int(math.floor(float(np.median(list(best.values()))) + 0.5)), best
+
+
 def planner_markdown(metrics: pl.DataFrame, measure: str, alpha: float = 0.05, power: float = 0.8,
                      max_queries: int | None = None) -> list[str]:
     """The power planner of one finished grid as Markdown lines: the variance components of every experiment's

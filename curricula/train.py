@@ -35,7 +35,7 @@ import torch
 from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.difficulty import difficulty_spec
 from curricula.evaluate import ranker_metrics
-from curricula.experiments import curriculum_length, job_params
+from curricula.experiments import job_params, resolve_arm
 from curricula.fitting import Checkpointer, FitConfig, FitResult, fit
 from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
@@ -108,22 +108,22 @@ def train_ranker(
     """
     set_threads(spec.get("threads"))
     device = select_device(spec.get("device", "auto"))
+    arm = resolve_arm(spec)  # the curriculum's every length decided once, in steps (the budget may be longer)
     # patience counts only after min_steps: the grid's longest curriculum (experiment_runs sets it, so every arm
-    # gets the same minimum budget), else once this spec's curriculum axes have ended (pacing and the loss weights)
-    cfg = FitConfig.from_spec(spec, length=spec.get("min_steps") or curriculum_length(spec))
+    # gets the same minimum budget), else once this arm's curriculum axes have ended (pacing and the loss weights)
+    cfg = FitConfig.from_spec(spec, length=spec.get("min_steps") or arm.end)
     queries, docs = data["queries"], data["docs"]
-    length = int(spec["steps"])  # the curriculum's length; the budget cfg.steps may be longer (max_steps)
-    sampler = CurriculumSampler(Curriculum(curriculum_dir), spec["pacing"], length, spec["batch_size"], seed)
-    negs = NegativeSampler(spec["negatives"], queries=queries, docs=docs, qrels=data["qrels"],
+    sampler = CurriculumSampler(Curriculum(curriculum_dir), arm.pacing, spec["batch_size"], seed)
+    negs = NegativeSampler(arm.negatives, queries=queries, docs=docs, qrels=data["qrels"],
                            candidates=data["candidates"], relevant_min=relevant_min, neighbors=neighbors, run=run,
-                           total_steps=length, seed=seed, query_vectors=query_vectors, doc_vectors=doc_vectors)
+                           seed=seed, query_vectors=query_vectors, doc_vectors=doc_vectors)
     train_queries = queries.filter(pl.col("split") == "train")  # only training contexts are ever drawn
     context_of = dict(zip(train_queries["qid"].to_list(), train_queries["text"].to_list()))
     del train_queries
     doc_texts = docs["text"].to_list()
     ease = None
-    if spec.get("weighting"):
-        ease = PairEase.from_weighting(weights, spec["weighting"], negs.q_of, negs.code_of, len(doc_texts))
+    if arm.weighting is not None:
+        ease = PairEase.from_weighting(weights, arm.weighting, negs.q_of, negs.code_of, len(doc_texts))
     dev = dev_pairs(data, spec["dev_queries"], config_seed, relevant_min)
     if dev.height == 0:
         raise ValueError("no dev candidates: model selection on dev needs a dev split with candidates")

@@ -21,16 +21,17 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from curricula.difficulty import FUNCTIONS
+from curricula.difficulty import FUNCTIONS, check_names
 from curricula.difficulty.macavaney import HEURISTICS, pairwise
 from curricula.losses import POINTWISE
 
-__all__ = ["DEFAULT_M", "PairEase", "curriculum_weight", "ease_from_difficulty", "iteration_of", "m_value"]
+__all__ = ["DEFAULT_M", "PairEase", "Weighting", "resolve_weighting", "curriculum_weight", "ease_from_difficulty", "iteration_of", "m_value"]
 
 #: m when an experiment's ``weighting`` leaves it out (MacAvaney et al. 2020 tune m in {1, 5, 10, 20, 50, 100})
 DEFAULT_M = 10
@@ -109,6 +110,47 @@ def iteration_of(step: Any, iteration_steps: int = 32) -> np.ndarray:
     return (s.astype(np.int64) // int(iteration_steps)).astype(np.int64)
 
 
+_WEIGHTING_KEYS = ("scoring", "m", "anti", "iteration_steps")
+
+
+@dataclass(frozen=True)
+class Weighting:
+    """An experiment's ``weighting`` section resolved once: the difficulty function whose ease D weighs the loss,
+    eq. 3's ``m`` (a float; ``inf`` = W = D throughout, §4.4), the anti-curriculum (§4.5, D -> 1 - D) and the steps
+    per iteration. Build it with :func:`resolve_weighting`."""
+
+    scoring: str
+    m: float
+    anti: bool
+    iteration_steps: int
+
+    @property
+    def end(self) -> float:
+        """Steps until every weight is 1 (:func:`weighting_steps`; ``inf`` for m = inf)."""
+        return weighting_steps(self.m, self.iteration_steps)
+
+
+def resolve_weighting(section: Mapping[str, Any], where: str = "weighting") -> Weighting:
+    """The :class:`Weighting` of a ``weighting`` section ({scoring, m, anti, iteration_steps}; defaults m =
+    :data:`DEFAULT_M`, no anti-curriculum, :data:`DEFAULT_ITERATION_STEPS`). ValueError naming the key under
+    ``where`` for an unknown key, an unknown difficulty function, a bad m or a bad iteration length."""
+    unknown = set(section) - set(_WEIGHTING_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; known: {list(_WEIGHTING_KEYS)}")
+    scoring = section.get("scoring")
+    check_names([scoring], f"{where}.scoring")
+    try:
+        m = m_value(section.get("m", DEFAULT_M))
+    except ValueError as err:
+        raise ValueError(f"{where}.m: {err}") from None
+    steps = section.get("iteration_steps", DEFAULT_ITERATION_STEPS)
+    try:
+        iteration_of(0, steps)  # validates the iteration length
+    except ValueError as err:
+        raise ValueError(f"{where}.iteration_steps: {err}") from None
+    return Weighting(scoring, m, bool(section.get("anti", False)), int(steps))
+
+
 class PairEase:
     """Ease D in [0, 1] (1 = easy) of training pairs from one function's difficulty table, for eq. 3 weights.
 
@@ -178,12 +220,11 @@ class PairEase:
         return np.asarray(pairwise(h[:, :1], h[:, 1:]), dtype=np.float64)
 
     @classmethod
-    def from_weighting(cls, table: pl.DataFrame, weighting: Mapping[str, Any], q_of: Mapping[str, int],
+    def from_weighting(cls, table: pl.DataFrame, weighting: Weighting, q_of: Mapping[str, int],
                        code_of: Mapping[str, int], n_docs: int) -> PairEase:
-        """The ease of an experiment's ``weighting`` section ({scoring, m, anti, iteration_steps})."""
-        return cls(table, weighting["scoring"], q_of, code_of, n_docs, m=weighting.get("m", DEFAULT_M),
-                   anti=bool(weighting.get("anti", False)),
-                   iteration_steps=weighting.get("iteration_steps", DEFAULT_ITERATION_STEPS))
+        """The ease of an experiment's resolved :class:`Weighting`."""
+        return cls(table, weighting.scoring, q_of, code_of, n_docs, m=weighting.m, anti=weighting.anti,
+                   iteration_steps=weighting.iteration_steps)
 
     def weights(self, q: np.ndarray, docs: np.ndarray, loss: str, step: int,
                 fallback: np.ndarray | None = None) -> np.ndarray:

@@ -7,7 +7,9 @@ import polars as pl
 import pytest
 
 from curricula.cli import configfiles_in, main
-from curricula.report import design_mde, experiment_metric_paths, load_metrics, pooled_components, power_table
+from curricula.report import (converged_length, design_mde, experiment_metric_paths, load_metrics, pooled_components,
+                               power_table)
+from curricula.tables import DEV_CURVE, write_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,3 +71,24 @@ def test_plan_prints_what_each_number_of_seeds_detects_on_a_finished_grid(tmp_pa
     assert mdes == sorted(mdes, reverse=True)
     with pytest.raises(FileNotFoundError, match="no experiments/<name>/seed=<s>/metrics.parquet"):
         main(["plan", str(tmp_path / "experiments")])
+
+
+def test_length_is_the_median_step_of_the_baselines_kept_models(tmp_path, capsys):
+    for seed, best in (("1", 300), ("2", 1000), ("3", 1300)):
+        steps = list(range(100, 1700, 100))
+        curve = pl.DataFrame({"step": steps, "metric": ["AP"] * len(steps), "value": [0.5] * len(steps),
+                              "train_loss": [0.6] * len(steps), "allowed": [10] * len(steps), "negatives_k": [0] * len(steps),
+                              "best": [s == best for s in steps], "stopped": [None] * (len(steps) - 1) + ["patience"]})
+        folder = tmp_path / "experiments" / "baseline" / f"seed={seed}"
+        folder.mkdir(parents=True)
+        write_table(curve.select(list(DEV_CURVE.columns)).with_columns(pl.col("stopped").cast(pl.String)),
+                    folder / "dev_curve.parquet", DEV_CURVE)
+    assert main(["length", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "seed 1: 300, seed 2: 1000, seed 3: 1300; median 1000 (train.steps)" in out
+    assert converged_length({"a": pl.DataFrame({"step": [100, 200], "best": [False, True]}),
+                             "b": pl.DataFrame({"step": [100, 200], "best": [True, False]})})[0] == 150
+    with pytest.raises(ValueError, match="seed a: the dev curve marks no kept"):
+        converged_length({"a": pl.DataFrame({"step": [100], "best": [False]})})
+    with pytest.raises(FileNotFoundError, match="no experiments/su_ic/seed=<s>/dev_curve.parquet"):
+        main(["length", str(tmp_path), "--experiment", "su_ic"])

@@ -18,7 +18,8 @@ from curricula.difficulty import difficulty_table
 from curricula.experiments import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
 from curricula.ingest import candidate_pairs
 from curricula.losses import element_losses, weighted_mean
-from curricula.negatives import NegativeSampler
+from curricula.negatives import NegativeSampler, resolve_negatives
+from curricula.pacing import resolve_pacing
 from curricula.tables import NEIGHBORS, RUN, write_grouped_table
 from curricula.train import DEV_CURVE, PairEase, train_ranker
 
@@ -79,7 +80,7 @@ def test_shards_index_threshold_and_take(table, tmp_path):
 def test_sampler_only_returns_instances_inside_the_allowed_prefix(table, tmp_path):
     c = cur.Curriculum(folder_for(table, "u_words", tmp_path))
     n = len(c)
-    frac = cur.CurriculumSampler(c, {"name": "root_2", "delta": 0.33, "T": 0.9}, total_steps=100, batch_size=5,
+    frac = cur.CurriculumSampler(c, resolve_pacing({"name": "root_2", "delta": 0.33, "T": 0.9}, 100), batch_size=5,
                                  seed=3)
     prev = 0
     for step in range(0, 100, 3):
@@ -88,7 +89,7 @@ def test_sampler_only_returns_instances_inside_the_allowed_prefix(table, tmp_pat
         prev = allowed
         assert frac.positions(step).max() < allowed
     assert frac.allowed(0) == math.ceil(0.33 * n) and frac.allowed(90) == n
-    thr = cur.CurriculumSampler(c, {"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.9}, total_steps=100, batch_size=2,
+    thr = cur.CurriculumSampler(c, resolve_pacing({"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.9}, 100), batch_size=2,
                                 seed=3)
     for step in range(0, 100, 7):
         batch = thr.batch(step)
@@ -100,8 +101,8 @@ def test_sampler_only_returns_instances_inside_the_allowed_prefix(table, tmp_pat
 
 # --------------------------------------------------------------------------------------------- negatives
 def sampler(data, spec, **kw) -> NegativeSampler:
-    return NegativeSampler(spec, queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
-                           candidates=data["candidates"], total_steps=100, seed=4, **kw)
+    return NegativeSampler(resolve_negatives(spec, 100), queries=data["queries"], docs=data["docs"],
+                           qrels=data["qrels"], candidates=data["candidates"], seed=4, **kw)
 
 
 def relevant_of(data) -> dict[str, set[str]]:
@@ -276,7 +277,7 @@ def test_false_negative_guard_never_draws_a_negative_above_the_ratio_of_the_true
     assert 0 < over <= rough.guard_unchecked
     with pytest.raises(ValueError, match="needs the dense query and doc vectors"):
         sampler(data, {**spec, "false_negative_guard": 0.8}, neighbors=neighbors)
-    with pytest.raises(ValueError, match="only neighbors"):
+    with pytest.raises(ValueError, match="mode .bm25. has no G scores"):
         sampler(data, {"mode": "bm25", "m": 1, "false_negative_guard": 0.8}, run=neighbors, query_vectors=qv,
                 doc_vectors=dv)
 
