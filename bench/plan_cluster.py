@@ -62,7 +62,9 @@ def bench(run: Path, patterns: list[str]) -> dict[str, float]:
     if not files:
         return {}
     rows = last_rows(files)
-    return {"s": float(rows["s"].sum()), "cpu": float(rows["cpu_time"].sum()), "rss": float(rows["max_rss"].max())}
+    # Snakemake writes NA (null here) for what a very short job did not measure; a stage of such jobs counts 0 MB
+    return {"s": float(rows["s"].sum()), "cpu": float(rows["cpu_time"].sum()),
+            "rss": float(rows["max_rss"].max() or 0.0)}
 
 
 def counts(run: Path) -> dict[str, float]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from curricula.config import load_config, results_dir
+from curricula.config import load_config, results_dir, side_folder
 from curricula.metrics import split_metrics
 from curricula.report import converged_length, experiment_metric_paths, load_metrics, planner_markdown
 from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
@@ -45,7 +45,7 @@ def outputs(config_files: list[str]) -> int:
         print(f"\nResult table: {table}  (all measures: {table.with_name('table_metrics.md')}; "
               "HTML report: snakemake --report report.html)\n")
         print(table.read_text(encoding="utf-8"))
-    print(f"Logs: logs/{config['dataset']['name']}/  Benchmarks: benchmarks/{config['dataset']['name']}/")
+    print(f"Logs: {side_folder(config, 'logs')}/  Benchmarks: {side_folder(config, 'benchmarks')}/")
     return 0
 
 
@@ -57,7 +57,7 @@ def study_outputs(config: dict) -> int:
     for name in datasets:
         table = results / name / "report" / "table_metrics.md"
         print(f"  {name}: {results / name}/  (result table: {table if table.is_file() else 'not yet written'}; "
-              f"logs/{name}/, benchmarks/{name}/)")
+              f"{side_folder(config, 'logs', name)}/, {side_folder(config, 'benchmarks', name)}/)")
     findings = results / "report" / "study" / "findings.md"
     if findings.is_file():
         print(f"\nFindings: {findings}  (table: {findings.with_suffix('.csv')}, figure: "

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import polars as pl
 
 from curricula.pacing import resolve_pacing
 from curricula.report import load_metrics
-from curricula.tables import QUERIES, read_table, write_dir_atomically
+from curricula.tables import QUERIES, read_table, write_dir_atomically, write_file_atomically
 
 
 def _use_agg() -> None:
@@ -32,12 +31,11 @@ def _use_agg() -> None:
 
 
 def _save(fig, path: str | Path) -> Path:
+    """Save ``fig`` atomically (:func:`curricula.tables.write_file_atomically`) in the format of ``path``'s suffix,
+    without a version stamp: same inputs, same bytes."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, metadata={"Software": None})  # no version stamp: same inputs, same bytes
-    os.replace(tmp, path)
-    return path
+    return write_file_atomically(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip("."),
+                                                              metadata={"Software": None}))
 
 
 def plot_pacing(specs: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:

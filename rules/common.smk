@@ -6,6 +6,7 @@ from pathlib import Path
 import yaml
 from snakemake.exceptions import WorkflowError
 
+from curricula.config import side_folder
 from curricula.difficulty import check_names, function_knobs, needed_inputs
 from curricula.evaluate import parse_rnk
 from curricula.experiments import (active_spec, experiment_runs, finetune_dense_model, job_params, needed_tables,
@@ -13,8 +14,8 @@ from curricula.experiments import (active_spec, experiment_runs, finetune_dense_
 from curricula.ingest import INGEST_TABLES
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
-LOGS = f"logs/{config['dataset']['name']}"
-BENCHMARKS = f"benchmarks/{config['dataset']['name']}"
+LOGS = side_folder(config, "logs")  # logs/<dataset>, or logs/<results>/<dataset> for another results folder
+BENCHMARKS = side_folder(config, "benchmarks")
 # Environments for --software-deployment-method conda: rules that can use a GPU get the CUDA build
 CONDA_ENVS = {"cpu": "../envs/cpu.yaml", "gpu": "../envs/gpu.yaml"}
 

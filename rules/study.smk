@@ -36,9 +36,9 @@ rule report_study:
         multiplicity=STUDY_SETTINGS["multiplicity"],
         plan_max_queries=STUDY_SETTINGS["plan_max_queries"],
     log:
-        "logs/study/report_study.log",
+        f"{side_folder(config, 'logs', 'study')}/report_study.log",
     benchmark:
-        "benchmarks/study/report_study.tsv"
+        f"{side_folder(config, 'benchmarks', 'study')}/report_study.tsv"
     resources:
         mem_mb=2000,
     conda:

@@ -4,6 +4,7 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from curricula.config import side_folder
 from curricula.study import claim_differences, listed_claims, parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))

@@ -92,3 +92,20 @@ def test_length_is_the_median_step_of_the_baselines_kept_models(tmp_path, capsys
         converged_length({"a": pl.DataFrame({"step": [100], "best": [False]})})
     with pytest.raises(FileNotFoundError, match="no experiments/su_ic/seed=<s>/dev_curve.parquet"):
         main(["length", str(tmp_path), "--experiment", "su_ic"])
+
+
+def test_logs_and_benchmarks_of_another_results_folder_are_kept_apart(tmp_path, monkeypatch, capsys):
+    from curricula.config import side_folder
+
+    default = {"dataset": {"name": "chitchat"}, "results": "results"}
+    assert side_folder(default, "logs") == "logs/chitchat"
+    assert side_folder({"dataset": {"name": "chitchat"}}, "benchmarks") == "benchmarks/chitchat"
+    ablation = {**default, "results": "results_hcl_ablation"}
+    assert side_folder(ablation, "logs") == "logs/results_hcl_ablation/chitchat"
+    assert side_folder({**default, "results": "/scratch/me/runs"}, "benchmarks") == "benchmarks/scratch_me_runs/chitchat"
+    assert side_folder(ablation, "logs", "study") == "logs/results_hcl_ablation/study"
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "other.yaml"
+    other.write_text("results: results_b\n")
+    assert main(["outputs", str(REPO / "config.yaml"), str(other)]) == 0
+    assert "Logs: logs/results_b/chitchat/  Benchmarks: benchmarks/results_b/chitchat/" in capsys.readouterr().out
