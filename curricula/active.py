@@ -74,9 +74,17 @@ def bald(passes: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------- self-paced
 
 
-def self_paced_indicators(el: np.ndarray, lam: float) -> np.ndarray:
-    """Eq. 14: v_i = 1 where EL(X_i) < lambda (reliable enough to pseudo-label), else 0 (bool array)."""
-    return np.asarray(el) < lam
+def self_paced_indicators(el: np.ndarray, lam: float, inclusive: bool = False) -> np.ndarray:
+    """Eq. 14: v_i = 1 where EL(X_i) < lambda (reliable enough to pseudo-label), else 0 (bool array).
+
+    ``inclusive``: EL <= lambda, the authors' released code (``neural/util/trainer.py``,
+    ``train_selfPacedLearning``: ``while PLdata[pseudoData_end]['el'] <= ld``), which pairs it with a lambda read off
+    the sorted EL themselves (:func:`quantile_lambda0`). There the two differ in kind, not by a hair: EL is exactly 0
+    for every query whose MC-dropout passes order its candidates alike, so on a dataset with many such queries the
+    quantile is 0, and ``<`` would pseudo-label nothing at any pace (lambda0 * mu^k stays 0): DASL would silently be
+    DAL (measured on WikiQA: lambda 0 in every round of every seed)."""
+    el = np.asarray(el)
+    return el <= lam if inclusive else el < lam
 
 
 def spl_lambda(lam0: float, mu: float, iteration: int) -> float:
@@ -102,10 +110,10 @@ def quantile_lambda0(el: np.ndarray, quantile: float) -> float:
     """
     if not 0 < quantile <= 1:
         raise ValueError(f"the lambda0 quantile must be in (0, 1], got {quantile}")
-    values = np.asarray(el, dtype=np.float64)
+    values = np.sort(np.asarray(el, dtype=np.float64))
     if values.size == 0:
         return 0.0
-    return float(np.quantile(values, quantile, method="higher"))
+    return float(values[min(values.size - 1, int(quantile * values.size))])  # the authors' PLdata[int(0.1 * len)]
 
 
 def passes_agree_on_top(passes: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:

@@ -11,7 +11,8 @@ the pseudo-labeled ones, then records dev and test MRR/MAP and queries ``budget`
 * ``dal``: highest expected loss EL (Algorithm 1), no pseudo-labels;
 * ``dasl``: self-paced pseudo-labelling inside the round (Algorithm 2 lines 2-9: lambda = that ``lambda0_quantile``
   (default 0.1, as the authors' code) of the unlabeled queries' EL under the round's first model (or, with the
-  quantile null, the fixed ``lambda0``), train, pseudo-label the unlabeled queries with EL < lambda by the model's
+  quantile null, the fixed ``lambda0``), train, pseudo-label the unlabeled queries with EL < lambda (EL <= lambda
+  with the quantile, as the authors' code: :func:`curricula.active.self_paced_indicators`) by the model's
   top answer (with ``require_agreement``, only those whose MC-dropout passes all put that answer on top, as the
   authors' code does; the quantile is then of those queries' EL), lambda *= mu; stop when dev stops improving or
   after ``spl_iterations``; pseudo-labels are recomputed every iteration and dropped at the next round), then
@@ -283,7 +284,9 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
                 log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g); all passes "
                          "agree on the top answer for %d of %d", *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam,
                          int((~labeled & agree).sum()), int((~labeled).sum()))
-                reliable = np.flatnonzero(candidates & self_paced_indicators(el, lam))  # eq. 14
+                # eq. 14; with the quantile rule, the authors' EL <= lambda (a quantile of tied zeros is 0)
+                inclusive = settings.lambda0_quantile is not None
+                reliable = np.flatnonzero(candidates & self_paced_indicators(el, lam, inclusive))
                 pseudo = {int(q): int(answer[q]) for q in reliable}
                 log.info("round %d, spl iteration %d: dev %.4f, lambda %.3g, %d pseudo-labeled of %d", r, it,
                          value, lam, len(pseudo), int((~labeled).sum()))

@@ -89,6 +89,12 @@ def test_a_quantile_lambda0_pseudo_labels_about_that_fraction_at_the_first_pace(
     el = np.random.default_rng(4).random(1000) * 0.004  # EL of 10-candidate queries is of order 1e-3
     lam0 = quantile_lambda0(el, 0.3)
     assert self_paced_indicators(el, lam0).mean() == pytest.approx(0.3, abs=0.002)
+    # EL is exactly 0 for queries whose passes order the candidates alike: with 40% of them tied at 0 the 10%
+    # quantile is 0, and only the authors' EL <= lambda pseudo-labels anything (eq. 14's < never would)
+    tied = np.concatenate([np.zeros(400), el[:600]])
+    lam0 = quantile_lambda0(tied, 0.1)
+    assert lam0 == 0.0 and not self_paced_indicators(tied, lam0).any()
+    assert self_paced_indicators(tied, lam0, inclusive=True).sum() == 400
     assert quantile_lambda0(el, 1.0) == el.max() and quantile_lambda0(np.array([]), 0.3) == 0.0
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError, match="quantile"):
@@ -236,14 +242,14 @@ def test_dasl_with_a_lambda0_quantile_pseudo_labels_that_share_of_the_unlabeled_
     done = run_active("dasl", 1, train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"],
                       spec=tiny_spec(), settings=settings)
     n = tiny["train"]["qid"].n_unique()
-    # the fixed lambda0 (1e-12) would pseudo-label nothing; the median of EL labels the lower half at each round's
-    # first pace
+    # the fixed lambda0 (1e-12) would pseudo-label nothing; the median of EL (the authors' sorted[int(0.5 n)], with
+    # their EL <= lambda) labels the lower half and the median itself at each round's first pace
     first_pace = [tuple(map(int, m.groups())) for m in (re.search(r"spl iteration 0: .* (\d+) pseudo-labeled of (\d+)",
                                                                     r.getMessage()) for r in caplog.records) if m]
     assert [unlabeled for _, unlabeled in first_pace] == [n - x for x in done.curve["labeled"].to_list()]
-    assert all(pseudo == unlabeled // 2 > 0 for pseudo, unlabeled in first_pace)
+    assert all(pseudo == unlabeled // 2 + 1 for pseudo, unlabeled in first_pace)
     for row in done.curve.iter_rows(named=True):  # kept only with the model they trained, when it improved dev
-        assert row["pseudo_labeled"] == ((n - row["labeled"]) // 2 if row["spl_iterations"] == 2 else 0)
+        assert row["pseudo_labeled"] == ((n - row["labeled"]) // 2 + 1 if row["spl_iterations"] == 2 else 0)
 
 
 def test_dasl_requiring_agreement_pseudo_labels_only_queries_whose_passes_agree(tiny, caplog):
