@@ -152,3 +152,36 @@ def test_selection_reads_each_runs_kept_dev_value_and_breaks_ties_by_list_order(
     report = tuning_table({("e", "1"): out["selection"], ("e", "2"): out["selection"]})
     assert report.filter(pl.col("chosen") == "chosen")["knobs"].to_list() == ["m=5", "m=5"]
     assert report["seed"].to_list() == [1, 1, 1, 2, 2, 2]
+
+
+def test_an_arm_is_resolved_once_with_every_length_in_steps():
+    """resolve_arm: the pacing's T/T0 and the negatives' T become steps of the curriculum's length (``steps``), the
+    weighting's m and iteration length are typed, ``end`` is when every axis has ended; errors name the key."""
+    from curricula.experiments import merge_experiment, resolve_arm
+
+    spec = merge_experiment(TRAIN, {"scoring": "hcl_corpus", "pacing": {"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.5},
+                                    "negatives": {"mode": "neighbors", "m": 5, "pacing": {"kT": 2, "T": 0.9},
+                                                  "false_negative_guard": 0.8},
+                                    "weighting": {"scoring": "u_words", "m": 20, "iteration_steps": 32},
+                                    "steps": 1300})
+    arm = resolve_arm(spec)
+    assert dict(arm.pacing.params) == {"r0": 0.4, "T0": 130, "T": 650} and arm.pacing.mode == "threshold"
+    assert arm.pacing.end == 650 and float(arm.pacing.value(650)) == 1.0 > float(arm.pacing.value(649))
+    n = arm.negatives
+    assert (n.mode, n.m, n.guard, n.pacing.T, n.pacing.kT) == ("neighbors", 5, 0.8, 1170, 2.0)
+    assert n.pacing.k([0, 1170], 10**4).tolist() == [10**4, 100]
+    assert (arm.weighting.m, arm.weighting.iteration_steps, arm.length) == (20.0, 32, 1300)
+    assert arm.end == 1300  # the weights end at 640 steps, inside the 1,300-step curriculum
+    assert resolve_arm({**spec, "steps": 400}).end == 640  # ... and after a 400-step one
+    assert resolve_arm({**spec, "weighting": {"scoring": "u_words", "m": "inf"}, "steps": 400}).end == 400
+    baseline = resolve_arm({"steps": 400})  # an axis a spec lacks is the baseline's
+    assert (baseline.scoring, baseline.pacing.name, baseline.negatives.mode, baseline.weighting) == \
+        ("random", "standard", "random", None)
+    for bad, match in (({"pacing": {"name": "root_2", "n": 3}}, r"x\.pacing: unknown key"),
+                       ({"negatives": {"mode": "bm25", "depth": 0}}, r"x\.negatives\.depth: need an integer"),
+                       ({"negatives": {"mode": "random", "false_negative_guard": 0.8}},
+                        r"x\.negatives\.false_negative_guard: .*mode 'random' has no G scores"),
+                       ({"weighting": {"scoring": "u_words", "m": 0}}, r"x\.weighting\.m: m must be"),
+                       ({"weighting": {"scoring": "nope"}}, r"x\.weighting\.scoring: unknown difficulty")):
+        with pytest.raises(ValueError, match=match):
+            resolve_arm({**spec, **bad}, "x")
