@@ -521,9 +521,9 @@ def planner_markdown(metrics: pl.DataFrame, measure: str, alpha: float = 0.05, p
                      max_queries: int | None = None) -> list[str]:
     """The power planner of one finished grid as Markdown lines: the variance components of every experiment's
     differences from its baseline (:func:`power_table`, seed-aware) pooled by :func:`pooled_components`, then per
-    number of seeds S (:data:`SEEDS_PLANNED`) the test queries a 2% effect (:data:`RELATIVE_EFFECT`) needs (:func:`plan`) and
-    the MDE at the grid's own number of test queries (:func:`design_mdes`), absolute and as % of the mean of the
-    baselines. Raises ValueError when the grid has no balanced comparison to estimate components from."""
+    number of seeds S (:data:`SEEDS_PLANNED`) the test queries a 2% effect (:data:`RELATIVE_EFFECT`) needs
+    (:func:`plan`) and the MDE at the grid's own number of test queries (:func:`design_mdes`), absolute and as % of
+    the mean of the baselines. Raises ValueError when the grid has no balanced comparison to estimate components from."""
     table = power_table(metrics, measure, alpha=alpha, power=power)
     components = pooled_components(table)
     if components is None:

@@ -31,7 +31,8 @@ from curricula.difficulty import FUNCTIONS, check_names
 from curricula.difficulty.macavaney import HEURISTICS, pairwise
 from curricula.losses import POINTWISE
 
-__all__ = ["DEFAULT_M", "PairEase", "Weighting", "resolve_weighting", "curriculum_weight", "ease_from_difficulty", "iteration_of", "m_value"]
+__all__ = ["DEFAULT_M", "PairEase", "Weighting", "curriculum_weight", "ease_from_difficulty", "iteration_of", "m_value",
+           "resolve_weighting"]
 
 #: m when an experiment's ``weighting`` leaves it out (MacAvaney et al. 2020 tune m in {1, 5, 10, 20, 50, 100})
 DEFAULT_M = 10

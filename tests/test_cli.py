@@ -77,7 +77,8 @@ def test_length_is_the_median_step_of_the_baselines_kept_models(tmp_path, capsys
     for seed, best in (("1", 300), ("2", 1000), ("3", 1300)):
         steps = list(range(100, 1700, 100))
         curve = pl.DataFrame({"step": steps, "metric": ["AP"] * len(steps), "value": [0.5] * len(steps),
-                              "train_loss": [0.6] * len(steps), "allowed": [10] * len(steps), "negatives_k": [0] * len(steps),
+                              "train_loss": [0.6] * len(steps), "allowed": [10] * len(steps),
+                              "negatives_k": [0] * len(steps),
                               "best": [s == best for s in steps], "stopped": [None] * (len(steps) - 1) + ["patience"]})
         folder = tmp_path / "experiments" / "baseline" / f"seed={seed}"
         folder.mkdir(parents=True)
@@ -102,7 +103,8 @@ def test_logs_and_benchmarks_of_another_results_folder_are_kept_apart(tmp_path, 
     assert side_folder({"dataset": {"name": "chitchat"}}, "benchmarks") == "benchmarks/chitchat"
     ablation = {**default, "results": "results_hcl_ablation"}
     assert side_folder(ablation, "logs") == "logs/results_hcl_ablation/chitchat"
-    assert side_folder({**default, "results": "/scratch/me/runs"}, "benchmarks") == "benchmarks/scratch_me_runs/chitchat"
+    absolute = {**default, "results": "/scratch/me/runs"}
+    assert side_folder(absolute, "benchmarks") == "benchmarks/scratch_me_runs/chitchat"
     assert side_folder(ablation, "logs", "study") == "logs/results_hcl_ablation/study"
     monkeypatch.chdir(tmp_path)
     other = tmp_path / "other.yaml"
