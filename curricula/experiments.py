@@ -242,8 +242,8 @@ class Arm:
 def resolve_arm(spec: Mapping[str, Any], where: str = "experiment") -> Arm:
     """The :class:`Arm` of a resolved experiment spec (:func:`merge_experiment`; ``steps`` is the curriculum's
     length; an axis it lacks is the baseline's): the one place where a spec's curriculum sections are parsed and
-    their lengths decided. ValueError
-    naming ``where`` and the key for a spec whose pacing, negatives or weighting is invalid."""
+    their lengths decided. ValueError naming ``where`` and the key for a spec whose pacing, negatives or weighting
+    is invalid."""
     length = int(spec["steps"])
     try:
         pacing = resolve_pacing(spec.get("pacing") or BASELINE_AXES["pacing"], length)
