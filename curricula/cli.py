@@ -15,7 +15,7 @@ import polars as pl
 
 from curricula.config import load_config, results_dir, side_folder
 from curricula.metrics import split_metrics
-from curricula.report import converged_length, experiment_metric_paths, load_metrics, planner_markdown
+from curricula.report import converged_length, experiment_files, load_metrics, planner_markdown
 from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
 
 
@@ -90,7 +90,7 @@ def plan(roots: list[str], measure: str, max_queries: int | None) -> int:
     """Print the power planner (:func:`curricula.report.planner_markdown`) of each finished dataset results folder:
     how many seeds and test queries a 2% effect needs, and what each number of seeds detects with its test split."""
     for root in roots:
-        metrics = load_metrics(experiment_metric_paths(root))
+        metrics = load_metrics(experiment_files(root))
         print(f"## {root}\n")
         print("\n".join(planner_markdown(metrics, measure, max_queries=max_queries)) + "\n")
     return 0
@@ -100,10 +100,8 @@ def length(roots: list[str], experiment: str) -> int:
     """Print, per dataset results folder, the converged length of ``experiment`` (default baseline) on dev
     (:func:`curricula.report.converged_length`): the value for that dataset's ``train.steps``."""
     for root in roots:
-        paths = sorted(Path(root).glob(f"experiments/{experiment}/seed=*/dev_curve.parquet"))
-        if not paths:
-            raise FileNotFoundError(f"{root}: no experiments/{experiment}/seed=<s>/dev_curve.parquet under it")
-        median, best = converged_length({p.parent.name.removeprefix("seed="): pl.read_parquet(p) for p in paths})
+        paths = experiment_files(root, "dev_curve.parquet", experiment)
+        median, best = converged_length({seed: pl.read_parquet(p) for (_, seed), p in paths.items()})
         steps = ", ".join(f"seed {s}: {b}" for s, b in best.items())
         print(f"{root}: {experiment} kept its dev-best model at steps {steps}; median {median} (train.steps)")
     return 0

@@ -488,13 +488,16 @@ def plan_sentence(components: tuple[float, float, float], effect: float, pairs: 
             f"needs, per number of seeds, these test queries: {cells}; {best_txt}.")
 
 
-def experiment_metric_paths(root: str | Path) -> dict[tuple[str, str], Path]:
-    """{(experiment, seed): metrics.parquet} of a dataset's results folder (``<root>/experiments/<name>/seed=<s>/``),
-    the trained rankers' per-query test metrics; raises FileNotFoundError naming the folder when it has none."""
+def experiment_files(root: str | Path, filename: str = "metrics.parquet",
+                     experiment: str = "*") -> dict[tuple[str, str], Path]:
+    """{(experiment, seed): file} of a dataset's results folder (``<root>/experiments/<name>/seed=<s>/<filename>``):
+    by default every trained ranker's per-query test metrics, or e.g. one experiment's ``dev_curve.parquet``;
+    raises FileNotFoundError naming the folder and the pattern when none exists."""
     found = {(p.parent.parent.name, p.parent.name.removeprefix("seed=")): p
-             for p in sorted(Path(root).glob("experiments/*/seed=*/metrics.parquet"))}
+             for p in sorted(Path(root).glob(f"experiments/{experiment}/seed=*/{filename}"))}
     if not found:
-        raise FileNotFoundError(f"{root}: no experiments/<name>/seed=<s>/metrics.parquet under it (not a finished "
+        name = "<name>" if experiment == "*" else experiment
+        raise FileNotFoundError(f"{root}: no experiments/{name}/seed=<s>/{filename} under it (not a finished "
                                 f"dataset's results folder?)")
     return found
 
@@ -523,7 +526,8 @@ def planner_markdown(metrics: pl.DataFrame, measure: str, alpha: float = 0.05, p
     differences from its baseline (:func:`power_table`, seed-aware) pooled by :func:`pooled_components`, then per
     number of seeds S (:data:`SEEDS_PLANNED`) the test queries a 2% effect (:data:`RELATIVE_EFFECT`) needs
     (:func:`plan`) and the MDE at the grid's own number of test queries (:func:`design_mdes`), absolute and as % of
-    the mean of the baselines. Raises ValueError when the grid has no balanced comparison to estimate components from."""
+    the mean of the baselines. Raises ValueError when the grid has no balanced comparison to estimate components
+    from."""
     table = power_table(metrics, measure, alpha=alpha, power=power)
     components = pooled_components(table)
     if components is None:

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from curricula.cli import configfiles_in, main
-from curricula.report import (converged_length, design_mde, experiment_metric_paths, load_metrics, pooled_components,
+from curricula.report import (converged_length, design_mde, experiment_files, load_metrics, pooled_components,
                                power_table)
 from curricula.tables import DEV_CURVE, write_table
 
@@ -64,7 +64,7 @@ def test_plan_prints_what_each_number_of_seeds_detects_on_a_finished_grid(tmp_pa
     rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [int(r.split("|")[1]) for r in rows] == list(range(2, 11))
     # the MDE column is design_mde of the pooled components at the grid's 200 queries; it falls with the seeds
-    metrics = load_metrics(experiment_metric_paths(tmp_path))
+    metrics = load_metrics(experiment_files(tmp_path))
     components = pooled_components(power_table(metrics, "AP"))
     mdes = [float(r.split("|")[3]) for r in rows]
     assert mdes == [round(design_mde(components, s, 200), 4) for s in range(2, 11)]
