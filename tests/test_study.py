@@ -123,7 +123,7 @@ def _study_runs(overlay: dict) -> dict:
 
 def test_every_study_claim_differs_only_in_its_declared_factors(monkeypatch):
     """configs/study.yaml: on every dataset each claim's arms differ in the factor the paper names, nothing else
-    (MacAvaney's arms against uniform weights on the same candidate negatives; Su's IC-off arms on random
+    (MacAvaney's arms against the baseline's candidate negatives; Su's IC-off arms on random
     negatives, also where a preset gives every arm the candidates)."""
     monkeypatch.chdir(REPO)
     overlay = yaml.safe_load((REPO / "configs" / "study.yaml").read_text())
@@ -140,7 +140,8 @@ def test_every_study_claim_differs_only_in_its_declared_factors(monkeypatch):
     assert keys == {claim: dict.fromkeys(runs, k) for claim, k in expected.items()}
     for dataset in runs:
         assert arm_spec("su_hinge", runs[dataset])["negatives.mode"] == "random"
-        assert arm_spec("macavaney_uniform", runs[dataset])["negatives.mode"] == "candidates"
+        assert arm_spec("baseline", runs[dataset])["negatives.mode"] == "candidates"
+        assert arm_spec("su_ic", runs[dataset])["negatives.m"] == arm_spec("su_hinge", runs[dataset])["negatives.m"] == 5
 
 
 def test_a_claim_with_an_undeclared_difference_is_refused(monkeypatch):
