@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
+from typing import Any
 
 
 class InputFormatError(ValueError):
@@ -22,3 +24,12 @@ class InputFormatError(ValueError):
 
 class SchemaError(ValueError):
     """A table whose columns or types do not match its documented contract."""
+
+
+def whole_number(value: Any, what: str, minimum: int = 1) -> int:
+    """``value`` as an int when it is a whole number >= ``minimum`` (``3`` or ``3.0``; never a bool); otherwise a
+    ValueError naming ``what``, the config key or argument (``experiments.x.negatives.m``, ``iteration_steps``)."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value or int(value) != value
+            or value < minimum):
+        raise ValueError(f"{what}: need an integer >= {minimum}, got {value!r}")
+    return int(value)

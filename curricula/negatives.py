@@ -32,7 +32,6 @@ keeps resumed runs identical to uninterrupted ones.
 from __future__ import annotations
 
 import logging
-import numbers
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from curricula.errors import whole_number
 from curricula.pacing import InstancePacing, resolve_instance_pacing
 from curricula.tables import NEIGHBORS, RUN, KeyedRowGroups
 
@@ -258,13 +258,10 @@ def resolve_negatives(section: Mapping, total_steps: int, where: str = "negative
         raise ValueError(
             f"{where}.false_negative_guard: HCL's guard drops negatives scoring above a ratio of the true reply's "
             f"score under the dense model G; mode {mode!r} has no G scores (set mode: neighbors or remove the guard)")
-    m = section.get("m", 1)
-    if isinstance(m, bool) or not isinstance(m, numbers.Real) or int(m) != m or m < 1:
-        raise ValueError(f"{where}.m: need an integer >= 1, got {m!r}")
+    m = whole_number(section.get("m", 1), f"{where}.m")
     depth = section.get("depth") if mode == "bm25" else None
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, numbers.Real) or int(depth) != depth
-                              or depth < 1):
-        raise ValueError(f"{where}.depth: need an integer >= 1 or null, got {depth!r}")
+    if depth is not None:
+        depth = whole_number(depth, f"{where}.depth")
     pacing = section.get("pacing")
     if mode == "neighbors" and pacing is None:
         pacing = {}
@@ -274,7 +271,7 @@ def resolve_negatives(section: Mapping, total_steps: int, where: str = "negative
             resolved = resolve_instance_pacing(pacing, total_steps)
         except ValueError as err:
             raise ValueError(f"{where}.pacing: {err}") from None
-    return Negatives(mode, int(m), None if depth is None else int(depth), resolved,
+    return Negatives(mode, m, depth, resolved,
                      None if guard is None else float(guard))
 
 

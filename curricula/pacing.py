@@ -5,7 +5,7 @@ Sources:
 * Penha & Hauff (2020), "Curriculum Learning Strategies for IR", Table 3 and Fig. 2: ``standard`` (their
   *baseline_training*), ``step``, ``linear``, ``root_n`` and ``geom_progression``, with the hyper-parameters
   ``delta`` (share of the data available at step 0) and ``T`` (step at which all data is available). Their §4 fixes
-  ``T`` at 90% of the training steps and ``delta = 0.33``; these are the defaults of :func:`pace_fraction`.
+  ``T`` at 90% of the training steps and ``delta = 0.33``; these are the defaults of :func:`resolve_pacing`.
 * Su et al. (2021), "Dialogue Response Selection with Hierarchical Curriculum Learning", §3.2-3.3: the
   corpus-level pacing ``f_p(t)`` (:func:`hcl_corpus_pace`) and the instance-level pacing ``h_p(t)``
   (:func:`hcl_instance_pace`) with ``k0 = log10 |D|`` (:func:`hcl_k0`); §5.3 uses ``r0 = 0.4``, ``T0 = 2,000``,
@@ -16,7 +16,7 @@ Conventions shared by every function here:
 * A *step* is one optimiser update, counted from 0. ``T`` and ``T0`` are in the same unit.
 * ``step`` may be a Python number or an array of step numbers (non-negative). It goes through ``np.asarray`` and
   the result is always a float64 ``np.ndarray`` of the same shape (a 0-d array for a scalar step; ``float(x)``
-  turns it into a Python float). Integer results (:func:`instance_pace_k`) are int64 arrays under the same rule.
+  turns it into a Python float). Integer results (:meth:`InstancePacing.k`) are int64 arrays under the same rule.
 * The Penha functions and ``f_p`` are non-decreasing in ``step`` and return values in ``(0, 1]``; ``h_p`` is
   non-increasing (it shrinks the pool negatives are drawn from, i.e. makes them harder).
 
@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from curricula.errors import whole_number
+
 __all__ = [
     "PACINGS",
     "InstancePacing",
@@ -44,9 +46,7 @@ __all__ = [
     "hcl_corpus_pace",
     "hcl_instance_pace",
     "hcl_k0",
-    "instance_pace_k",
     "linear",
-    "pace_fraction",
     "pace_mode",
     "resolve_instance_pacing",
     "resolve_pacing",
@@ -98,9 +98,7 @@ def step_pace(step: Any, delta: float, T: float, groups: int = 3) -> np.ndarray:
     rule uses the exact thirds ``T/3``, ``2T/3`` and gives ``0.33 + 0.67 / 2 = 0.665`` for ``delta = 0.33``.
     """
     _check_delta_T(delta, T)
-    if isinstance(groups, bool) or int(groups) != groups or groups < 2:
-        raise ValueError(f"groups must be an integer >= 2, got {groups!r}")
-    groups = int(groups)
+    groups = whole_number(groups, "groups", minimum=2)
     s = _steps(step)
     # g = how many group boundaries T*k/groups (k = 1..groups-1) the step is strictly past
     bounds = T * np.arange(1, groups) / groups
@@ -235,12 +233,11 @@ def resolve_steps(value: float, total_steps: int) -> int:
     one step). Absolute counts must be whole numbers. Used for ``T`` and ``T0``: Penha's ``T = 0.9`` and Su's
     ``T0 = 2000``, ``T = 20000`` are both valid.
     """
-    if isinstance(total_steps, bool) or int(total_steps) != total_steps or total_steps < 1:
-        raise ValueError(f"total_steps must be an integer >= 1, got {total_steps!r}")
+    total_steps = whole_number(total_steps, "total_steps")
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"step value must be a number > 0 (fraction <= 1 or absolute count > 1), got {value!r}")
     if value <= 1.0:
-        return max(1, math.floor(value * int(total_steps) + 0.5))
+        return max(1, math.floor(value * total_steps + 0.5))
     if value != int(value):
         raise ValueError(f"an absolute step count (> 1) must be a whole number, got {value!r}")
     return int(value)
@@ -278,11 +275,6 @@ class Pacing:
         (0, 1]; a fraction of the easiest-sorted data or a difficulty threshold, as :attr:`mode` says."""
         return PACINGS[self.name](step, **dict(self.params))
 
-    @property
-    def end(self) -> int:
-        """The step from which the pace is 1 (``T`` in steps; ``standard``'s is resolved like the others')."""
-        return int(dict(self.params)["T"])
-
 
 def resolve_pacing(spec: Mapping[str, Any], total_steps: int) -> Pacing:
     """The :class:`Pacing` of a config mapping such as ``{"name": "root_n", "n": 2, "delta": 0.33, "T": 0.9}``,
@@ -300,15 +292,6 @@ def resolve_pacing(spec: Mapping[str, Any], total_steps: int) -> Pacing:
     pacing = Pacing(name, pace_mode(spec), tuple(sorted(kwargs.items())))
     pacing.value(0)
     return pacing
-
-
-def pace_fraction(spec: Mapping[str, Any], step: Any, total_steps: int) -> np.ndarray:
-    """The pacing value of the configured function at ``step`` (0-based optimiser updates) of ``total_steps``:
-    ``resolve_pacing(spec, total_steps).value(step)`` (see :func:`resolve_pacing` for the spec and defaults).
-    Returns a float64 array of the shape of ``step`` with values in (0, 1]; how to use them is :func:`pace_mode`'s
-    answer. Raises ``ValueError`` for an unknown name or key, listing the known ones.
-    """
-    return resolve_pacing(spec, total_steps).value(step)
 
 
 def pace_mode(spec: Mapping[str, Any]) -> str:
@@ -343,11 +326,10 @@ class InstancePacing:
         of ``n_responses``: rounded half up and clipped to ``[1, n_responses]``; when ``kT > k0`` (fewer than
         ``10 ** kT`` responses) ``kT`` is lowered to ``k0``, so the whole pool is used at every step. Returns an
         int64 array of the shape of ``step``, non-increasing."""
-        if isinstance(n_responses, bool) or int(n_responses) != n_responses or n_responses < 1:
-            raise ValueError(f"n_responses must be an integer >= 1, got {n_responses!r}")
+        n_responses = whole_number(n_responses, "n_responses")
         k0 = hcl_k0(n_responses) if self.k0 is None else float(self.k0)
         h = hcl_instance_pace(step, k0, min(self.kT, k0), self.T)
-        return np.clip(np.floor(10.0**h + 0.5), 1, int(n_responses)).astype(np.int64)
+        return np.clip(np.floor(10.0**h + 0.5), 1, n_responses).astype(np.int64)
 
 
 def resolve_instance_pacing(spec: Mapping[str, Any], total_steps: int) -> InstancePacing:
@@ -360,8 +342,3 @@ def resolve_instance_pacing(spec: Mapping[str, Any], total_steps: int) -> Instan
                           resolve_steps(params["T"], total_steps))
 
 
-def instance_pace_k(spec: Mapping[str, Any], step: Any, total_steps: int, n_responses: int) -> np.ndarray:
-    """Su et al. (2021) negative-sampling space size ``k = 10 ** h_p(t)`` at ``step`` (0-based optimiser updates):
-    ``resolve_instance_pacing(spec, total_steps).k(step, n_responses)``. Negatives for a context are drawn
-    uniformly from its ``k`` most similar responses."""
-    return resolve_instance_pacing(spec, total_steps).k(step, n_responses)

@@ -29,6 +29,7 @@ import polars as pl
 
 from curricula.difficulty import FUNCTIONS, check_names
 from curricula.difficulty.macavaney import HEURISTICS, pairwise
+from curricula.errors import whole_number
 from curricula.losses import POINTWISE
 
 __all__ = ["DEFAULT_M", "PairEase", "Weighting", "curriculum_weight", "ease_from_difficulty", "iteration_of", "m_value",
@@ -101,14 +102,13 @@ def iteration_of(step: Any, iteration_steps: int = 32) -> np.ndarray:
     is 32. Returns an int64 array of the shape of ``step``; raises ``ValueError`` for negative or non-integer steps
     or ``iteration_steps < 1``.
     """
-    if isinstance(iteration_steps, bool) or int(iteration_steps) != iteration_steps or iteration_steps < 1:
-        raise ValueError(f"iteration_steps must be an integer >= 1, got {iteration_steps!r}")
+    iteration_steps = whole_number(iteration_steps, "iteration_steps")
     s = np.asarray(step)
     if s.dtype.kind not in "iu" and not (s.dtype.kind == "f" and np.all(np.isfinite(s)) and np.all(s == np.floor(s))):
         raise ValueError(f"steps must be whole numbers, got {step!r}")
     if np.any(s < 0):
         raise ValueError(f"steps must be >= 0, got {step!r}")
-    return (s.astype(np.int64) // int(iteration_steps)).astype(np.int64)
+    return (s.astype(np.int64) // iteration_steps).astype(np.int64)
 
 
 _WEIGHTING_KEYS = ("scoring", "m", "anti", "iteration_steps")

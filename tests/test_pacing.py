@@ -13,15 +13,24 @@ from curricula.pacing import (
     hcl_corpus_pace,
     hcl_instance_pace,
     hcl_k0,
-    instance_pace_k,
     linear,
-    pace_fraction,
     pace_mode,
+    resolve_instance_pacing,
+    resolve_pacing,
     resolve_steps,
     root,
     standard,
     step_pace,
 )
+
+
+def pace_fraction(spec, step, total_steps):
+    return resolve_pacing(spec, total_steps).value(step)
+
+
+def instance_pace_k(spec, step, total_steps, n_responses):
+    return resolve_instance_pacing(spec, total_steps).k(step, n_responses)
+
 
 DELTA, T = 0.33, 1000
 
