@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
+STAMP = re.compile(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")  # at a line's end: progress bars precede it
 RULE = re.compile(r"^(?:local)?rule (\w+):$")
 
 
@@ -37,14 +37,14 @@ def parse_jobs(text: str) -> list[Job]:
     running: dict[str, tuple[str, str, int, dt.datetime]] = {}
     jobs: list[Job] = []
     for i, line in enumerate(lines):
-        if m := STAMP.match(line.strip()):
+        if m := STAMP.search(line.strip()):
             now = dt.datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
             continue
         if (m := RULE.match(line.strip())) and now is not None:
             jobid, wildcards, threads = None, "", 1
             for follow in lines[i + 1:i + 25]:
                 key, _, value = follow.strip().partition(": ")
-                if RULE.match(follow.strip()) or STAMP.match(follow.strip()):
+                if RULE.match(follow.strip()) or STAMP.search(follow.strip()):
                     break
                 if key == "jobid":
                     jobid = value

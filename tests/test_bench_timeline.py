@@ -1,4 +1,5 @@
-"""bench/timeline.py reads job times and threads from Snakemake's own log format."""
+"""bench/timeline.py reads job times and threads from Snakemake's own log format (a progress bar without a newline
+may precede a time stamp)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ localrule train:
 localrule train:
     jobid: 5
     wildcards: experiment=baseline, seed=2
-[Thu Nov 26 04:54:33 2026]
+train: 100%|##########| 40/40 [00:05<00:00, 8.00step/s][Thu Nov 26 04:54:33 2026]
 Finished jobid: 5 (Rule: train)
 [Thu Nov 26 04:54:38 2026]
 Finished jobid: 1 (Rule: train)
