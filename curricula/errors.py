@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ class SchemaError(ValueError):
 def whole_number(value: Any, what: str, minimum: int = 1) -> int:
     """``value`` as an int when it is a whole number >= ``minimum`` (``3`` or ``3.0``; never a bool); otherwise a
     ValueError naming ``what``, the config key or argument (``experiments.x.negatives.m``, ``iteration_steps``)."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value or int(value) != value
-            or value < minimum):
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            or int(value) != value or value < minimum):
         raise ValueError(f"{what}: need an integer >= {minimum}, got {value!r}")
     return int(value)

@@ -218,3 +218,12 @@ def test_pace_mode():
         pace_mode({"name": "hcl", "select": "top"})
     with pytest.raises(ValueError, match="unknown pacing function"):
         pace_mode({"name": "nope"})
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "4", float("nan"), float("inf"), None])
+def test_whole_number_refuses_anything_but_a_count_and_names_the_key(bad):
+    from curricula.errors import whole_number
+
+    assert whole_number(4.0, "x") == 4 and isinstance(whole_number(4.0, "x"), int)
+    with pytest.raises(ValueError, match=r"^experiments\.a\.negatives\.m: need an integer >= 1, got "):
+        whole_number(bad, "experiments.a.negatives.m")
