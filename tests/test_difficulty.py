@@ -142,6 +142,9 @@ def test_per_function_tables_combine_into_the_joint_table():
     assert combine_difficulty(parts, fns).equals(joint)  # one job per function gives the same table
     with pytest.raises(ValueError, match="rows, expected"):
         combine_difficulty([parts[0], parts[1].head(2)], fns[:2])
+    two_values = parts[1].with_columns(pl.col("turns") + pl.int_range(pl.len()) * 1e-3)  # per pair, not per query
+    with pytest.raises(ValueError, match="turns: a query-level function with more than one value for a query"):
+        combine_difficulty([parts[0], two_values], fns[:2])
     cfg = {"bm25_list": "run", "sm_words": 20, "sm_model": "minilm"}
     assert function_knobs("kde", cfg, 7) == {"bm25_list": "run"}
     assert function_knobs("random", cfg, 7) == {"seed": 7}

@@ -246,8 +246,9 @@ def combine_difficulty(tables: Sequence[pl.DataFrame], functions: Sequence[str])
     """The one-row-per-training-pair difficulty table from per-function tables.
 
     Every table scores the same pairs, except that the pair-level tables may also hold the BM25 run's pairs
-    (:func:`scores_run_pairs`): then the rows are the pair-level tables' (a superset of the query-level tables'
-    pairs), and a query-level function's value on an added row is its query's (one value per query)."""
+    (:func:`scores_run_pairs`). The rows are the pair-level tables' (a superset of the query-level tables' pairs;
+    the query-level tables' when there is no pair-level function), and a query-level function's value is its
+    query's on every row (one value per query, checked)."""
     if not tables:
         raise ValueError("no difficulty function configured")
     by_level: dict[bool, list[tuple[str, pl.DataFrame]]] = {}
@@ -258,23 +259,22 @@ def combine_difficulty(tables: Sequence[pl.DataFrame], functions: Sequence[str])
         for f, table in group[1:]:
             if table.height != first:
                 raise ValueError(f"difficulty {f}: {table.height} rows, expected {first} (stale per-function table?)")
-    heights = {table.height for table in tables}
-    if len(heights) == 1:
-        out = tables[0].select("qid", "docid", "rel")
-        for f, table in zip(functions, tables):
+    pair_tables, query_tables = by_level.get(True, []), by_level.get(False, [])
+    rows = (pair_tables or query_tables)[0][1].select("qid", "docid", "rel")
+    if pair_tables and query_tables:
+        (pair_name, pair_rows), (query_name, query_rows) = pair_tables[0], query_tables[0]
+        if query_rows.join(pair_rows, on=["qid", "docid"], how="anti").height:
+            raise ValueError(f"difficulty {pair_name}: {pair_rows.height} rows, expected at least the "
+                             f"{query_rows.height} pairs of {query_name} (stale per-function table?)")
+    out = rows
+    for f, table in zip(functions, tables):
+        if pair_level(f):
             out = out.join(table.select("qid", "docid", f"{f}_raw", f), on=["qid", "docid"], how="left")
-    else:  # pair-level tables with the run's pairs: query-level values are spread over their query's rows
-        pair_rows, query_rows = by_level[True][0][1], by_level[False][0][1]
-        if pair_rows.height < query_rows.height or query_rows.join(pair_rows, on=["qid", "docid"], how="anti").height:
-            raise ValueError(f"difficulty {by_level[True][0][0]}: {pair_rows.height} rows, expected at least the "
-                             f"{query_rows.height} pairs of {by_level[False][0][0]} (stale per-function table?)")
-        out = pair_rows.select("qid", "docid", "rel")
-        for f, table in zip(functions, tables):
-            if pair_level(f):
-                out = out.join(table.select("qid", "docid", f"{f}_raw", f), on=["qid", "docid"], how="left")
-            else:
-                per_query = table.select("qid", f"{f}_raw", f).unique("qid", keep="first")
-                out = out.join(per_query, on="qid", how="left")
+            continue
+        per_query = table.select("qid", f"{f}_raw", f).unique()
+        if per_query["qid"].is_duplicated().any():
+            raise ValueError(f"difficulty {f}: a query-level function with more than one value for a query")
+        out = out.join(per_query, on="qid", how="left")
     missing = [c for c in out.columns if out[c].null_count()]
     if missing:
         raise ValueError(f"difficulty: per-function tables disagree on the training pairs (nulls in {missing})")
