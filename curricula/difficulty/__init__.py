@@ -260,13 +260,12 @@ def combine_difficulty(tables: Sequence[pl.DataFrame], functions: Sequence[str])
             if table.height != first:
                 raise ValueError(f"difficulty {f}: {table.height} rows, expected {first} (stale per-function table?)")
     pair_tables, query_tables = by_level.get(True, []), by_level.get(False, [])
-    rows = (pair_tables or query_tables)[0][1].select("qid", "docid", "rel")
+    out = (pair_tables or query_tables)[0][1].select("qid", "docid", "rel")
     if pair_tables and query_tables:
         (pair_name, pair_rows), (query_name, query_rows) = pair_tables[0], query_tables[0]
         if query_rows.join(pair_rows, on=["qid", "docid"], how="anti").height:
             raise ValueError(f"difficulty {pair_name}: {pair_rows.height} rows, expected at least the "
                              f"{query_rows.height} pairs of {query_name} (stale per-function table?)")
-    out = rows
     for f, table in zip(functions, tables):
         if pair_level(f):
             out = out.join(table.select("qid", "docid", f"{f}_raw", f), on=["qid", "docid"], how="left")
