@@ -9,6 +9,7 @@ rule dense_biencoder:
     params:
         dense=section("dense", "model", "finetune", "device", "precision", "query_truncation"),
         seed=config["seed"],
+    priority: 10  # G gates the encoding, the neighbours and HCL's train jobs: start it before the others
     threads: config["dense"]["threads"]
     log:
         log_path("dense_biencoder"),
