@@ -6,7 +6,7 @@ import pytest
 import yaml
 from snakemake.exceptions import WorkflowError
 
-from curricula.config import REPO, load_config, merge, results_dir, validate_config
+from curricula.config import REPO, load_config, merge, read_yaml, results_dir, validate_config
 
 
 def default():
@@ -96,6 +96,11 @@ def test_every_preset_validates_over_the_default_and_resolves_its_runs(preset):
     specs = [spec for of in runs.values() for spec in of.values()]
     assert len({spec["min_steps"] for spec in specs}) == 1
     assert all(spec["min_steps"] <= (spec["max_steps"] or spec["steps"]) for spec in specs if spec["patience"])
+    # config.yaml's teacher is a cut of the packaged MiniLM (4 layers, mean-pooled): a preset naming another teacher
+    # model says how much of it to keep, instead of inheriting a depth and head meant for MiniLM
+    own = read_yaml(REPO / "configs" / preset).get("teacher") or {}
+    if own.get("model", "minilm") != "minilm":
+        assert {"layers", "pooling"} <= own.keys(), f"{preset}: teacher.model {own['model']} inherits the MiniLM cut"
 
 
 def test_the_default_grid_trains_convknrm_at_a_constant_rate_and_the_active_ranker_keeps_linear():
