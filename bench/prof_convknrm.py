@@ -1,4 +1,4 @@
-"""Profile one ConvKNRM training step of the default config, component by component (torch threads = 1).
+"""Profile one ConvKNRM training step of the default config, component by component (torch threads: --threads).
 
 Reads the ingest tables and the ``random`` curriculum of a scratch workflow run (``--root``, built with
 ``snakemake ... -- results/chitchat/curricula/random``), builds the baseline spec from config.yaml as the Snakefile
@@ -12,7 +12,8 @@ steps:
 * one dev evaluation (``score_pair_frame`` + ir-measures) on ``--dev-queries`` dev queries x 10 candidates, after
   the timed steps.
 
-    .venv/bin/python bench/prof_convknrm.py --root /tmp/prof [--freeze] [--steps 60] [--code /copy/of/old/code]
+    .venv/bin/python bench/prof_convknrm.py --root /tmp/prof [--freeze] [--steps 60] [--code /copy/of/old/code] \
+        [--threads 1]
 """
 
 from __future__ import annotations
@@ -68,9 +69,11 @@ def main() -> None:
     ap.add_argument("--dev-queries", type=int, default=100, help="dev queries scored per evaluation (0 = all)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--code", default=str(REPO), help="import curricula from this folder (A/B runs)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (the default run's jobs use 1; 2 measures one job on both cores)")
     args = ap.parse_args()
     spec, config = baseline_spec(args.freeze, dev_queries=args.dev_queries or None)
-    set_threads(1)
+    set_threads(args.threads)
     data = load_data(Path(args.root))
     device = torch.device("cpu")
     arm = resolve_arm(spec)
