@@ -41,15 +41,15 @@ def main() -> None:
     ap.add_argument("--layers", type=int)
     ap.add_argument("--pooling", choices=["cls", "mean"])
     ap.add_argument("--lr", type=float)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, help="torch threads (default: the config's teacher.threads)")
     ap.add_argument("--out", type=Path, required=True, help="folder for the teacher and its scores (reused)")
     ap.add_argument("--compare", type=Path, nargs="*", default=[], help="other bert_pred.parquet tables")
     args = ap.parse_args()
 
     cfg = load_config(args.config)
-    overrides = {k: v for k, v in {"layers": args.layers, "pooling": args.pooling, "lr": args.lr}.items()
-                 if v is not None}
-    teacher = teacher_config(dict(cfg["teacher"], threads=args.threads, **overrides), args.seed)
+    overrides = {k: v for k, v in {"layers": args.layers, "pooling": args.pooling, "lr": args.lr,
+                                   "threads": args.threads}.items() if v is not None}
+    teacher = teacher_config(dict(cfg["teacher"], **overrides), args.seed)
     data = {name: args.root / "data" / f"{name}.parquet" for name in INGEST_TABLES}
     relevant_min = cfg["dataset"]["relevant_min"]
     args.out.mkdir(parents=True, exist_ok=True)
