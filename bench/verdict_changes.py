@@ -29,6 +29,7 @@ from pathlib import Path
 import polars as pl
 from scipy.stats import t as student_t
 
+from curricula.report import _power_factor
 from curricula.study import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 CELL = re.compile(r"^(?P<verdict>[a-z ]+?)\s*\((?P<pct>[−+\-]?[0-9.]+)%\)$")
@@ -55,12 +56,12 @@ def old_rule(effect: float, p_per_query: float, queries: int, expect: str, alpha
              power: float = 0.8) -> str:
     """The verdict of the README's old table: inconclusive when |effect| is below the per-query MDE, that is when
     the per-query t statistic |t| (recovered from the two-sided ``p_per_query`` with ``queries - 1`` df) is below
-    t_{1-alpha/2} + t_{power}; else reproduced or not by the effect's sign against ``expect``."""
+    t_{1-alpha/2} + t_{power}, the factor of :func:`curricula.report.mde`; else reproduced or not by the effect's
+    sign against ``expect``."""
     df = queries - 1
     if not math.isfinite(p_per_query) or df < 1 or effect == 0:
         return INCONCLUSIVE
-    t_obs = float(student_t.isf(p_per_query / 2, df))
-    if t_obs < float(student_t.ppf(1 - alpha / 2, df) + student_t.ppf(power, df)):
+    if float(student_t.isf(p_per_query / 2, df)) < _power_factor(queries, alpha, power):
         return INCONCLUSIVE
     return REPRODUCED if (effect > 0) == (expect == "better") else NOT_REPRODUCED
 
