@@ -1,7 +1,10 @@
 """Old against new verdicts of the study: the README's verdict table (one row per claim, one column per dataset,
 cells like ``inconclusive (−1.6%)``) against a new findings table (``results/report/study/findings.csv``).
 
-    .venv/bin/python bench/verdict_changes.py README.md /work/study6/results/report/study/findings.csv
+    .venv/bin/python bench/verdict_changes.py <(git show b6b558d:README.md) <study>/results/report/study/findings.csv
+
+The README to read is one that still quotes the old study: since 14b88c0 main's README quotes the 5-seed study
+itself, so the earlier 3-seed table is read from a commit before it (b6b558d).
 
 Prints a Markdown table, one row per (claim, dataset): the old verdict and effect, the new verdict and effect, the
 per-query p and the seed-aware p of the new run, the verdict the old rule would give on the new run (``old rule``),
