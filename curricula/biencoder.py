@@ -55,6 +55,43 @@ def epoch_batches(n: int, batch_size: int, rng: np.random.Generator) -> Iterator
         pos += batch_size
 
 
+#: rows per length-sorted chunk when a side of a fine-tuning batch is embedded in chunks (:func:`length_chunks`)
+CHUNK_ROWS = 8
+#: chunk a side only when that cuts its padded positions to at most this share of the whole batch's
+CHUNK_GAIN = 0.8
+
+
+def length_chunks(lengths: Sequence[int], rows: int = CHUNK_ROWS, gain: float = CHUNK_GAIN) -> list[np.ndarray]:
+    """Positions of one side of a batch, grouped so that each group is padded to its own longest member.
+
+    The whole batch is one group unless cutting it, in length order, into groups of ``rows`` leaves at most
+    ``gain`` of its padded positions (``len(lengths) * max(lengths)``): a batch of 32 chitchat responses (mean
+    20 word pieces, padded to about 61) is mostly padding, its 32 contexts (nearly all cut at 64) are not. Each
+    text's vector is the same function of its tokens either way (the attention mask hides the padding); what
+    differs is float round-off, and in training mode the draws of the dropout masks.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    whole = [np.arange(lengths.size)]
+    if lengths.size <= rows:
+        return whole
+    order = np.argsort(lengths, kind="stable")
+    groups = [order[s : s + rows] for s in range(0, order.size, rows)]
+    padded = sum(g.size * int(lengths[g].max()) for g in groups)
+    return groups if padded <= gain * lengths.size * int(lengths.max()) else whole
+
+
+def embed_in_chunks(model, tokens: dict[str, list[list[int]]], rows: np.ndarray, pad_id: int, device) -> torch.Tensor:
+    """:func:`curricula.dense.embed_batch` of ``rows``, each :func:`length_chunks` group padded on its own;
+    the vectors come back in the order of ``rows``."""
+    groups = length_chunks([len(tokens["input_ids"][i]) for i in rows])
+    if len(groups) == 1:
+        return embed_batch(model, pad_batch(tokens, rows, pad_id, device))
+    parts = torch.cat([embed_batch(model, pad_batch(tokens, rows[g], pad_id, device)) for g in groups])
+    at = np.empty(rows.size, dtype=np.int64)
+    at[np.concatenate(groups)] = np.arange(rows.size)
+    return parts[torch.from_numpy(at).to(parts.device)]
+
+
 def _codes(texts: Sequence[str]) -> np.ndarray:
     return np.unique(np.asarray(texts, dtype=object).astype(str), return_inverse=True)[1].ravel()
 
@@ -84,7 +121,8 @@ def finetune_biencoder(
     E_c and E_r start from the same checkpoint (``model_dir``, optionally its first ``layers`` layers) with
     separate weights; both mean-pool and L2-normalise like :func:`encode`. Each step draws ``batch_size`` pairs
     (seeded, epoch by epoch without replacement) and minimises the in-batch negatives loss (Karpukhin et al.,
-    2020): the other responses of the batch are the context's negatives. As the vectors are unit-norm, the
+    2020): the other responses of the batch are the context's negatives; a side whose padding would dominate is
+    embedded in length-sorted chunks (:func:`embed_in_chunks`). As the vectors are unit-norm, the
     scores are multiplied by ``scale`` (20, as all-MiniLM-L6-v2 was trained) before the softmax; rankings are
     unaffected. AdamW with ``warmup`` (fraction of steps) linear warm-up then linear decay, gradient norm clipped at
     1 (the training core, :func:`curricula.fitting.fit`).
@@ -124,8 +162,10 @@ def finetune_biencoder(
         )
         np.fill_diagonal(same, False)
         with autocast(dev, precision, transformer=True):
-            c = embed_batch(enc_c, pad_batch(ctx_tok, rows, pad_id, dev))
-            r = embed_batch(enc_r, pad_batch(resp_tok, rows, pad_id, dev))
+            # each side in length-sorted chunks when its padding would dominate (measured on chitchat's batches
+            # of 32, 1 thread: 3.25 -> 2.48 s a step in fp32 with AVX2 forced, 1.36 -> 1.19 s with bf16)
+            c = embed_in_chunks(enc_c, ctx_tok, rows, pad_id, dev)
+            r = embed_in_chunks(enc_r, resp_tok, rows, pad_id, dev)
         return in_batch_loss(c, r, scale, torch.from_numpy(same).to(dev) if same.any() else None)
 
     # both encoders in one module: one optimiser over E_c's then E_r's parameters, one gradient-norm clip

@@ -10,14 +10,24 @@ import polars as pl
 import pytest
 import torch
 
-from curricula.biencoder import CONTEXT_DIR, RESPONSE_DIR, finetune_biencoder, in_batch_loss
+from curricula.biencoder import (
+    CONTEXT_DIR,
+    RESPONSE_DIR,
+    embed_in_chunks,
+    finetune_biencoder,
+    in_batch_loss,
+    length_chunks,
+)
 from curricula.dense import (
     POSITIVE_RANKS,
+    embed_batch,
     encode,
     faiss_gpu_available,
     neighbors,
+    pad_batch,
     positive_rank_summary,
     positive_ranks,
+    tokenize_texts,
     vectors_frame,
     vectors_to_numpy,
 )
@@ -307,6 +317,32 @@ def test_in_batch_loss_uses_the_diagonal_as_positives():
     r = e.clone()
     r[3] = e[0]
     assert float(in_batch_loss(e, r, 20.0, same)) < float(in_batch_loss(e, r, 20.0))
+
+
+def test_length_chunks_pads_skewed_sides_in_sorted_groups_and_even_sides_whole():
+    even = [64] * 30 + [60, 62]
+    assert [g.tolist() for g in length_chunks(even, rows=8)] == [list(range(32))]
+    skewed = [61, 12, 15, 9, 40, 20, 14, 18, 11, 25, 16, 13, 30, 10, 17, 19]
+    groups = length_chunks(skewed, rows=4)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(16))  # every position once
+    assert [len(g) for g in groups] == [4, 4, 4, 4]
+    maxima = [max(skewed[i] for i in g) for g in groups]
+    assert maxima == sorted(maxima) and maxima[0] == 12  # length order: the short ones share a short width
+    assert length_chunks([5, 50], rows=8)[0].tolist() == [0, 1]  # no more rows than one group
+
+
+def test_embed_in_chunks_gives_each_text_the_vector_of_the_whole_padded_batch():
+    tokenizer = load_tokenizer("minilm")
+    model = load_encoder("minilm", layers=1).eval()
+    texts = TEXTS * 2 + ["yes", "no"]
+    tokens = tokenize_texts(tokenizer, texts, 64)
+    rows = np.random.default_rng(0).permutation(len(texts))
+    assert len(length_chunks([len(tokens["input_ids"][i]) for i in rows])) > 1  # the chunked path is taken
+    with torch.no_grad():
+        whole = embed_batch(model, pad_batch(tokens, rows, tokenizer.pad_token_id, "cpu"))
+        chunked = embed_in_chunks(model, tokens, rows, tokenizer.pad_token_id, "cpu")
+    assert chunked.shape == whole.shape
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow
