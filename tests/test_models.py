@@ -13,8 +13,8 @@ import torch
 from curricula.models import (ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pair_rows,
                               score_pairs)
 from curricula.models.base import mc_dropout_probabilities
-from curricula.models.convknrm import (ConvKNRMModule, kernel_mus, kernel_pooling, kernel_pooling_dense, kernel_sigmas,
-                                      window_mask)
+from curricula.models.convknrm import (ConvKNRMModule, block_matches, context_block, kernel_mus, kernel_pooling,
+                                      kernel_pooling_dense, kernel_sigmas, window_mask)
 from curricula.models.qa import CNNEncoder, LSTMEncoder, SiameseQAModule
 from curricula.models.text import distinct_rows, pad_side, read_vec, two_sided_ids
 from curricula.shards import Shard
@@ -164,6 +164,37 @@ def test_convknrm_step_with_repeated_contexts_matches_the_per_pair_computation()
     d, d_mask = torch.cat([d, d.flip(0)]), torch.cat([d_mask, d_mask.flip(0)])
     fast, slow = _modules(0.0)["convknrm"].train(), _modules(0.0)["convknrm"].train()
     _assert_same_logits_and_gradients(fast, slow, (q, q_mask, d, d_mask), seed=0)
+
+
+@pytest.mark.parametrize("rows", [[0, 0, 1, 1, 2, 2], [1, 1, 1, 1, 0, 0], [2, 2, 2, 0, 0, 0]])
+def test_convknrm_step_on_context_blocks_matches_the_per_pair_computation(rows):
+    """A training batch lists each context with its responses one after the other: the matches are one product
+    per context (block_matches), with the logits and gradients of one row per pair up to float round-off, also
+    when one context is drawn twice in a row."""
+    q, q_mask, d, d_mask = _batch()
+    rows = torch.tensor(rows)
+    q, q_mask = q[rows], q_mask[rows]
+    d, d_mask = torch.cat([d, d.flip(0)]), torch.cat([d_mask, d_mask.flip(0)])
+    assert context_block(distinct_rows(q, q_mask)[2]) > 1  # the block path is taken
+    fast, slow = _modules(0.0)["convknrm"].train(), _modules(0.0)["convknrm"].train()
+    _assert_same_logits_and_gradients(fast, slow, (q, q_mask, d, d_mask), seed=1)
+
+
+def test_context_block_is_the_common_run_length_of_a_batchs_contexts():
+    assert context_block(torch.tensor([3, 3, 1, 1, 0, 0])) == 2
+    assert context_block(torch.tensor([0, 0, 0, 0, 1, 1])) == 2  # context 0 drawn twice in a row
+    assert context_block(torch.tensor([0, 0, 0, 1, 1, 1])) == 3
+    assert context_block(torch.tensor([0, 0, 1, 2, 2, 1])) == 1  # a run of one: no blocks
+    assert context_block(torch.tensor([0, 1, 2])) == 1
+    assert context_block(torch.tensor([4])) == 1
+
+
+def test_block_matches_equal_each_pairs_product():
+    g = torch.Generator().manual_seed(3)
+    q, d = torch.randn(2, 5, 8, generator=g), torch.randn(6, 4, 8, generator=g)
+    got = block_matches(q, d, 3)
+    torch.testing.assert_close(got, q.repeat_interleave(3, 0) @ d.transpose(1, 2), rtol=1e-6, atol=1e-6)
+    assert got.transpose(1, 2).is_contiguous()  # the (B, Ld, Lq) layout DocKernelSum reads without a copy
 
 
 def _assert_same_logits_and_gradients(fast, slow, batch, seed: int) -> None:

@@ -12,6 +12,7 @@ first-stage score.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -112,6 +113,33 @@ class DocKernelSum(torch.autograd.Function):
         return grad_sim.view(batch, ld, lq).transpose(1, 2).to(ctx.dtype), None, None, None, None
 
 
+def context_block(rows: torch.Tensor) -> int:
+    """The largest k such that every k consecutive pairs of a batch, from the first, share one context (``rows``:
+    each pair's distinct-context index, :func:`curricula.models.text.distinct_rows`); 1 when no such k > 1.
+
+    A training batch lists each context with its 1 + m responses one after the other, so k = 1 + m (or a multiple
+    of it where the same context was drawn twice in a row: then the greatest common divisor of the runs)."""
+    if rows.numel() < 2:
+        return 1
+    change = (torch.nonzero(rows[1:] != rows[:-1]).squeeze(1) + 1).tolist()
+    k = 0
+    for a, b in zip([0, *change], [*change, rows.numel()]):
+        k = math.gcd(k, b - a)
+    return k
+
+
+def block_matches(q: torch.Tensor, d: torch.Tensor, block: int) -> torch.Tensor:
+    """Cosine matches (B, Lq, Ld) of each pair when every ``block`` consecutive pairs share a context: ``q`` (B /
+    block, Lq, C) one row per block, ``d`` (B, Ld, C). One product per context over all its responses' positions
+    (block * Ld, C) @ (C, Lq), instead of one per pair over a copy of its context; the result is laid out
+    (B, Ld, Lq) in memory, the layout :class:`DocKernelSum` reads, and returned as its (B, Lq, Ld) view. The same
+    numbers as ``q[rows] @ d.transpose(1, 2)`` up to float round-off (measured on the default run's training
+    batches, 1 thread: a step 50-53 ms -> 46 ms)."""
+    batch, ld, channels = d.shape
+    sim_t = torch.bmm(d.reshape(q.shape[0], block * ld, channels), q.transpose(1, 2))
+    return sim_t.view(batch, ld, q.shape[1]).transpose(1, 2)
+
+
 def window_mask(mask: torch.Tensor, h: int) -> torch.Tensor:
     """Mask (B, L - h + 1) of the h-gram windows whose positions are all tokens."""
     return mask.unfold(1, h, 1).min(dim=-1).values
@@ -193,15 +221,20 @@ class ConvKNRMModule(torch.nn.Module):
             qg = [(g[rows], m[rows]) for g, m in self.cached_context_grams(q, q_mask)]
             dg = self.grams_from_taps(self.cached_token_taps(d), d, d_mask)
         else:
-            # each distinct context once (a training batch repeats it for its 1 + m responses), and the taps of
-            # each distinct token of both sides once (one product for the whole batch): the same numbers up to
-            # the order of float sums
+            # each distinct context once (a training batch repeats it for its 1 + m responses), the taps of each
+            # distinct token of both sides once (one product for the whole batch), and, when the batch lists each
+            # context's responses together, one match product per context (:func:`block_matches`): the same
+            # numbers up to the order of float sums
             q, q_mask, rows = distinct_rows(q, q_mask)
             uniq, index = torch.unique(torch.cat([q.reshape(-1), d.reshape(-1)]), return_inverse=True)
             taps = self.token_taps(uniq)
-            qg = [(g[rows], m[rows]) for g, m in self.grams_from_taps(taps, index[: q.numel()].view(q.shape),
-                                                                        q_mask)]
+            qg = self.grams_from_taps(taps, index[: q.numel()].view(q.shape), q_mask)
             dg = self.grams_from_taps(taps, index[q.numel():].view(d.shape), d_mask)
+            block = context_block(rows)
+            if block > 1:
+                return torch.cat([kernel_pooling(block_matches(qh[rows[::block]], dh, block), qm[rows], dm, self.mus,
+                                                 self.sigmas) for qh, qm in qg for dh, dm in dg], dim=1)
+            qg = [(g[rows], m[rows]) for g, m in qg]
         feats = [kernel_pooling(qh @ dh.transpose(1, 2), qm, dm, self.mus, self.sigmas)
                  for qh, qm in qg for dh, dm in dg]
         return torch.cat(feats, dim=1)
