@@ -232,6 +232,23 @@ def encoder_dir(cfg: Mapping[str, Any], kind: str, biencoder_dir: str | Path | N
     return cfg.get("model", "minilm")
 
 
+#: word pieces G encodes a text to when it is used as shipped (all-MiniLM-L6-v2 was trained on 128)
+SHIPPED_DENSE_LENGTH = 128
+
+
+def dense_max_length(config: Mapping[str, Any], finetuned: bool) -> int:
+    """Word pieces a text is cut to when G encodes it (config ``dense.max_length``): as set, or, when null, the
+    length G was fine-tuned at (``dense.finetune.max_length``) when it is fine-tuned (``finetuned``,
+    :func:`curricula.experiments.finetune_dense_model`), so that G encodes texts as it was trained on them, else
+    :data:`SHIPPED_DENSE_LENGTH`."""
+    dense = config.get("dense") or {}
+    if dense.get("max_length") is not None:
+        return int(dense["max_length"])
+    if finetuned:
+        return int((dense.get("finetune") or {}).get("max_length") or 64)
+    return SHIPPED_DENSE_LENGTH
+
+
 def encode_stage(
     kind: str,
     table_path: str | Path,
@@ -245,7 +262,7 @@ def encode_stage(
     With ``shard`` (rule ``dense_encode_shard``) only that shard's batches of texts (:mod:`curricula.shards`).
 
     Queries are dialogue contexts or questions; ``dense.query_truncation`` (default left) decides which end of a
-    context longer than ``max_length`` word pieces is kept. Layers are cut only for a model that was not
+    context longer than ``max_length`` word pieces is kept (null: :func:`dense_max_length`). Layers are cut only for a model that was not
     fine-tuned here (a fine-tuned bi-encoder already has the layers it was trained with).
     """
     from curricula import dense
@@ -262,7 +279,7 @@ def encode_stage(
         side = "right"
     vectors = dense.encode(
         table["text"].to_list(), table["id"].to_list(), encoder_dir(cfg, kind, biencoder_dir),
-        max_length=cfg.get("max_length", 128), batch_size=cfg.get("batch_size", 64),
+        max_length=dense_max_length({"dense": cfg}, biencoder_dir is not None), batch_size=cfg.get("batch_size", 64),
         layers=None if biencoder_dir else cfg.get("layers"), device=cfg.get("device", "auto"),
         precision=cfg.get("precision", "auto"), truncation_side=side, progress=True, shard=shard,
     )

@@ -12,6 +12,7 @@ from curricula.evaluate import parse_rnk
 from curricula.experiments import (active_spec, experiment_runs, finetune_dense_model, job_params, needed_tables,
                                    tuned_values)
 from curricula.ingest import INGEST_TABLES
+from curricula.precompute import dense_max_length
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = side_folder(config, "logs")  # logs/<dataset>, or logs/<results>/<dataset> for another results folder
@@ -182,6 +183,8 @@ TUNED = tuned_values(config)
 EXPERIMENTS = {name: next(iter(runs.values())) for name, runs in RUNS_OF.items()}
 # dense.finetune.enabled, null resolved: G is fine-tuned whenever a curriculum uses it (Su et al. 2021 §3.4)
 FINETUNE_G = finetune_dense_model(config, RUNS)
+# dense.max_length, null resolved: the length G was fine-tuned at, else 128
+DENSE_MAX_LENGTH = dense_max_length(config, FINETUNE_G)
 
 
 def one_of(names):

@@ -32,7 +32,8 @@ rule dense_encode_shard:
     output:
         vectors=temp(shard_path("dense", "{kind}")),
     params:
-        dense=section("dense", "model", "layers", "max_length", "query_truncation", "batch_size", "device", "precision"),
+        dense={**section("dense", "model", "layers"), "max_length": DENSE_MAX_LENGTH,  # null resolved
+               **section("dense", "query_truncation", "batch_size", "device", "precision")},
     priority: 10  # the neighbours gate HCL's train jobs: start them before the train jobs that need nothing
     threads: config["dense"]["threads"]
     log:

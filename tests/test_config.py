@@ -182,3 +182,19 @@ def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
     forced = merge(config, {"dense": {"finetune": {"enabled": False}}})
     assert not finetune_dense_model(forced, specs)
     assert finetune_dense_model(merge(config, {"dense": {"finetune": {"enabled": True}}}), without)
+
+
+def test_g_encodes_at_the_length_it_was_fine_tuned_at_unless_told():
+    """dense.max_length null: a fine-tuned G encodes texts cut as in its fine-tuning (dense.finetune.max_length),
+    G as shipped at 128; a number wins either way (the study and the HCL ablation pin the 128 they ran with)."""
+    from curricula.precompute import SHIPPED_DENSE_LENGTH, dense_max_length
+
+    config = load_config(REPO / "config.yaml")
+    assert config["dense"]["max_length"] is None and config["dense"]["finetune"]["max_length"] == 64
+    assert dense_max_length(config, finetuned=True) == 64
+    assert dense_max_length(config, finetuned=False) == SHIPPED_DENSE_LENGTH == 128
+    assert dense_max_length(merge(config, {"dense": {"finetune": {"max_length": 96}}}), finetuned=True) == 96
+    assert dense_max_length(merge(config, {"dense": {"max_length": 128}}), finetuned=True) == 128
+    for preset in ("study.yaml", "hcl_ablation_g.yaml"):
+        pinned = merge(config, yaml.safe_load((REPO / "configs" / preset).read_text()))
+        assert dense_max_length(pinned, finetuned=True) == 128, preset

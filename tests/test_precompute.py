@@ -158,6 +158,17 @@ def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage,
     b = dense.encode(text, ["x"], tmp_path / "biencoder" / RESPONSE_DIR, progress=False)["vector"].to_numpy()
     assert not np.allclose(a, b, atol=1e-4)
 
+    # dense.max_length null: G encodes contexts at the length it was fine-tuned at (32), not at 128
+    queries = pl.read_parquet(stage["queries"])
+    precompute.encode_stage("queries", stage["queries"], tmp_path / "q-null.parquet", {**cfg, "max_length": None},
+                            biencoder_dir=tmp_path / "biencoder")
+    got = pl.read_parquet(tmp_path / "q-null.parquet")["vector"].to_numpy()
+    at = [dense.encode(queries["text"].to_list(), queries["qid"].to_list(), tmp_path / "biencoder" / CONTEXT_DIR,
+                       max_length=n, truncation_side="left", precision="fp32", progress=False)["vector"].to_numpy()
+          for n in (32, 128)]
+    assert np.allclose(got, at[0], atol=1e-5)
+    assert not np.allclose(got, at[1], atol=1e-3)  # some contexts are longer than 32 word pieces
+
 
 def test_bm25_run_searched_in_blocks_and_neighbours_in_chunks_are_the_same_files(stage, bm25_outputs, dense_outputs,
                                                                                   tmp_path, monkeypatch):
