@@ -180,6 +180,16 @@ def test_convknrm_step_on_context_blocks_matches_the_per_pair_computation(rows):
     _assert_same_logits_and_gradients(fast, slow, (q, q_mask, d, d_mask), seed=1)
 
 
+@pytest.mark.parametrize("name", FAST)
+def test_two_sided_scoring_batches_responses_of_about_the_same_length(name):
+    """The batching key orders pairs by response length, then context length: a response's width decides most of
+    a two-sided ranker's padded work, while contexts are mostly cut at the same length."""
+    ranker = build_ranker(spec(name), seed=0)
+    items = [([1] * 60, [2] * 30), ([1] * 5, [2] * 31), ([1] * 64, [2] * 3), ([1] * 10, [2] * 3)]
+    order = sorted(range(len(items)), key=lambda i: ranker.length(items[i]))
+    assert order == [3, 2, 0, 1]
+
+
 def test_context_block_is_the_common_run_length_of_a_batchs_contexts():
     assert context_block(torch.tensor([3, 3, 1, 1, 0, 0])) == 2
     assert context_block(torch.tensor([0, 0, 0, 0, 1, 1])) == 2  # context 0 drawn twice in a row

@@ -46,7 +46,8 @@ class Ranker:
         raise NotImplementedError
 
     def length(self, item: Any) -> int:
-        """Size of an item, used to batch similar lengths together when scoring."""
+        """Sort key of an item when scoring: items are batched in its order, so that a batch holds items of about
+        the same padded size (the length of a one-sequence item)."""
         raise NotImplementedError
 
     def collate(self, items: Sequence[Any]) -> dict[str, torch.Tensor]:
