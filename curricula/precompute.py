@@ -262,8 +262,8 @@ def encode_stage(
     With ``shard`` (rule ``dense_encode_shard``) only that shard's batches of texts (:mod:`curricula.shards`).
 
     Queries are dialogue contexts or questions; ``dense.query_truncation`` (default left) decides which end of a
-    context longer than ``max_length`` word pieces is kept (null: :func:`dense_max_length`). Layers are cut only for a model that was not
-    fine-tuned here (a fine-tuned bi-encoder already has the layers it was trained with).
+    context longer than ``max_length`` word pieces is kept (null: :func:`dense_max_length`). Layers are cut only
+    for a model that was not fine-tuned here (a fine-tuned bi-encoder already has the layers it was trained with).
     """
     from curricula import dense
     from curricula.hf import set_threads

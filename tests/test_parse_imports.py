@@ -12,6 +12,8 @@ import sys, yaml
 from snakemake.utils import validate
 from curricula.difficulty import check_names, function_knobs, needed_inputs
 from curricula.experiments import active_spec, experiment_runs, job_params, needed_tables, tuned_values
+from curricula.experiments import finetune_dense_model
+from curricula.precompute import dense_max_length
 
 config = yaml.safe_load(open({str(REPO / "config.yaml")!r}))
 schema = yaml.safe_load(open({str(REPO / "schemas" / "config.schema.yaml")!r}))
@@ -22,6 +24,7 @@ tuned_values(config)
 active_spec(config, schema)
 check_names(["kde", "bert_pred"], "difficulty.functions")
 needed_inputs(["kde", "hcl_corpus"], "run")
+dense_max_length(config, finetune_dense_model(config, {{r: s for v in runs.values() for r, s in v.items()}}))
 heavy = sorted(m for m in ("torch", "transformers", "faiss", "jnius") if m in sys.modules)
 print(len(runs), sum(len(r) for r in runs.values()), heavy)
 """
