@@ -63,7 +63,7 @@ from torch.utils import flop_counter  # noqa: E402
 from curricula import dense  # noqa: E402
 from curricula.config import load_config  # noqa: E402
 from curricula.evaluate import ranker_metrics  # noqa: E402
-from curricula.experiments import experiment_specs, resolve_arm  # noqa: E402
+from curricula.experiments import experiment_specs, finetune_dense_model, resolve_arm  # noqa: E402
 from curricula.fitting import FitConfig, make_optimizer  # noqa: E402
 from curricula.hf import autocast, autocast_dtype, cpu_has_native_bf16, load_encoder, load_tokenizer  # noqa: E402
 from curricula.hf import resolve_model_dir, set_threads  # noqa: E402
@@ -72,6 +72,7 @@ from curricula.losses import binary_ce, element_losses, weighted_mean  # noqa: E
 from curricula.models import build_ranker, load_ranker, score_pairs  # noqa: E402
 from curricula.models.cross_encoder import CrossEncoderRanker  # noqa: E402
 from curricula.negatives import NegativeSampler  # noqa: E402
+from curricula.precompute import dense_max_length  # noqa: E402
 from curricula.shards import length_batches  # noqa: E402
 from curricula.teacher import balanced_batches, teacher_config  # noqa: E402
 from curricula.train import dev_pairs  # noqa: E402
@@ -335,8 +336,11 @@ def main() -> None:
     data = read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
     forced = {"precision": "fp32"} if args.precision == "fp32" else {}
     teacher = teacher_config({**config["teacher"], **forced}, config["seed"])
-    dense_cfg = {**config["dense"], **forced}
-    spec = {**experiment_specs(config)["baseline"], "device": "cpu", **forced}
+    specs = experiment_specs(config)
+    # the length the run's encoding jobs cut texts at (dense.max_length null: G's fine-tuning length)
+    length = dense_max_length(config, finetune_dense_model(config, specs))
+    dense_cfg = {**config["dense"], "max_length": length, **forced}
+    spec = {**specs["baseline"], "device": "cpu", **forced}
 
     print(f"torch {torch.__version__}; cpu capability {torch.backends.cpu.get_cpu_capability()}; "
           f"ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '-')} "
