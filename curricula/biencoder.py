@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from curricula.dense import embed_batch, pad_batch, tokenize_texts
 from curricula.fitting import FitConfig, fit
 from curricula.hf import autocast, load_encoder, load_tokenizer, quiet_transformers, resolve_model_dir, select_device
+from curricula.shards import length_batches
 from curricula.tables import write_dir_atomically
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,7 @@ def length_chunks(lengths: Sequence[int], rows: int = CHUNK_ROWS, gain: float = 
     whole = [np.arange(lengths.size)]
     if lengths.size <= rows:
         return whole
-    order = np.argsort(lengths, kind="stable")
-    groups = [order[s : s + rows] for s in range(0, order.size, rows)]
+    groups = length_batches(lengths, rows)
     padded = sum(g.size * int(lengths[g].max()) for g in groups)
     return groups if padded <= gain * lengths.size * int(lengths.max()) else whole
 
