@@ -201,6 +201,12 @@ def positive_pairs(queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFram
     )
 
 
+#: word pieces G encodes a text to when it is used as shipped (all-MiniLM-L6-v2 was trained on 128)
+SHIPPED_DENSE_LENGTH = 128
+#: word pieces G is fine-tuned on when ``dense.finetune.max_length`` is not given (the schema's default)
+FINETUNE_DENSE_LENGTH = 64
+
+
 def biencoder_stage(data: Mapping[str, str | Path], out_dir: str | Path, cfg: Mapping[str, Any], seed: int) -> dict:
     """Fine-tune context and response encoders on the train split's positive pairs (Su et al. 2021 eq. 4).
 
@@ -217,7 +223,7 @@ def biencoder_stage(data: Mapping[str, str | Path], out_dir: str | Path, cfg: Ma
     return finetune_biencoder(
         pairs["context"].to_list(), pairs["response"].to_list(), cfg.get("model", "minilm"), out_dir,
         steps=ft.get("steps", 500), batch_size=ft.get("batch_size", 32), lr=ft.get("lr", 2e-5),
-        max_length=ft.get("max_length", 64), layers=ft.get("layers"), seed=seed,
+        max_length=ft.get("max_length", FINETUNE_DENSE_LENGTH), layers=ft.get("layers"), seed=seed,
         device=cfg.get("device", "auto"), precision=cfg.get("precision", "auto"),
         context_truncation_side=cfg.get("query_truncation", "left"),
     )
@@ -232,10 +238,6 @@ def encoder_dir(cfg: Mapping[str, Any], kind: str, biencoder_dir: str | Path | N
     return cfg.get("model", "minilm")
 
 
-#: word pieces G encodes a text to when it is used as shipped (all-MiniLM-L6-v2 was trained on 128)
-SHIPPED_DENSE_LENGTH = 128
-
-
 def dense_max_length(config: Mapping[str, Any], finetuned: bool) -> int:
     """Word pieces a text is cut to when G encodes it (config ``dense.max_length``): as set, or, when null, the
     length G was fine-tuned at (``dense.finetune.max_length``) when it is fine-tuned (``finetuned``,
@@ -245,7 +247,7 @@ def dense_max_length(config: Mapping[str, Any], finetuned: bool) -> int:
     if dense.get("max_length") is not None:
         return int(dense["max_length"])
     if finetuned:
-        return int((dense.get("finetune") or {}).get("max_length") or 64)
+        return int((dense.get("finetune") or {}).get("max_length") or FINETUNE_DENSE_LENGTH)
     return SHIPPED_DENSE_LENGTH
 
 
