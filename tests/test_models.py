@@ -13,8 +13,10 @@ import torch
 from curricula.models import (ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pair_rows,
                               score_pairs)
 from curricula.models.base import mc_dropout_probabilities
-from curricula.models.convknrm import (ConvKNRMModule, block_matches, context_block, kernel_mus, kernel_pooling,
-                                      kernel_pooling_dense, kernel_sigmas, window_mask)
+from curricula.models.convknrm import (EXP_FLOOR, ConvKNRMModule, block_matches, context_block, flushed_denormals,
+                                      kernel_ladder, kernel_mus, kernel_pooling, kernel_pooling_dense, kernel_sigmas,
+                                      ladder_applies, context_match_rows, pair_match_rows,
+                                      window_mask)
 from curricula.models.qa import CNNEncoder, LSTMEncoder, SiameseQAModule
 from curricula.models.text import distinct_rows, pad_side, read_vec, two_sided_ids
 from curricula.shards import Shard
@@ -82,6 +84,47 @@ def test_kernel_pooling_over_document_tokens_only_matches_the_padded_computation
     wide = torch.exp(torch.tensor(1.0)) * torch.ones(11)  # smooth kernels for a finite-difference check
     assert torch.autograd.gradcheck(lambda s: kernel_pooling(s, q_mask.double(), d_mask.double(), mus.double(),
                                                              wide.double()), (sim.double().requires_grad_(),))
+
+@pytest.mark.parametrize("count", [5, 11, 21])
+def test_kernel_ladder_equals_one_exp_per_kernel(count):
+    """The ladder's kernels (three exps per similarity) equal the per-kernel exps to a relative 3e-5 over cosine
+    matches in [-1, 1], wherever the value is in float32's normal range."""
+    mus, sigmas = kernel_mus(count), kernel_sigmas(count)
+    s = torch.linspace(-1, 1, 2001).reshape(23, 87)
+    assert ladder_applies(mus, sigmas, -1.0, 1.0)
+    got = kernel_ladder(s, mus, sigmas)
+    want = torch.exp((-((s.double()[:, None, :] - torch.tensor(mus, dtype=torch.double)[None, :, None]) ** 2)
+                      / (2 * torch.tensor(sigmas, dtype=torch.double) ** 2)[None, :, None]).clamp(min=EXP_FLOOR))
+    normal = want > 1e-37
+    torch.testing.assert_close(got.double()[normal], want[normal], rtol=3e-5, atol=0)
+    assert got[~normal].abs().max() <= 1.1e-37  # far tails: tiny or 0, as the floor leaves them
+
+
+def test_ladder_applies_only_to_even_soft_kernels_within_reach():
+    mus, sigmas = kernel_mus(11), kernel_sigmas(11)
+    assert ladder_applies(mus, sigmas, 0.0, 1.0)
+    assert not ladder_applies(mus, sigmas, -1.0, 2.0)  # the anchor's exponent would leave the normal range
+    assert not ladder_applies(mus[:-1] + [-0.95], sigmas, 0.0, 1.0)  # uneven centres
+    assert not ladder_applies(mus, sigmas[:-1] + [0.2], 0.0, 1.0)  # unequal widths
+    assert not ladder_applies(mus[:2], sigmas[:2], 0.0, 1.0)  # one soft kernel
+
+
+def test_kernel_pooling_beyond_the_ladders_reach_uses_one_exp_per_kernel():
+    """Similarities outside [-1, 1] (not cosines) take the per-kernel path: the padded computation's features."""
+    g = torch.Generator().manual_seed(5)
+    mus, sigmas = torch.tensor(kernel_mus(11)), torch.tensor(kernel_sigmas(11))
+    sim = torch.rand((2, 4, 3), generator=g) * 6 - 3
+    ones_q, ones_d = torch.ones(2, 4), torch.ones(2, 3)
+    torch.testing.assert_close(kernel_pooling(sim, ones_q, ones_d, mus, sigmas),
+                               kernel_pooling_dense(sim, ones_q, ones_d, mus, sigmas), rtol=1e-6, atol=1e-6)
+
+
+def test_flushed_denormals_flushes_inside_the_block_only():
+    tiny, scale = torch.tensor([1e-30]), torch.tensor([1e-10])
+    with flushed_denormals():
+        assert (tiny * scale).item() == 0.0
+    assert (tiny * scale).item() > 0.0
+
 
 def test_window_mask_keeps_only_full_ngrams():
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0]])
@@ -169,7 +212,7 @@ def test_convknrm_step_with_repeated_contexts_matches_the_per_pair_computation()
 @pytest.mark.parametrize("rows", [[0, 0, 1, 1, 2, 2], [1, 1, 1, 1, 0, 0], [2, 2, 2, 0, 0, 0]])
 def test_convknrm_step_on_context_blocks_matches_the_per_pair_computation(rows):
     """A training batch lists each context with its responses one after the other: the matches are one product
-    per context (block_matches), with the logits and gradients of one row per pair up to float round-off, also
+    per context (context_match_rows), with the logits and gradients of one row per pair up to float round-off, also
     when one context is drawn twice in a row."""
     q, q_mask, d, d_mask = _batch()
     rows = torch.tensor(rows)
@@ -204,7 +247,50 @@ def test_block_matches_equal_each_pairs_product():
     q, d = torch.randn(2, 5, 8, generator=g), torch.randn(6, 4, 8, generator=g)
     got = block_matches(q, d, 3)
     torch.testing.assert_close(got, q.repeat_interleave(3, 0) @ d.transpose(1, 2), rtol=1e-6, atol=1e-6)
-    assert got.transpose(1, 2).is_contiguous()  # the (B, Ld, Lq) layout DocKernelSum reads without a copy
+    assert got.transpose(1, 2).is_contiguous()  # the (B, Ld, Lq) layout kernel_pooling reads without a copy
+
+
+def test_context_match_rows_are_the_padded_products_rows_at_the_tokens():
+    """Each context's response tokens of every side, multiplied by it at once, give the match rows of the padded
+    per-pair products at the document tokens, context by context, then side by side and pair by pair, also with a
+    response and a context's responses without tokens, and pairs of one context apart in the batch."""
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(3, 5, 8, generator=g)
+    owner = torch.tensor([2, 2, 0, 0, 1, 2])  # context 2 has pairs 0, 1 and 5
+    sides = []
+    for ld, lengths in ((4, [4, 1, 0, 0, 3, 2]), (3, [3, 0, 0, 0, 2, 1])):
+        d_mask = (torch.arange(ld)[None] < torch.tensor(lengths)[:, None]).float()
+        sides.append((torch.randn(6, ld, 8, generator=g), d_mask))
+    rows, group = context_match_rows(q, sides, owner)
+    want = {}
+    for t, (d, d_mask) in enumerate(sides):
+        padded = q[owner] @ d.transpose(1, 2)  # (B, Lq, Ld)
+        for b, j in (d_mask > 0).nonzero().tolist():
+            want.setdefault(int(owner[b]), []).append((t * 6 + b, padded[b, :, j]))
+    order = [item for context in sorted(want) for item in want[context]]
+    assert group.tolist() == [key for key, _ in order] == [4, 4, 4, 10, 10, 0, 0, 0, 0, 1, 5, 5, 6, 6, 6, 11]
+    torch.testing.assert_close(rows, torch.stack([row for _, row in order]), rtol=1e-6, atol=1e-6)
+    by_pair, pair_group = pair_match_rows(q, sides, owner)  # the same rows, pair by pair, then side by side
+    assert pair_group.tolist() == sorted(pair_group.tolist(), key=lambda k: (k % 6, k // 6))
+    for key in set(group.tolist()):  # within a (side, pair) group: position by position in both
+        torch.testing.assert_close(by_pair[pair_group == key], rows[group == key], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [[0, 1, 2, 1, 0, 2], [0, 0, 1, 1, 2, 2]])
+def test_convknrm_scoring_pass_matches_the_per_pair_computation(rows):
+    """In a scoring pass (cached contexts and taps, no gradient) the features come from one product per pair or
+    per context (whichever the batch's contexts call for) and one kernel sum: the reference's logits up to float
+    round-off."""
+    q, q_mask, d, d_mask = _batch()
+    rows = torch.tensor(rows)
+    q, q_mask = q[rows], q_mask[rows]
+    d, d_mask = torch.cat([d, d.flip(0)]), torch.cat([d_mask, d_mask.flip(0)])
+    module = _modules(0.0)["convknrm"].eval()
+    module.context_cache, module.token_cache = {}, {}
+    with torch.no_grad():
+        got = module(q, q_mask, d, d_mask)
+        module.context_cache = module.token_cache = None
+        torch.testing.assert_close(got, _reference_convknrm(module, q, q_mask, d, d_mask), rtol=1e-6, atol=1e-6)
 
 
 def _assert_same_logits_and_gradients(fast, slow, batch, seed: int) -> None:
