@@ -177,50 +177,46 @@ class RowKernelSum(torch.autograd.Function):
                 sigmas: torch.Tensor) -> torch.Tensor:
         n, lq = rows.shape
         count = mus.shape[0]
-        keep = ctx.needs_input_grad[0]
-        # in chunks reusing one buffer when no backward pass will read the values; else at once (measured: a
-        # training step 38-39 ms at once, 43-44 ms in chunks of fresh memory)
-        step = max(1, n) if keep else max(1, RowKernelSum.CHUNK // (count * lq))
         soft = rows.new_zeros(batch, count, lq)  # (B, K, Lq)
-        kept, buffer = [], None
         with flushed_denormals():
             mu, sigma = mus.tolist(), sigmas.tolist()
             low, high = rows.aminmax() if n else (torch.tensor(0.0), torch.tensor(0.0))
             ladder = ladder_applies(mu, sigma, float(low), float(high))
-            for at in range(0, n, step):
-                part = rows[at : at + step]
+
+            def values(part: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
                 if ladder:
-                    k = kernel_ladder(part, mu, sigma, out=None if keep else buffer)
-                else:
-                    x = part[:, None, :] - mus[None, :, None]  # (n, K, Lq)
-                    # exp(-((s - mu) ** 2) / (2 sigma^2)) with the exponent floored at EXP_FLOOR (see there)
-                    k = x.mul_(x).div_(-(2 * sigmas**2)[None, :, None]).clamp_(min=EXP_FLOOR).exp_()
+                    return kernel_ladder(part, mu, sigma, out=out)
+                x = part[:, None, :] - mus[None, :, None]  # (n, K, Lq)
+                # exp(-((s - mu) ** 2) / (2 sigma^2)) with the exponent floored at EXP_FLOOR (see there)
+                return x.mul_(x).div_(-(2 * sigmas**2)[None, :, None]).clamp_(min=EXP_FLOOR).exp_()
+
+            if ctx.needs_input_grad[0]:
+                # at once, kept for the backward pass (measured: a training step 38-39 ms at once, 43-44 ms in
+                # chunks of fresh memory)
+                k = values(rows)
+                soft.index_add_(0, pair, k)
+                ctx.save_for_backward(rows, pair, k, mus, sigmas)
+                return soft
+            # no backward pass will read the values: in chunks of one reused buffer
+            step, buffer = max(1, RowKernelSum.CHUNK // (count * lq)), None
+            for at in range(0, n, step):
+                k = values(rows[at : at + step], buffer)
                 soft.index_add_(0, pair[at : at + step], k)
-                if keep:
-                    kept.append(k)
-                elif buffer is None:
-                    buffer = k
-        ctx.step = step
-        ctx.save_for_backward(rows, pair, mus, sigmas, *kept)
+                buffer = k if buffer is None else buffer
         return soft
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        rows, pair, mus, sigmas, *kept = ctx.saved_tensors
-        step = ctx.step
-        grad_rows = torch.empty_like(rows)
+        rows, pair, k, mus, sigmas = ctx.saved_tensors
         with flushed_denormals():
+            g = grad.index_select(0, pair)  # (N, K, Lq): d loss / d kernel value
+            g.mul_(k)
             inv = 1 / sigmas**2
             weights = torch.stack([inv, mus * inv])
             weights[:, 0] = 0  # the exact-match kernel apart
-            weights = weights.to(grad.dtype)
-            for i, k in enumerate(kept):
-                part = rows[i * step : (i + 1) * step]
-                g = grad.index_select(0, pair[i * step : (i + 1) * step])  # (n, K, Lq): d loss / d kernel value
-                g.mul_(k)
-                r = torch.matmul(weights, g)  # (n, 2, Lq)
-                out = torch.sub(r[:, 1], r[:, 0] * part, out=grad_rows[i * step : (i + 1) * step])
-                out.addcmul_(g[:, 0], (part - mus[0]).mul_(-inv[0]))
+            r = torch.matmul(weights.to(g.dtype), g)  # (N, 2, Lq)
+            grad_rows = r[:, 1].sub(r[:, 0] * rows)
+            grad_rows.addcmul_(g[:, 0], (rows - mus[0]).mul_(-inv[0]))
         return grad_rows, None, None, None, None
 
 
