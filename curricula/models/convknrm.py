@@ -63,8 +63,13 @@ def kernel_pooling(sim: torch.Tensor, q_mask: torch.Tensor, d_mask: torch.Tensor
 def log_soft_tf(soft_tf: torch.Tensor, q_mask: torch.Tensor) -> torch.Tensor:
     """K-NRM eq. 4: phi_k = sum over valid query positions i of 0.01 * log(max(K_k(M_i), 1e-10)), (B, K) from the
     soft-TF (B, K, Lq) of :class:`RowKernelSum`."""
-    logs = torch.log(soft_tf.clamp(min=1e-10)) * 0.01 * q_mask[:, None, :]
-    return logs.sum(dim=2)
+    return masked_logs(soft_tf, q_mask).sum(dim=2)
+
+
+def masked_logs(soft_tf: torch.Tensor, q_mask: torch.Tensor) -> torch.Tensor:
+    """The terms of K-NRM eq. 4 before the sum over query positions: 0.01 * log(max(K_k(M_i), 1e-10)) at valid
+    positions i, 0 at padding; ``soft_tf`` (..., B, K, Lq), ``q_mask`` (B, Lq)."""
+    return torch.log(soft_tf.clamp(min=1e-10)) * 0.01 * q_mask[:, None, :]
 
 
 def kernel_pooling_dense(sim: torch.Tensor, q_mask: torch.Tensor, d_mask: torch.Tensor, mus: torch.Tensor,
@@ -84,6 +89,12 @@ def kernel_pooling_dense(sim: torch.Tensor, q_mask: torch.Tensor, d_mask: torch.
 EXP_FLOOR = -87.0
 
 
+def ladder_anchor(count: int) -> int:
+    """The kernel (index among all ``count``, the exact-match one first) that :func:`kernel_ladder` computes by exp
+    and climbs from: the middle soft kernel."""
+    return 1 + (count - 2) // 2
+
+
 def ladder_applies(mus: Sequence[float], sigmas: Sequence[float], low: float, high: float) -> bool:
     """Whether :func:`kernel_ladder` may compute the soft kernels (all but the first) of similarities in
     [``low``, ``high``]: at least two of them, centres evenly spaced (descending), one width, and the anchor kernel
@@ -95,7 +106,7 @@ def ladder_applies(mus: Sequence[float], sigmas: Sequence[float], low: float, hi
     steps = [a - b for a, b in zip(soft_mus, soft_mus[1:])]
     if min(steps) <= 0 or max(steps) - min(steps) > 1e-6 * max(steps):
         return False
-    anchor = soft_mus[(len(soft_mus) - 1) // 2]
+    anchor = mus[ladder_anchor(len(mus))]
     reach = max(abs(high - anchor), abs(low - anchor))
     return reach * reach / (2 * soft_sigmas[0] ** 2) < -EXP_FLOOR
 
@@ -120,7 +131,7 @@ def kernel_ladder(s: torch.Tensor, mus: Sequence[float], sigmas: Sequence[float]
     k = s.new_empty(n, count, lq) if out is None else out[:n]
     x = s - mus[0]
     torch.exp(x.mul_(x).div_(-2 * sigmas[0] ** 2).clamp_(min=EXP_FLOOR), out=k[:, 0])
-    anchor = 1 + (count - 2) // 2
+    anchor = ladder_anchor(count)
     var, delta = sigmas[1] ** 2, (mus[1] - mus[count - 1]) / (count - 2)
     y = s - mus[anchor]
     torch.exp(y.mul(y).div_(-2 * var), out=k[:, anchor])
@@ -418,7 +429,7 @@ class ConvKNRMModule(torch.nn.Module):
         # K-NRM eq. 4 for every cross at once: the masked logs summed over each query h-gram's positions (one
         # product with their indicator), laid out query h-gram, then document h-gram, then kernel, as per cross
         q_mask = torch.cat([qm[rows] for _, qm in qg], dim=1)  # (B, sum Lq_h)
-        logs = torch.log(soft.clamp(min=1e-10)).view(sides, batch, -1, q_mask.shape[1]) * 0.01 * q_mask[None, :, None]
+        logs = masked_logs(soft.view(sides, batch, -1, q_mask.shape[1]), q_mask)  # (T, B, K, sum Lq_h)
         segment = torch.repeat_interleave(torch.arange(len(qg), device=q_mask.device),
                                           torch.tensor([qh.shape[1] for qh, _ in qg], device=q_mask.device))
         indicator = F.one_hot(segment, len(qg)).to(logs.dtype)  # (sum Lq_h, query h-grams)
