@@ -1,11 +1,20 @@
-"""The documentation: docs/config-reference.md is the page the config schema generates
+"""The documentation: every link and file reference of README.md, configs/README.md and docs/*.md resolves
+(curricula/doc_links.py), and docs/config-reference.md is the page the config schema generates
 (curricula/config_reference.py)."""
 
 from pathlib import Path
 
-from curricula import config_reference
+import pytest
+
+from curricula import config_reference, doc_links
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_link_and_file_reference_in_the_docs_resolves():
+    problems = doc_links.check_docs(REPO)
+    assert not problems, "broken references in the docs (page:line: reference: why):\n" + "\n".join(
+        map(str, problems))
 
 
 def test_config_reference_page_is_generated_from_the_current_schema():
@@ -57,3 +66,49 @@ def test_config_reference_check_fails_on_a_stale_page(tmp_path, capsys):
     assert config_reference.main(["--check", "--out", str(out)]) == 1
     assert "python -m curricula.config_reference" in capsys.readouterr().err
 
+
+@pytest.fixture()
+def tiny_repo(tmp_path):
+    """A repository with one module, one test file and a docs page to break."""
+    (tmp_path / "pkg").mkdir()
+    module = "X = 1\n\nclass C:\n    def m(self):\n        pass\n\ndef f():\n    pass\n"
+    (tmp_path / "pkg" / "mod.py").write_text(module)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# Page\n\n## A section\n\ntext\n")
+    files = ["pkg/mod.py", "tests/test_a.py", "docs/page.md", "README.md"]
+    return tmp_path, files
+
+
+def check(repo: Path, files: list[str], readme: str) -> list[str]:
+    (repo / "README.md").write_text(readme)
+    return [str(p) for p in doc_links.check_docs(repo, files)]
+
+
+def test_link_check_passes_good_references(tiny_repo):
+    repo, files = tiny_repo
+    readme = ("# R\n\n[page](docs/page.md), [section](docs/page.md#a-section), [self](#r), `pkg/mod.py`,\n"
+              "`pkg/mod.py:f`, `pkg/mod.py:C.m`, `pkg/mod.py:X`, `tests/test_a.py::test_one[x]`, `mod.py:f`,\n"
+              "`make run ARGS=\"--configfile pkg/mod.py\"`, `results/<dataset>/report/table.md`, `logs/x/y.log`,\n"
+              "`/tmp/out`, `../shared/data`, `report/table_{a,b}.md`, `dense/neighbors.parquet`, `SMN_MSN/x.py:f`,\n"
+              "`git show abc:README.md`, [web](https://example.org/x.md), `curricula.nothing` is no repo module.\n"
+              "```\nnot/checked.py in a fence\n```\n")
+    assert check(repo, files, readme) == ["README.md:7: curricula.nothing: no module curricula in the repository"]
+
+
+@pytest.mark.parametrize("ref, why", [
+    ("[gone](docs/missing.md)", "no file docs/missing.md"),
+    ("[anchor](docs/page.md#no-such-section)", "no heading with anchor #no-such-section in docs/page.md"),
+    ("[self](#nowhere)", "no heading with anchor #nowhere in README.md"),
+    ("`pkg/missing.py`", "no file or folder pkg/missing.py in the repository"),
+    ("`absent.yaml`", "no repository file is named absent.yaml"),
+    ("`pkg/mod.py:g`", "g is not defined in the module"),
+    ("`pkg/mod.py:C.n`", "C.n is not defined in class C"),
+    ("`pkg/mod.py:f.x`", "f is no class, so it has no x"),
+    ("`tests/test_a.py::test_two`", "test_two is not defined in the module"),
+])
+def test_link_check_names_page_line_and_reference_of_each_broken_one(tiny_repo, ref, why):
+    repo, files = tiny_repo
+    problems = check(repo, files, f"# R\n\nfine line\nthen {ref} here\n")
+    assert len(problems) == 1 and problems[0].startswith("README.md:4: ") and why in problems[0], problems
