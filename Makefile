@@ -1,4 +1,4 @@
-# Two entry points (README): `make run` runs the pipeline on the embedded default dataset,
+# Two entry points (README.md, Quick start): `make run` runs the pipeline on the embedded default dataset,
 # `make test` runs the test suite. Both create .venv on first use and reuse it afterwards;
 # it is rebuilt only when requirements.lock or pyproject.toml change.
 SHELL := bash

@@ -1,16 +1,18 @@
-"""Old against new verdicts of the study: the README's verdict table (one row per claim, one column per dataset,
-cells like ``inconclusive (−1.6%)``) against a new findings table (``results/report/study/findings.csv``).
+"""Old against new verdicts of the study: a quoted verdict table (one row per claim, one column per dataset, cells
+like ``inconclusive (−1.6%)``) against a new findings table (``results/report/study/findings.csv``).
 
     .venv/bin/python bench/verdict_changes.py <(git show b6b558d:README.md) <study>/results/report/study/findings.csv
 
-The README to read is one that still quotes the old study: since 14b88c0 main's README quotes the 5-seed study
-itself, so the earlier 3-seed table is read from a commit before it (b6b558d).
+The page to read is one that quotes the old study: the earlier 3-seed table is read from the README of a commit
+before 14b88c0 (b6b558d), since which the 5-seed study is quoted instead; that one is now on docs/findings.md (its
+first ``| paper | claim |`` table), the page to pass when a later study is compared with it. This module's changed
+verdicts of 14b88c0 are on docs/findings.md too (History).
 
 Prints a Markdown table, one row per (claim, dataset): the old verdict and effect, the new verdict and effect, the
 per-query p and the seed-aware p of the new run, the verdict the old rule would give on the new run (``old rule``),
 whether the verdict changed, and which of the two changes moved it (``cause``). Claims are matched on their text.
 
-The old rule is the one the README's table was judged by: a per-query paired t-test on seed-averaged values, and
+The old rule is the one the old 3-seed table was judged by: a per-query paired t-test on seed-averaged values, and
 "inconclusive" when |effect| < its MDE (alpha 0.05, power 0.8), i.e. when |t| < t_{0.975, n-1} + t_{0.8, n-1}; the
 sign of the effect decides otherwise. It needs only the effect, the per-query p and the number of queries, all in
 the findings table. So for a changed verdict:
@@ -57,7 +59,7 @@ def old_verdicts(readme: Path) -> dict[tuple[str, str], tuple[str, str]]:
 
 def old_rule(effect: float, p_per_query: float, queries: int, expect: str, alpha: float = 0.05,
              power: float = 0.8) -> str:
-    """The verdict of the README's old table: inconclusive when |effect| is below the per-query MDE, that is when
+    """The verdict of the old 3-seed table: inconclusive when |effect| is below the per-query MDE, that is when
     the per-query t statistic |t| (recovered from the two-sided ``p_per_query`` with ``queries - 1`` df) is below
     t_{1-alpha/2} + t_{power}, the factor of :func:`curricula.report.mde`; else reproduced or not by the effect's
     sign against ``expect``."""

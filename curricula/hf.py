@@ -103,7 +103,7 @@ BF16_ISA_CAPS = ("ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX5
 def onednn_isa_allows_bf16(cap: str | None) -> bool:
     """Whether a ``ONEDNN_MAX_CPU_ISA`` (or older ``DNNL_MAX_CPU_ISA``) value leaves oneDNN its bf16 instructions:
     unset, ``ALL``, or AVX512_CORE_BF16 and above. A lower cap (``AVX2``, ``AVX512_CORE``...) makes bf16 emulated,
-    as on a CPU without them; that is how a run imitates the AVX2 machine class (README, issue 32)."""
+    as on a CPU without them; that is how a run imitates the AVX2 machine class (docs/performance.md, issue 32)."""
     return not cap or cap.strip().upper().startswith(BF16_ISA_CAPS)
 
 

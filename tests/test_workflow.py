@@ -248,10 +248,11 @@ def test_positive_ranks_are_reported_wherever_the_neighbours_are_built(tmp_path)
 
 
 def test_readme_wikiqa_overlay_runs_ingest_and_a_touched_data_file_reruns_nothing(tmp_path, shared_data):
-    """The README's example: a --configfile naming another dataset replaces the default's dataset section. A data
-    file that only got a new modification time (a re-copied data folder) re-runs nothing: the workflow profile
-    (profiles/default) has Snakemake compare the checksum of files up to 256 MB; at its 1 MB default the 4.4 MB
-    WikiQA-train.tsv re-ran ingest and every stage after it."""
+    """README.md's example (Configure a run; the formats: docs/datasets.md): a --configfile naming another dataset
+    replaces the default's dataset section. A data file that only got a new modification time (a re-copied data
+    folder) re-runs nothing (docs/pipeline.md): the workflow profile (profiles/default) has Snakemake compare the
+    checksum of files up to 256 MB; at its 1 MB default the 4.4 MB WikiQA-train.tsv re-ran ingest and every stage
+    after it."""
     data = tmp_path / "data"  # copies, so the test can re-stamp them
     data.mkdir()
     for name in ("WikiQA-train.tsv", "WikiQA-dev.tsv"):
