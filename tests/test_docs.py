@@ -17,6 +17,23 @@ def test_every_link_and_file_reference_in_the_docs_resolves():
         map(str, problems))
 
 
+def test_readme_fits_one_screen_and_leads_with_what_a_newcomer_needs():
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; move detail onto a docs/ page"
+    first = "\n".join(lines[:150])
+    for what, text in [("the run command", "make run "), ("the test command", "make test "),
+                       ("where the results land", "results/<dataset>/"), ("another dataset", "--configfile"),
+                       ("SLURM", "--profile profiles/slurm")]:
+        assert text in first, f"README.md's first 150 lines do not show {what} ({text!r})"
+
+
+def test_doc_pages_wrap_prose_at_120_columns():
+    long = [f"{page.relative_to(REPO)}:{i}" for page in doc_links.doc_pages(REPO)
+            for i, line in enumerate(doc_links.blank_fences(page.read_text(encoding="utf-8")).split("\n"), 1)
+            if len(line) > 120 and not line.startswith(("|", "#"))]
+    assert not long, f"prose lines over 120 columns: {long}"
+
+
 def test_config_reference_page_is_generated_from_the_current_schema():
     page = REPO / "docs" / "config-reference.md"
     expected = config_reference.render(config_reference.load_schema())
