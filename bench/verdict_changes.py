@@ -34,10 +34,9 @@ from pathlib import Path
 import polars as pl
 from scipy.stats import t as student_t
 
-from curricula.report import _power_factor
-from curricula.study import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from curricula.stats import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, power_factor
 
-CELL = re.compile(r"^(?P<verdict>[a-z ]+?)\s*\((?P<pct>[−+\-]?[0-9.]+)%\)$")
+CELL = re.compile(r"^(?P<verdict>[a-z ,]+?)\s*\((?P<pct>[−+\-]?[0-9.]+)%\)°?$")
 
 
 def old_verdicts(readme: Path) -> dict[tuple[str, str], tuple[str, str]]:
@@ -61,12 +60,12 @@ def old_rule(effect: float, p_per_query: float, queries: int, expect: str, alpha
              power: float = 0.8) -> str:
     """The verdict of the old 3-seed table: inconclusive when |effect| is below the per-query MDE, that is when
     the per-query t statistic |t| (recovered from the two-sided ``p_per_query`` with ``queries - 1`` df) is below
-    t_{1-alpha/2} + t_{power}, the factor of :func:`curricula.report.mde`; else reproduced or not by the effect's
+    t_{1-alpha/2} + t_{power}, the factor of :func:`curricula.stats.mde`; else reproduced or not by the effect's
     sign against ``expect``."""
     df = queries - 1
     if not math.isfinite(p_per_query) or df < 1 or effect == 0:
         return INCONCLUSIVE
-    if float(student_t.isf(p_per_query / 2, df)) < _power_factor(queries, alpha, power):
+    if float(student_t.isf(p_per_query / 2, df)) < power_factor(df, alpha, power):
         return INCONCLUSIVE
     return REPRODUCED if (effect > 0) == (expect == "better") else NOT_REPRODUCED
 

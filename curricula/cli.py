@@ -15,7 +15,8 @@ import polars as pl
 
 from curricula.config import load_config, results_dir, side_folder
 from curricula.metrics import split_metrics
-from curricula.report import converged_length, experiment_files, load_metrics, planner_markdown
+from curricula.comparisons import experiment_files, load_metrics
+from curricula.report import converged_length, planner_markdown
 from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
 
 

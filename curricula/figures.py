@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from curricula.pacing import resolve_pacing
-from curricula.report import load_metrics
+from curricula.comparisons import load_metrics
 from curricula.tables import QUERIES, read_table, write_dir_atomically, write_file_atomically
 
 

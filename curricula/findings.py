@@ -1,0 +1,411 @@
+"""The findings of a study (rule ``report_study``): each paper's claim tested on each dataset, the multiplicity
+adjustment over the family, the planner per dataset, and the page, table and forest plot.
+
+Each claim compares two results of the grid on one dataset (:func:`claim_row`): the mean over seeds and test queries
+of the per-query difference, its confidence interval and p value by the seed-aware test
+(:func:`curricula.stats.seed_aware_test`; with ``inference="per_query"`` the paired t-test on seed-averaged values),
+the per-query t-test's p beside it, the minimum detectable effect (:func:`curricula.stats.seed_aware_mde`), the two
+one-sided tests against the equivalence margin and whether the design can reach equivalence at all, and the verdict
+(:func:`curricula.stats.verdict`). The family (:func:`findings_table`) holds both p values of every row, so a true
+null judged equivalent cannot leave the family and lower the bar for the others.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from curricula.comparisons import _paired, check_inference, seed_aware_result
+from curricula.report import RELATIVE_EFFECT, _finite, pooled_components, seeds_range
+from curricula.stats import (BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, SEEDS_PLANNED,
+                             VERDICTS, adjust, cheapest, equivalence_pvalue, equivalence_reachable, paired_ttest,
+                             plan, seed_aware_mde, seed_aware_test, verdict, verdict_pvalues)
+from curricula.study import ACTIVE_PREFIX
+
+MULTIPLICITY_NAMES = {"holm": "Holm's step-down adjustment (family-wise error)",
+                      "bh": "the Benjamini-Hochberg adjustment (false discovery rate)", "none": "no adjustment"}
+NOT_SURVIVING = "°"  # after a decided verdict that does not survive the multiplicity adjustment
+
+
+def claim_row(metrics: pl.DataFrame, experiment: str, against: str, measure: str, expect: str,
+              alpha: float = 0.05, power: float = 0.8, *, inference: str = "seed_aware",
+              margin: float = 0.02) -> dict[str, Any]:
+    """One claim on one dataset from a long metrics frame (experiment, seed, qid, measure, value).
+
+    With ``inference="seed_aware"`` (the default) the per-seed per-query differences (seeds paired by id, queries by
+    qid; a balanced design) go to :func:`curricula.stats.seed_aware_test`; with ``per_query`` the seed-averaged
+    per-query differences go to the paired t-test (the same function with one row). The row holds the means, the
+    effect, its relative size, the ``1 - alpha`` CI, ``p`` (that test's), ``p_per_query`` (the paired t-test on
+    seed-averaged values, always), ``se`` and ``df``, the variance components' SDs (``sd_seed``, ``sd_query``,
+    ``sd_resid``; null when the design is unbalanced under ``per_query``) and their mean squares (``ms_*``), the MDE,
+    the equivalence margin (``margin`` relative to the ``against`` mean, as an absolute ``margin``), ``p_equivalence``
+    (two one-sided tests, :func:`curricula.stats.equivalence_pvalue`), ``equivalence_reachable`` (whether the design
+    can show equivalence at all, :func:`curricula.stats.equivalence_reachable`) and the
+    :func:`curricula.stats.verdict`."""
+    check_inference(inference)
+    for name in (experiment, against):
+        if metrics.filter((pl.col("experiment") == name) & (pl.col("measure") == measure)).is_empty():
+            raise ValueError(f"no {measure} values for {name!r} (is it in the study's experiments?)")
+    x, y = _paired(metrics, experiment, measure, None, against)
+    d = x - y
+    balanced = seed_aware_result(metrics, experiment, measure, against, alpha, inference=inference)
+    components = balanced.components if balanced is not None else None
+    result = balanced if inference == "seed_aware" else seed_aware_test(d[None, :], alpha)
+    against_mean = float(y.mean())
+    margin_abs = margin * against_mean if against_mean > 0 else math.nan
+    p_equivalence = equivalence_pvalue(result, margin_abs) if margin_abs > 0 else math.nan
+    seeds = metrics.filter(pl.col("experiment") == experiment)["seed"].n_unique()
+    effect = float(d.mean())
+    return {"experiment": experiment, "against": against, "queries": int(d.size), "seeds": int(seeds),
+            "experiment_mean": float(x.mean()), "against_mean": against_mean, "effect": effect,
+            "effect_pct": 100 * effect / against_mean if against_mean > 0 else math.nan,
+            "ci_low": result.ci_low, "ci_high": result.ci_high, "p": result.p, "p_per_query": paired_ttest(x, y),
+            "se": result.se, "df": result.df,
+            **{f"sd_{k}": math.sqrt(getattr(components, f"var_{k}")) if components else None
+               for k in ("seed", "query", "resid")},
+            **{f"ms_{k}": _finite(getattr(components, f"ms_{k}")) if components else None
+               for k in ("seed", "query", "resid")},
+            "mde": seed_aware_mde(result, alpha, power), "margin": margin_abs, "p_equivalence": p_equivalence,
+            "equivalence_reachable": margin_abs > 0 and equivalence_reachable(result, margin_abs, alpha),
+            "verdict": verdict(effect, result.p, expect, p_equivalence, alpha)}
+
+
+FINDINGS_SCHEMA = {"paper": pl.String, "claim": pl.String, "dataset": pl.String, "experiment": pl.String,
+                   "against": pl.String, "expect": pl.String, "measure": pl.String, "queries": pl.Int64,
+                   "seeds": pl.Int64, "experiment_mean": pl.Float64, "against_mean": pl.Float64,
+                   "effect": pl.Float64, "effect_pct": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
+                   "p": pl.Float64, "p_per_query": pl.Float64, "se": pl.Float64, "df": pl.Float64,
+                   "sd_seed": pl.Float64, "sd_query": pl.Float64, "sd_resid": pl.Float64, "ms_seed": pl.Float64,
+                   "ms_query": pl.Float64, "ms_resid": pl.Float64, "mde": pl.Float64, "margin": pl.Float64,
+                   "p_equivalence": pl.Float64, "equivalence_reachable": pl.Boolean, "verdict": pl.String,
+                   "p_adjusted": pl.Float64, "p_equivalence_adjusted": pl.Float64, "survives": pl.Boolean,
+                   "differing_keys": pl.String}
+
+
+def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[str, str]], measure: str,
+                   alpha: float = 0.05, power: float = 0.8, *, inference: str = "seed_aware", margin: float = 0.02,
+                   multiplicity: str = "holm", differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+                   ) -> pl.DataFrame:
+    """A row per (claim, dataset) in claim then dataset order: :func:`claim_row` on that dataset's metrics, then the
+    multiplicity adjustment (:func:`curricula.stats.adjust` by ``multiplicity``: ``holm``, ``bh`` or ``none``) over
+    one family holding *both* p values of every row, the difference test's ``p`` and the equivalence test's
+    ``p_equivalence``, as ``p_adjusted`` and ``p_equivalence_adjusted``. ``survives`` is true for a decided verdict
+    every p value of which (:func:`curricula.stats.verdict_pvalues`) stays below ``alpha`` after adjustment.
+
+    Taking only the p behind each verdict (the TOST p for an equivalent row) would let a true null judged equivalent
+    leave the difference family and lower the bar for every other row: with 12 null rows the chance that a false
+    reproduced / not reproduced survives was 0.357 instead of 0.05 (``tests/test_findings.py``).
+
+    ``metrics`` maps a dataset to its long metrics frame (experiment, seed, qid, measure, value);
+    ``differing_keys`` ({claim id: {dataset: keys}}, :func:`claim_differences`) fills the column of the keys in
+    which the two arms' specs differ, comma-separated (null where not given).
+    """
+    rows = []
+    for claim in claims:
+        for dataset, frame in metrics.items():
+            if measure not in set(frame["measure"]):
+                raise ValueError(f"study.measure {measure!r} was not evaluated on {dataset} "
+                                 f"(evaluated: {sorted(set(frame['measure']))})")
+            try:
+                row = claim_row(frame, claim["experiment"], claim["against"], measure, claim["expect"], alpha, power,
+                                inference=inference, margin=margin)
+            except ValueError as err:
+                raise ValueError(f"study claim {claim['claim']!r} on {dataset}: {err}") from None
+            keys = (differing_keys or {}).get(claim.get("id"), {}).get(dataset)
+            rows.append({"paper": claim["paper"], "claim": claim["claim"], "dataset": dataset,
+                         "expect": claim["expect"], "measure": measure, **row,
+                         "differing_keys": None if keys is None else ", ".join(keys)})
+    adjusted = adjust([r[k] for r in rows for k in ("p", "p_equivalence")], multiplicity)
+    for i, r in enumerate(rows):
+        r["p_adjusted"], r["p_equivalence_adjusted"] = adjusted[2 * i], adjusted[2 * i + 1]
+        behind = verdict_pvalues(r["verdict"], r["p_adjusted"], r["p_equivalence_adjusted"])
+        r["survives"] = bool(behind) and all(math.isfinite(q) and q < alpha for q in behind)
+    return pl.DataFrame(rows, schema=FINDINGS_SCHEMA).select(list(FINDINGS_SCHEMA))
+
+
+def dataset_plans(table: pl.DataFrame, alpha: float = 0.05, power: float = 0.8,
+                  max_queries: int | None = None) -> pl.DataFrame:
+    """The planner per dataset of a :func:`findings_table`: the variance components of the differences pooled over
+    that dataset's claims (:func:`curricula.report.pooled_components`: mean squares averaged, then clipped), the 2%
+    effect (of the mean of the claims' ``against`` means), the test queries 2 to 10 seeds need to detect it
+    (:func:`curricula.stats.plan`; columns ``seeds_<S>``, null when out of reach), the cheapest design (fewest
+    seeds, :func:`curricula.stats.cheapest`), and the seeds the dataset's own test queries need
+    (``seeds_needed``, :func:`curricula.report.seeds_range`) with the 90% interval of sd_seed (``sd_seed_low``,
+    ``sd_seed_high``) and the seeds at its two ends (``seeds_needed_low``, ``seeds_needed_high``). A dataset without
+    components (unbalanced, per_query) is left out."""
+    rows = []
+    for dataset in dict.fromkeys(table["dataset"]):
+        part = table.filter(pl.col("dataset") == dataset)
+        components = pooled_components(part)
+        if components is None:
+            continue
+        effect = RELATIVE_EFFECT * float(part["against_mean"].mean())
+        seeds, queries = int(part["seeds"].max()), int(part["queries"].max())
+        needed = plan(components, effect, alpha=alpha, power=power, max_queries=max_queries) if effect > 0 else {}
+        best = cheapest(needed)
+        low, high, own = (seeds_range(components, effect, seeds, queries, alpha, power)
+                          if effect > 0 and seeds > 1 else (math.nan, math.nan, (None, None, None)))
+        rows.append({"dataset": dataset, "claims": part.height, "seeds": seeds, "queries": queries,
+                     **{f"sd_{k}": math.sqrt(v) for k, v in zip(("seed", "query", "resid"), components)},
+                     "sd_seed_low": low, "sd_seed_high": high,
+                     "effect": effect, **{f"seeds_{s}": needed.get(s) for s in SEEDS_PLANNED},
+                     "cheapest_seeds": best[0] if best else None, "cheapest_queries": best[1] if best else None,
+                     "seeds_needed": own[0], "seeds_needed_low": own[1], "seeds_needed_high": own[2]})
+    schema = {"dataset": pl.String, "claims": pl.Int64, "seeds": pl.Int64, "queries": pl.Int64,
+              **{c: pl.Float64 for c in ("sd_seed", "sd_query", "sd_resid", "sd_seed_low", "sd_seed_high", "effect")},
+              **{f"seeds_{s}": pl.Int64 for s in SEEDS_PLANNED}, "cheapest_seeds": pl.Int64,
+              "cheapest_queries": pl.Int64, "seeds_needed": pl.Int64, "seeds_needed_low": pl.Int64,
+              "seeds_needed_high": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _signed(value: float, digits: int = 4) -> str:
+    return "–" if not math.isfinite(value) else f"{value:+.{digits}f}".replace("-", "−")
+
+
+def _p(value: float) -> str:
+    return "–" if not math.isfinite(value) else ("< 0.001" if value < 0.001 else f"{value:.3f}")
+
+
+def verdict_cell(row: Mapping[str, Any]) -> str:
+    """``reproduced (+2.5%)``: the verdict word and the relative effect, then :data:`NOT_SURVIVING` when the
+    verdict is decided but does not survive the multiplicity adjustment (a row without ``survives`` gets none)."""
+    pct = row["effect_pct"]
+    cell = f"{row['verdict']} ({_signed(pct, 1)}%)" if pct is not None and math.isfinite(pct) else row["verdict"]
+    fails = row["verdict"] != INCONCLUSIVE and row.get("survives") is False
+    return cell + NOT_SURVIVING if fails else cell
+
+
+def _count(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def plan_markdown(plans: pl.DataFrame, measure: str, alpha: float = 0.05, power: float = 0.8,
+                  max_queries: int | None = None) -> list[str]:
+    """The findings page's planner section (a :func:`dataset_plans` table) as Markdown lines."""
+    if plans.is_empty():
+        return []
+    cap = f" within {max_queries:,} test queries (study.plan_max_queries)" if max_queries else ""
+    lines = ["## Seeds and test queries for a 2% effect", "",
+             f"Per dataset, the seed, query and residual variance components of the per-seed per-query differences "
+             f"(crossed random effects, method of moments), pooled over the dataset's claims (mean squares "
+             f"averaged, then clipped), with the 90% interval of sd_seed (it rests on S - 1 df); then the test "
+             f"queries the seed-aware test needs, for each number of seeds, to detect an effect of "
+             f"{RELATIVE_EFFECT:.0%} of the mean of the compared results ({measure}) at alpha {alpha:g} with power "
+             f"{power:g}, by the t approximation (the test's own df at the expected mean squares): Var(mean) = "
+             f"s2_seed / S + s2_query / Q + s2_resid / (S Q). –: out of reach (the seed variance alone is too large "
+             f"for that many seeds). Cheapest: the fewest seeds (each a training run of every arm){cap}. Seeds at "
+             f"its queries: the seeds the dataset's own test split needs, and in parentheses at the two ends of "
+             f"sd_seed's interval.", "",
+             "| dataset | run (seeds x queries) | sd_seed (90% interval) | sd_query | sd_resid | 2% effect | "
+             + " | ".join(f"{s} seeds" for s in SEEDS_PLANNED) + " | cheapest | seeds at its queries |",
+             "|---|---|---|---|---|---|" + "---|" * (len(SEEDS_PLANNED) + 2)]
+    for r in plans.iter_rows(named=True):
+        best = (f"{r['cheapest_seeds']} x {r['cheapest_queries']:,}" if r["cheapest_seeds"] is not None else "–")
+        own = (f"{_count(r['seeds_needed'])} ({_count(r['seeds_needed_low'])}–{_count(r['seeds_needed_high'])})"
+               if math.isfinite(r["sd_seed_low"]) else "–")
+        lines.append(f"| {r['dataset']} | {r['seeds']} x {r['queries']:,} | {r['sd_seed']:.4f} ({r['sd_seed_low']:.4f}–"
+                     f"{r['sd_seed_high']:.4f}) | {r['sd_query']:.4f} | {r['sd_resid']:.4f} | {r['effect']:.4f} | "
+                     + " | ".join(_count(r[f"seeds_{s}"]) for s in SEEDS_PLANNED) + f" | {best} | {own} |")
+    return [*lines, ""]
+
+
+def differing_keys_sentence(rows: pl.DataFrame) -> str:
+    """`` The arms' training specs differ in ...``: a claim's ``differing_keys`` per dataset of its findings rows,
+    once when every dataset has the same (empty when the column is null)."""
+    by_dataset = {r["dataset"]: r["differing_keys"] for r in rows.iter_rows(named=True)
+                  if r["differing_keys"] is not None}
+    if not by_dataset:
+        return ""
+
+    def keys(text: str) -> str:
+        return ", ".join(f"`{k}`" for k in text.split(", ")) if text else "nothing"
+
+    if len(set(by_dataset.values())) == 1:
+        where = "on every dataset" if len(by_dataset) == rows.height else f"on {', '.join(by_dataset)}"
+        return f" The arms' training specs differ {where} in {keys(next(iter(by_dataset.values())))}."
+    return " The arms' training specs differ in " + "; ".join(
+        f"{keys(text)} on {dataset}" for dataset, text in by_dataset.items()) + "."
+
+
+def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float = 0.8, title: str = "",
+                      inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
+                      plans: pl.DataFrame | None = None, max_queries: int | None = None) -> str:
+    """The findings page: how to read it, a verdict matrix (claim x dataset), the family and its multiplicity
+    adjustment, then one table per claim with each dataset's means, effect, CI, p (and the per-query p), MDE,
+    equivalence p and verdict, and the planner (``plans``, :func:`dataset_plans`)."""
+    if table.is_empty():
+        return f"# {title or 'Findings'}\n\nThe study lists no claims (study.claims).\n"
+    datasets = list(dict.fromkeys(table["dataset"]))
+    claims = list(dict.fromkeys(zip(table["paper"], table["claim"])))
+    measure = table["measure"][0]
+    level = f"{100 * (1 - alpha):g}%"
+    if inference == "seed_aware":
+        test = ("the seed-aware test: the per-seed per-query differences (seeds paired across the two experiments "
+                "by seed id, queries by qid) as a crossed random-effects model, d = mu + seed + query + residual, "
+                "whose variance components are estimated by the method of moments; the mean's SE is the plug-in of "
+                "the clipped components, sqrt(s2_seed / S + s2_query / Q + s2_resid / (S Q)), with Satterthwaite's "
+                "df taken at the seed mean square's upper 80% confidence limit and never below S - 1 (no pretest: "
+                "its simulated type-I error stays at 5% from 2 seeds up), so a verdict must survive a new draw of "
+                "seeds as well as of queries (with one seed it is the per-query t-test). "
+                "p per query: the paired t-test on seed-averaged values, which holds the trained models fixed")
+    else:
+        test = "the paired two-sided t-test on seed-averaged per-query values (study.inference: per_query)"
+    lines = [f"# {title or 'Findings of the study'}", "",
+             f"Datasets: {', '.join(datasets)}. Each claim compares two experiments of the same grid on each dataset: "
+             f"effect = mean over seeds and test queries of (experiment - against) on per-query test {measure} "
+             f"(positive = the experiment is better), with its {level} confidence interval and p value by {test}. "
+             f"MDE: the minimum detectable effect of that test (alpha {alpha:g}, power {power:g}), "
+             f"(t_(1-alpha/2),df + t_power,df) * SE. Verdict, in this order: **{REPRODUCED}** when p < {alpha:g} "
+             f"and the effect has the claimed sign, **{NOT_REPRODUCED}** when p < {alpha:g} and it has the "
+             f"opposite sign, each followed by **{BELOW_MARGIN[2:]}** when two one-sided tests also put it within "
+             f"the margin (a real effect, measured precisely, smaller than the margin); else **{EQUIVALENT}** when "
+             f"two one-sided tests (same SE and df) put the effect within ±{margin:.0%} of the compared result's "
+             f"mean (p_equiv < {alpha:g}: no effect as large as the margin); else **{INCONCLUSIVE}** (too little data "
+             f"to tell). Where t_(1-alpha),df * SE reaches the margin the design cannot show equivalence at all "
+             f"(p_equiv reads \"out of reach\"): inconclusive is then certain for any effect. Each claim names the "
+             f"factors it tests; "
+             f"the keys in which its two arms' resolved training specs differ are listed under it (a difference "
+             f"outside its factors stops the study at start-up).", "",
+             "## Verdicts", "", "| paper | claim | " + " | ".join(datasets) + " |",
+             "|---|---|" + "---|" * len(datasets)]
+    cell = {(r["paper"], r["claim"], r["dataset"]): r for r in table.iter_rows(named=True)}
+    for paper, claim in claims:
+        cells = [verdict_cell(cell[(paper, claim, d)]) if (paper, claim, d) in cell else "–" for d in datasets]
+        lines.append(f"| {paper} | {claim} | " + " | ".join(cells) + " |")
+    lines += ["", f"{NOT_SURVIVING}: decided at alpha {alpha:g}, but does not survive "
+              f"{MULTIPLICITY_NAMES[multiplicity]} over the family (below)."] if multiplicity != "none" else []
+    counts = table.group_by("verdict").len()
+    tally = {v: n for v, n in counts.iter_rows()}
+    survivors = table.filter(pl.col("survives"))
+    kept = {v: n for v, n in survivors.group_by("verdict").len().iter_rows()}
+    decided = [v for v in VERDICTS if v != INCONCLUSIVE]
+    listed = [v for v in VERDICTS if tally.get(v) or not v.endswith(BELOW_MARGIN)]
+    lines += ["", f"Over {table.height} (claim, dataset) tests: " + ", ".join(
+        f"{tally.get(v, 0)} {v}" for v in listed) + ".", "",
+        f"Multiplicity: the family is every claim x dataset, {len(claims)} claims x {len(datasets)} datasets = "
+        f"{table.height} rows; each contributes both its p values, the difference test's and the equivalence "
+        f"test's, so the family holds {2 * table.height} tests (a null judged equivalent cannot leave it and lower "
+        f"the bar for the others), adjusted by {MULTIPLICITY_NAMES[multiplicity]} (study.multiplicity: "
+        f"{multiplicity}). A decided verdict survives when every p it rests on (p for {REPRODUCED} and "
+        f"{NOT_REPRODUCED}, p_equiv for {EQUIVALENT}, both for {BELOW_MARGIN[2:]}) stays below {alpha:g} after "
+        f"adjustment: " + ", ".join(
+            f"{kept.get(v, 0)} of {tally.get(v, 0)} {v}" for v in decided if tally.get(v)) + " (column "
+        "\"survives\").", ""]
+    for paper, claim in claims:
+        rows = table.filter((pl.col("paper") == paper) & (pl.col("claim") == claim))
+        first = rows.row(0, named=True)
+        lines += [f"## {paper}: {claim}", "",
+                  f"`{first['experiment']}` against `{first['against']}`, expected {first['expect']}."
+                  + differing_keys_sentence(rows), "",
+                  f"| dataset | test queries | seeds | {first['experiment']} | {first['against']} | effect | "
+                  f"{level} CI | p | p per query | MDE | p_equiv (±margin) | verdict | adjusted p, p_equiv | survives |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows.iter_rows(named=True):
+            pct = f" ({_signed(r['effect_pct'], 1)}%)" if math.isfinite(r["effect_pct"]) else ""
+            mde_pct = 100 * r["mde"] / r["against_mean"] if r["against_mean"] > 0 else math.nan
+            mde_txt = f"{r['mde']:.4f}" + (f" ({mde_pct:.1f}%)" if math.isfinite(mde_pct) else "")
+            equiv = (f"{_p(r['p_equivalence'])} (±{r['margin']:.4f})" if r["equivalence_reachable"] else
+                     f"out of reach (±{r['margin']:.4f})") if math.isfinite(r["margin"]) else "–"
+            survives = "–" if r["verdict"] == INCONCLUSIVE else ("yes" if r["survives"] else "no")
+            lines.append(f"| {r['dataset']} | {r['queries']:,} | {r['seeds']} | {r['experiment_mean']:.4f} | "
+                         f"{r['against_mean']:.4f} | {_signed(r['effect'])}{pct} | "
+                         f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {_p(r['p'])} | "
+                         f"{_p(r['p_per_query'])} | {mde_txt} | {equiv} | {r['verdict']} | {_p(r['p_adjusted'])}, "
+                         f"{_p(r['p_equivalence_adjusted'])} | {survives} |")
+        lines.append("")
+    if plans is not None:
+        lines += plan_markdown(plans, measure, alpha, power, max_queries)
+    return "\n".join(lines)
+
+
+def plot_findings(table: pl.DataFrame, path: str | Path, columns: int = 2) -> Path:
+    """A forest plot, one panel per claim (``columns`` panels a row): per dataset, the effect as % of the compared
+    result's mean with its confidence interval, the +/-MDE band shaded, coloured by verdict."""
+    from curricula.figures import _save, _use_agg
+
+    _use_agg()
+    import matplotlib.pyplot as plt
+
+    claims = list(dict.fromkeys(zip(table["paper"], table["claim"])))
+    datasets = list(dict.fromkeys(table["dataset"]))
+    colours = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", EQUIVALENT: "tab:blue", INCONCLUSIVE: "tab:gray"}
+    columns = max(1, min(columns, len(claims)))
+    rows = math.ceil(len(claims) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, rows * (0.32 * len(datasets) + 1.0)),
+                             squeeze=False)
+    for ax in axes.flat[len(claims):]:
+        ax.set_visible(False)
+    for ax, (paper, claim) in zip(axes.flat, claims):
+        for r in table.filter((pl.col("paper") == paper) & (pl.col("claim") == claim)).iter_rows(named=True):
+            scale = 100 / r["against_mean"] if r["against_mean"] > 0 else math.nan
+            y = len(datasets) - 1 - datasets.index(r["dataset"])
+            ax.fill_between([-r["mde"] * scale, r["mde"] * scale], y - 0.35, y + 0.35, color="0.88", lw=0)
+            ax.errorbar(r["effect"] * scale, y, xerr=[[max(0.0, (r["effect"] - r["ci_low"]) * scale)],
+                                                      [max(0.0, (r["ci_high"] - r["effect"]) * scale)]],
+                        fmt="o", color=colours[r["verdict"]], capsize=3, ms=4)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_yticks(range(len(datasets)), list(reversed(datasets)), fontsize=7)
+        ax.set_ylim(-0.6, len(datasets) - 0.4)
+        ax.set_title(f"{paper}: {claim}", fontsize=7, loc="left", wrap=True)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+    fig.supxlabel(f"effect, % of the compared mean ({table['measure'][0]}), with its CI; grey band: ±MDE; "
+                  "green reproduced, red not reproduced, blue equivalent, grey inconclusive", fontsize=7)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def load_active_metrics(paths: Mapping[tuple[str, str], str | Path]) -> pl.DataFrame:
+    """Per-query test values of active-learning runs (ACTIVE_TEST_METRICS files keyed (method, seed)) as a long
+    metrics frame whose experiment is ``active:<method>@<round>``."""
+    from curricula.active_loop import ACTIVE_TEST_METRICS
+    from curricula.tables import read_table
+
+    frames = [read_table(p, ACTIVE_TEST_METRICS).with_columns(
+        experiment=pl.format(ACTIVE_PREFIX + method + "@{}", pl.col("round")), seed=pl.lit(str(seed)))
+        for (method, seed), p in paths.items()]
+    return pl.concat(frames).select("experiment", "seed", "qid", "measure", "value")
+
+
+def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], claims: Sequence[Mapping[str, str]],
+                   outputs: Mapping[str, str | Path], *, measure: str, alpha: float = 0.05, power: float = 0.8,
+                   title: str = "", active_paths: Mapping[tuple[str, str, str], str | Path] | None = None,
+                   inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
+                   plan_max_queries: int | None = None,
+                   differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> pl.DataFrame:
+    """Rule ``report_study``: the findings table from every dataset's per-query test metrics, keyed (dataset,
+    experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed),
+    written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically.
+    ``inference``, ``margin``, ``multiplicity`` and ``differing_keys`` go to :func:`findings_table`; the page ends
+    with the planner (:func:`dataset_plans`, at most ``plan_max_queries`` test queries)."""
+    from curricula.comparisons import load_metrics
+    from curricula.tables import write_file_atomically, write_text_atomically
+
+    by_dataset: dict[str, dict[tuple[str, str], str | Path]] = {}
+    for (dataset, experiment, seed), path in metric_paths.items():
+        by_dataset.setdefault(dataset, {})[(experiment, seed)] = path
+    active: dict[str, dict[tuple[str, str], str | Path]] = {}
+    for (dataset, method, seed), path in (active_paths or {}).items():
+        active.setdefault(dataset, {})[(method, seed)] = path
+    metrics = {}
+    for dataset in dict.fromkeys([*by_dataset, *active]):
+        parts = [load_metrics(by_dataset[dataset])] if dataset in by_dataset else []
+        parts += [load_active_metrics(active[dataset])] if dataset in active else []
+        metrics[dataset] = pl.concat(parts)
+    table = findings_table(metrics, claims, measure, alpha, power, inference=inference, margin=margin,
+                           multiplicity=multiplicity, differing_keys=differing_keys)
+    plans = dataset_plans(table, alpha, power, plan_max_queries)
+    write_text_atomically(outputs["findings"], findings_markdown(
+        table, alpha=alpha, power=power, title=title, inference=inference, margin=margin, multiplicity=multiplicity,
+        plans=plans, max_queries=plan_max_queries))
+    write_file_atomically(outputs["table"], table.write_csv)
+    write_file_atomically(outputs["parquet"], table.write_parquet)
+    plot_findings(table, outputs["figure"])
+    return table
