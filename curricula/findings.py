@@ -208,8 +208,8 @@ def plan_markdown(plans: pl.DataFrame, measure: str, alpha: float = 0.05, power:
         best = (f"{r['cheapest_seeds']} x {r['cheapest_queries']:,}" if r["cheapest_seeds"] is not None else "–")
         own = (f"{_count(r['seeds_needed'])} ({_count(r['seeds_needed_low'])}–{_count(r['seeds_needed_high'])})"
                if math.isfinite(r["sd_seed_low"]) else "–")
-        lines.append(f"| {r['dataset']} | {r['seeds']} x {r['queries']:,} | {r['sd_seed']:.4f} ({r['sd_seed_low']:.4f}–"
-                     f"{r['sd_seed_high']:.4f}) | {r['sd_query']:.4f} | {r['sd_resid']:.4f} | {r['effect']:.4f} | "
+        lines.append(f"| {r['dataset']} | {r['seeds']} x {r['queries']:,} | {r['sd_seed']:.4f} "
+                     f"({r['sd_seed_low']:.4f}–{r['sd_seed_high']:.4f}) | {r['sd_query']:.4f} | {r['sd_resid']:.4f} | {r['effect']:.4f} | "
                      + " | ".join(_count(r[f"seeds_{s}"]) for s in SEEDS_PLANNED) + f" | {best} | {own} |")
     return [*lines, ""]
 
@@ -303,7 +303,8 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
                   f"`{first['experiment']}` against `{first['against']}`, expected {first['expect']}."
                   + differing_keys_sentence(rows), "",
                   f"| dataset | test queries | seeds | {first['experiment']} | {first['against']} | effect | "
-                  f"{level} CI | p | p per query | MDE | p_equiv (±margin) | verdict | adjusted p, p_equiv | survives |",
+                  f"{level} CI | p | p per query | MDE | p_equiv (±margin) | verdict | adjusted p, p_equiv | "
+                  "survives |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows.iter_rows(named=True):
             pct = f" ({_signed(r['effect_pct'], 1)}%)" if math.isfinite(r["effect_pct"]) else ""

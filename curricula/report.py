@@ -267,8 +267,8 @@ def power_table(metrics: pl.DataFrame, measure: str, *, test: str = "ttest", per
     the seed-averaged per-query differences, ddof=1), ``sd_seed``, ``sd_query``, ``sd_resid`` (square roots of the
     clipped variance components of the differences, :func:`curricula.stats.seed_query_components`), ``ms_seed``,
     ``ms_query``, ``ms_resid`` (their mean squares, null where they have no df), ``se`` and ``df`` (of the mean
-    difference, :func:`curricula.stats.seed_aware_test`), ``p_seed_aware``, ``p_ttest`` (per-query paired t-test on seed-averaged
-    values), ``p_<test>`` (only when ``test`` is not ``ttest``), ``mde``, ``mde_pct`` (100 * mde / baseline mean)
+    difference, :func:`curricula.stats.seed_aware_test`), ``p_seed_aware``, ``p_ttest`` (per-query paired t-test on
+    seed-averaged values), ``p_<test>`` (only when ``test`` is not ``ttest``), ``mde``, ``mde_pct`` (100 * mde / baseline mean)
     and ``queries_2pct`` (test queries an effect of 2% of the baseline mean needs; null when not positive or out of
     reach). ``mde`` and ``queries_2pct`` follow ``inference``: with ``seed_aware`` (the default)
     :func:`seed_aware_mde` and :func:`design_queries` at this table's number of seeds; with ``per_query``

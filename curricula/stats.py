@@ -570,3 +570,31 @@ def cheapest(needed: Mapping[int, int | None]) -> tuple[int, int] | None:
         if needed[s] is not None:
             return s, needed[s]
     return None
+
+
+# ------------------------------------------------------------------------------------------------- simulation
+def simulate_mean_squares(rng: np.random.Generator, seeds: int, queries: int, sd_seed: float, sd_query: float,
+                          sd_resid: float, draws: int, mu: float = 0.0
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """``draws`` samples of (mean of d, MS_seed, MS_query, MS_resid) of a balanced ``seeds`` x ``queries`` design of
+    the crossed normal model of :func:`seed_query_components` with true mean ``mu``, and the true SD of the mean.
+
+    In that model the grand mean and the three mean squares are independent, each mean square its expectation
+    times a chi-square over its df (Searle, Casella & McCulloch 1992, ch. 4), so a simulation of the seed-aware test
+    needs no seeds x queries matrix (``tests/test_stats.py`` checks it against whole matrices)."""
+    s, q = seeds, queries
+    sd_mean = math.sqrt(sd_seed ** 2 / s + sd_query ** 2 / q + sd_resid ** 2 / (s * q))
+    mean = mu + rng.standard_normal(draws) * sd_mean
+    dfs = (s - 1, q - 1, (s - 1) * (q - 1))
+    expected = (sd_resid ** 2 + q * sd_seed ** 2, sd_resid ** 2 + s * sd_query ** 2, sd_resid ** 2)
+    ms = [e * rng.chisquare(df, draws) / df for e, df in zip(expected, dfs)]
+    return mean, ms[0], ms[1], ms[2], sd_mean
+
+
+def rejection_rate(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray, seeds: int,
+                   queries: int, alpha: float = 0.05) -> float:
+    """The share of simulated designs (:func:`simulate_mean_squares`) in which :func:`seed_aware_test` rejects
+    mean(d) = 0 at ``alpha``: its type-I error when the true mean is 0, its power otherwise."""
+    scaled, df = mean_variance(ms_seed, ms_query, ms_resid, seeds, queries)
+    t = np.abs(mean) / np.sqrt(scaled / (seeds * queries))
+    return float(np.mean(2 * student_t.sf(t, df) < alpha))

@@ -1,9 +1,10 @@
-"""The statistics module: per-query paired tests, the seed-aware test and its size at every number of seeds, equivalence,
-multiplicity and the planner, on synthetic data with known answers and seeded simulations."""
+"""The statistics module: per-query paired tests, the seed-aware test and its size at every number of seeds,
+equivalence, multiplicity and the planner, on synthetic data with known answers and seeded simulations."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from scipy import stats
 from curricula.stats import (adjust, cheapest, design_mde, design_queries, design_seeds, equivalence_pvalue, mde,
                              mean_variance, paired_pvalue, paired_randomization, paired_ttest, paired_wilcoxon, plan,
                              pool_components, queries_needed, seed_aware_mde, seed_aware_test, seed_query_components,
-                             seed_sd_interval, with_seed_sd)
+                             rejection_rate, seed_sd_interval, simulate_mean_squares, with_seed_sd)
 from curricula.report import plan_sentence
 
 
@@ -272,25 +273,6 @@ def test_multiplicity_adjustments_match_scipy_and_a_hand_computation():
 
 
 # ------------------------------------------------------------------------------ simulated error rates (issue 43)
-def _mean_squares(rng: np.random.Generator, seeds: int, queries: int, sd_seed: float, sd_query: float,
-                  sd_resid: float, draws: int, mu: float = 0.0):
-    """``draws`` samples of (mean, MS_seed, MS_query, MS_resid) of a balanced seeds x queries design of the crossed
-    normal model: the mean and the three mean squares are independent, each mean square a scaled chi-square with
-    its df (Searle et al. 1992, ch. 4), so a simulation of the test needs no seeds x queries matrix."""
-    s, q = seeds, queries
-    sd_mean = math.sqrt(sd_seed ** 2 / s + sd_query ** 2 / q + sd_resid ** 2 / (s * q))
-    mean = mu + rng.standard_normal(draws) * sd_mean
-    dfs = (s - 1, q - 1, (s - 1) * (q - 1))
-    expected = (sd_resid ** 2 + q * sd_seed ** 2, sd_resid ** 2 + s * sd_query ** 2, sd_resid ** 2)
-    return (mean, *(e * rng.chisquare(df, draws) / df for e, df in zip(expected, dfs)), sd_mean)
-
-
-def _rejections(mean, ms_seed, ms_query, ms_resid, seeds, queries, alpha=0.05) -> float:
-    scaled, df = mean_variance(ms_seed, ms_query, ms_resid, seeds, queries)
-    t = np.abs(mean) / np.sqrt(scaled / (seeds * queries))
-    return float(np.mean(2 * stats.t.sf(t, df) < alpha))
-
-
 def _pretest_rejections(mean, ms_seed, ms_query, ms_resid, seeds, queries, alpha=0.05) -> float:
     """The rule before issue 43: a seed component estimated at or below zero switched to MS_query with Q - 1 df."""
     dfs, dfq, dfr = seeds - 1, queries - 1, (seeds - 1) * (queries - 1)
@@ -315,8 +297,8 @@ def test_the_seed_aware_test_holds_its_level_at_every_number_of_seeds(seeds):
     rng = np.random.default_rng(seeds)
     rates, old = [], []
     for sd_seed, sd_query in GRID:
-        sample = _mean_squares(rng, seeds, 300, sd_seed, sd_query, 0.25, draws)[:4]
-        rates.append(_rejections(*sample, seeds, 300))
+        sample = simulate_mean_squares(rng, seeds, 300, sd_seed, sd_query, 0.25, draws)[:4]
+        rates.append(rejection_rate(*sample, seeds, 300))
         old.append(_pretest_rejections(*sample, seeds, 300))
     assert max(rates) <= tolerance, dict(zip(GRID, rates))
     if seeds <= 3:
@@ -330,7 +312,8 @@ def test_the_seed_aware_test_on_whole_matrices_matches_the_mean_square_simulatio
     draws = 3000
     p = [seed_aware_test(_crossed(rng, 3, 100, 0.0, 0.01, 0.03, 0.25)).p for _ in range(draws)]
     rate = float(np.mean(np.array(p) < 0.05))
-    fast = _rejections(*_mean_squares(np.random.default_rng(8), 3, 100, 0.01, 0.03, 0.25, 200_000)[:4], 3, 100)
+    fast = rejection_rate(*simulate_mean_squares(np.random.default_rng(8), 3, 100, 0.01, 0.03, 0.25, 200_000)[:4], 3,
+                          100)
     assert abs(rate - fast) <= 4 * math.sqrt(0.05 * 0.95 / draws)
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / draws)
 
@@ -340,8 +323,9 @@ def test_its_power_grows_with_the_seeds():
     test at few seeds is power, which the report states; 5 seeds recover most of the z test's 0.8."""
     power = {}
     for seeds in (2, 3, 5):
-        mean, *ms, sd_mean = _mean_squares(np.random.default_rng(20 + seeds), seeds, 300, 0.02, 0.03, 0.25, 20_000)
-        power[seeds] = _rejections(mean + 2.8 * sd_mean, *ms, seeds, 300)
+        mean, *ms, sd_mean = simulate_mean_squares(np.random.default_rng(20 + seeds), seeds, 300, 0.02, 0.03, 0.25,
+                                                   20_000)
+        power[seeds] = rejection_rate(mean + 2.8 * sd_mean, *ms, seeds, 300)
     assert power[2] < power[3] < power[5] and power[5] > 0.5
 
 
@@ -358,7 +342,8 @@ def test_tost_holds_its_size_at_the_margin():
     assert inside / 200 > 0.5  # and it has power inside the margin (5 seeds x 300 queries)
 
 
-@pytest.mark.parametrize("components,seeds", [((0.02 ** 2, 0.1 ** 2, 0.05 ** 2), 3), ((0.001 ** 2, 0.1 ** 2, 0.05 ** 2), 2),
+@pytest.mark.parametrize("components,seeds", [((0.02 ** 2, 0.1 ** 2, 0.05 ** 2), 3),
+                                              ((0.001 ** 2, 0.1 ** 2, 0.05 ** 2), 2),
                                               ((0.01 ** 2, 0.1 ** 2, 0.1 ** 2), 5)])
 def test_the_planner_returns_the_smallest_feasible_number_of_queries(components, seeds):
     mdes = {q: design_mde(components, seeds, q) for q in range(2, 4001)}
@@ -400,3 +385,38 @@ def test_the_seed_sd_interval_and_the_seeds_a_dataset_needs():
     assert design_seeds(with_seed_sd(components, low), 0.02, 1500) < n < design_seeds(
         with_seed_sd(components, high), 0.02, 1500)
     assert design_seeds(components, 1e-6, 1500, max_seeds=50) is None
+
+
+FIXTURE = Path(__file__).parent / "data" / "chitchat_ap_4seeds.parquet"
+
+
+def _two_level_bootstrap_p(d: np.ndarray, draws: int, rng: np.random.Generator) -> float:
+    """An independent check of the seed-aware p: seeds and queries resampled with replacement, each level on its own
+    (the multi-bootstrap of Sellam et al. 2022, seeds paired across the arms), the mean difference recomputed, and
+    p = 2 min(P*(mean <= 0), P*(mean >= 0)) (the percentile interval inverted). Computed through counts: the mean
+    over a resampled grid is w_seed @ d @ w_query / (S Q)."""
+    s, q = d.shape
+    w_seed = rng.multinomial(s, np.full(s, 1 / s), size=draws)
+    w_query = rng.multinomial(q, np.full(q, 1 / q), size=draws)
+    means = np.einsum("bs,sq,bq->b", w_seed, d, w_query) / (s * q)
+    return float(min(1.0, 2 * min(np.mean(means <= 0), np.mean(means >= 0))))
+
+
+def test_the_seed_aware_p_agrees_with_a_two_level_bootstrap_on_a_real_run():
+    """The default run's per-query test AP (4 seeds x 1,500 chitchat test contexts, tests/data/README.md): for each
+    experiment against the baseline, the seed-aware p and a two-level bootstrap's p lie within 0.1 of each other,
+    and the bootstrap's is not the larger by more than its Monte-Carlo error: with 4 seeds the bootstrap's seed
+    level sees (S - 1) / S of the seed variance and no t tail, so it is the more liberal of the two."""
+    import polars as pl
+
+    from curricula.comparisons import paired_cells
+
+    metrics = pl.read_parquet(FIXTURE)
+    rng = np.random.default_rng(0)
+    for experiment in sorted(set(metrics["experiment"]) - {"baseline"}):
+        a, b = paired_cells(metrics, experiment, "AP")
+        assert a.shape == (4, 1500)
+        p = seed_aware_test(a - b).p
+        boot = _two_level_bootstrap_p(a - b, 4000, rng)
+        assert abs(p - boot) <= 0.1, (experiment, p, boot)
+        assert boot <= p + 3 * math.sqrt(0.25 / 4000), (experiment, p, boot)
