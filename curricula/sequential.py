@@ -315,6 +315,7 @@ def look_mean_squares(d: np.ndarray, looks: Sequence[int]) -> tuple[np.ndarray, 
     """(mean, MS_seed, MS_query, MS_resid), each of shape (looks, draws), of the first ``looks[k]`` seeds of each
     draw of ``d`` (draws x seeds x queries): the two-way ANOVA of :func:`curricula.stats.seed_query_components`,
     from running sums over seeds (row sums, row sums of squares and column sums), with no loop over draws."""
+    information_fractions(looks)
     d = np.asarray(d, dtype=np.float64)
     if d.ndim != 3 or d.shape[1] < looks[-1] or d.shape[2] < 2:
         raise ValueError(f"need draws x seeds x queries with at least {looks[-1]} seeds, got {d.shape}")
