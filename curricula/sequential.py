@@ -135,6 +135,8 @@ def _walk(fractions: Sequence[float], sides: int, boundary: Callable[[int, Calla
         c = boundary(k, exit_at)
         bounds.append(c)
         exits.append(exit_at(c))
+        if k == t.size - 1:
+            break
         y, w = _simpson(-c * root if sides == 2 else -_LOWER_SDS * root, c * root, step)
         density = norm.pdf(y / root) / root if k == 0 else (norm.pdf((y[:, None] - x[None, :]) / sd) / sd) @ mass
         x, mass = y, w * density
