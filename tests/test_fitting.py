@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from curricula.fitting import (Checkpointer, FitConfig, budget, fit, linear_schedule_factor, make_optimizer,
-                               schedule_factor, warmup_steps)
+from curricula.fitting import (Checkpointer, FitConfig, FitResult, budget, fit, linear_schedule_factor,
+                               make_optimizer, schedule_factor, warmup_steps)
 
 DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32))
 TARGET = DATA @ torch.arange(1.0, 7.0) + 0.5
@@ -303,3 +303,29 @@ def test_frozen_parameters_stay_out_of_checkpoints_and_rollback(tmp_path):
                  checkpoint=Checkpointer(tmp_path, "f"))
     assert result.curve == expected.curve
     assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(whole)))
+
+
+#: sha256 of a tiny fit (losses, dev curve, kept step, stop reason, final weights) on the code before weight
+#: averaging and the diagnostic test column existed: their defaults must leave it bit for bit
+FIT_BEFORE_AVERAGING = "a04e2f30c6268a45ab346080e3adf362bf1289fb6cbc28939d845417308f64eb"
+BUMP = {3: 0.0, 6: 8.0, 9: 0.0, 12: 0.0}  # the dev value of step 6 lifted above the later ones: a real rollback
+
+
+def pinned_fit(**knobs) -> tuple[str, FitResult]:
+    """The tiny fit whose digest is FIT_BEFORE_AVERAGING (``knobs`` go to its FitConfig)."""
+    import hashlib
+
+    net = model()
+    cfg = FitConfig(steps=12, lr=0.05, eval_every=3, patience=2, min_steps=4, warmup=0.2, **knobs)
+    result = fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=6, progress=False,
+                 evaluate=lambda done: {"value": -full_loss(net) + BUMP[done]})
+    digest = hashlib.sha256(repr((result.losses, result.curve, result.best_step, result.stopped)).encode())
+    for value in net.state_dict().values():
+        digest.update(value.numpy().tobytes())
+    return digest.hexdigest(), result
+
+
+def test_the_default_fit_is_bit_for_bit_the_fit_before_averaging():
+    digest, result = pinned_fit()
+    assert result.best_step == 6 and result.stopped == "patience"
+    assert digest == FIT_BEFORE_AVERAGING

@@ -630,3 +630,31 @@ def test_early_stopping_records_why_and_resumes_after_a_kill(data, table, tmp_pa
     budget_only = train_ranker(data, {**spec, "patience": None, "max_steps": 6}, 3, model_out=tmp_path / "c",
                                checkpoint_dir=tmp_path / "c.ckpt", **kw)
     assert budget_only["step"].to_list() == [2, 4, 6] and budget_only["stopped"][-1] == "budget"
+
+
+#: sha256 of a tiny ConvKNRM training (dev curve rows and kept weights) on the code before weight averaging and the
+#: diagnostic test column existed: their defaults (absent from the spec) must leave it bit for bit
+TRAINING_BEFORE_AVERAGING = "c7e8b0e0207462f15901a56110ae31b90f600c995a42961e1c7685a6a787b520"
+
+
+def pinned_training(data, table, tmp_path, **over) -> tuple[str, pl.DataFrame, dict[str, torch.Tensor]]:
+    """The tiny training whose digest is TRAINING_BEFORE_AVERAGING (``over`` overrides its spec)."""
+    import hashlib
+
+    from safetensors.torch import load_file
+
+    spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"], lr=1e-3, steps=8,
+                                  eval_every=2, checkpoint_every=4, **over))
+    curve = train_ranker(data, spec, 5, curriculum_dir=folder_for(table, "random", tmp_path), progress=False,
+                         model_out=tmp_path / "m", checkpoint_dir=tmp_path / "m.ckpt")
+    weights = load_file(tmp_path / "m" / "model.safetensors")
+    digest = hashlib.sha256(repr(curve.select(list(DEV_CURVE.columns)).rows()).encode())
+    for key in sorted(weights):
+        digest.update(key.encode() + weights[key].numpy().tobytes())
+    return digest.hexdigest(), curve, weights
+
+
+def test_the_default_training_is_bit_for_bit_the_training_before_averaging(data, table, tmp_path):
+    digest, curve, _ = pinned_training(data, table, tmp_path)
+    assert curve.columns == list(DEV_CURVE.columns) and curve["step"].to_list() == [2, 4, 6, 8]
+    assert digest == TRAINING_BEFORE_AVERAGING
