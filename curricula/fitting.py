@@ -287,9 +287,9 @@ class WeightAverage:
     Learning", arXiv 2411.18704, do). ``kind`` ``swa``: the uniform average of every weight vector it is given,
     ``avg <- avg + (w - avg) / n`` for the n-th (Izmailov et al. 2018, "Averaging Weights Leads to Wider Optima and
     Better Generalization", UAI, eq. 2, after a burn-in; torch's ``AveragedModel`` default; one per evaluation in
-    :func:`fit`). The first weights given become the average. Floating-point entries of the state dict are averaged (parameters and float buffers, as
-    ``AveragedModel(use_buffers=True)``); integer buffers are copied; ``skip`` (frozen parameters, constant) stays
-    out. ``count`` is how many weight vectors went in.
+    :func:`fit`). The first weights given become the average. Floating-point entries of the state dict are
+    averaged (parameters and float buffers, as ``AveragedModel(use_buffers=True)``); integer buffers are copied;
+    ``skip`` (frozen parameters, constant) stays out. ``count`` is how many weight vectors went in.
     """
 
     def __init__(self, kind: str, decay: float = DEFAULT_EMA_DECAY, skip: frozenset[str] = frozenset()):
