@@ -21,8 +21,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import polars as pl
-
+from curricula.report import to_markdown
 from curricula.selection import Rule, kept_values, last_common_step, load_curves, parse_rule, selection_noise
 
 
@@ -31,18 +30,6 @@ def default_rules(budget: int, evaluations: int) -> list[Rule]:
     each of the last four only when the shortest curve has at least ``k`` evaluations (``evaluations``)."""
     windows = [Rule("smoothed_best", k) for k in (3, 5)] + [Rule("eval_every", k) for k in (2, 4)]
     return [Rule("best_dev"), Rule("fixed_budget", budget), *[r for r in windows if r.k <= evaluations]]
-
-
-def markdown(frame: pl.DataFrame, digits: int = 4) -> list[str]:
-    """A frame as Markdown table lines, floats rounded to ``digits``; nulls as ``-``."""
-    def cell(value) -> str:
-        if value is None:
-            return "-"
-        return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * frame.width]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
-    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,10 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "mean_difference": "mean effect"})
     metric = next(iter(next(iter(curves.values())).values()))["metric"][0]
     print(f"## {args.root}: {arms[1]} - {arms[0]}, test {metric} of the evaluation each rule keeps\n")
-    print("\n".join(markdown(table)))
+    print(to_markdown(table, "rule"), end="")
     if args.per_seed:
         print()
-        print("\n".join(markdown(kept.sort("rule", "arm", "seed", maintain_order=True))))
+        print(to_markdown(kept.sort("rule", "arm", "seed", maintain_order=True), "arm"), end="")
     return 0
 
 
