@@ -70,7 +70,7 @@ def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
     fingerprint as before these knobs existed."""
     if not spec.get("diagnostic_test"):
         spec.pop("diagnostic_test", None)
-    if (spec.get("averaging") or "none") == "none":
+    if not averages(spec):
         spec.pop("averaging", None)
     if spec.get("averaging") != "ema":
         spec.pop("ema_decay", None)
@@ -169,8 +169,8 @@ def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int |
     least = max([curriculum_length(spec) for spec in specs] + [int(floor or 0)])
     for name, of in runs.items():
         for run, spec in of.items():
-            # without patience nothing counts evaluations: null, so a longer curriculum added to the grid re-runs
-            # only its own jobs
+            # without patience or averaging nothing counts evaluations or averages: null, so a longer curriculum
+            # added to the grid re-runs only its own jobs
             spec["min_steps"] = least if spec.get("patience") or averages(spec) else None
             try:
                 check_min_steps(spec["min_steps"], int(spec.get("max_steps") or spec["steps"]))
@@ -336,10 +336,10 @@ ACTIVE_TRAIN: dict[str, Any] = {"ranker": "lstm_qa", "architecture": {}, "lr": N
 
 def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The resolved train spec of the active-learning ranker (:mod:`curricula.active_loop`):
-    ``train`` < ACTIVE_TRAIN < ``active.train``; the grid's :data:`SELECTION_KNOBS` in ``train`` stay the grid's
-    (``active.train`` may set them)."""
+    ``train`` < ACTIVE_TRAIN < ``active.train``; the grid's :data:`SELECTION_KNOBS` in ``train`` are not the
+    active-learning ranker's (its fits have no curriculum phase to start an average after)."""
     overrides = merge_experiment(ACTIVE_TRAIN, (config.get("active") or {}).get("train") or {})
-    train = {k: v for k, v in config.get("train", {}).items() if k not in SELECTION_KNOBS}  # the grid's, not its
+    train = {k: v for k, v in config.get("train", {}).items() if k not in SELECTION_KNOBS}
     spec = merge_experiment(train, overrides)
     check_spec("active", spec, schema, **config_knobs(config))
     try:

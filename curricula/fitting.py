@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from curricula.experiments import check_min_steps
+from curricula.experiments import averages, check_min_steps
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def average_start(spec: Mapping[str, Any], length: int | None = None) -> int:
 
     Izmailov et al. 2018 ("Averaging Weights Leads to Wider Optima and Better Generalization", UAI) start SWA
     after a burn-in of ordinary training; starting at the longest curriculum's end is that burn-in here."""
-    if (spec.get("averaging") or "none") == "none":
+    if not averages(spec):
         return 0
     return phase_end(spec, total_steps(spec), length)
 
