@@ -41,6 +41,10 @@ BASELINE = "baseline"
 BASELINE_AXES: dict[str, Any] = {"scoring": "random", "pacing": {"name": "standard"}, "weighting": None}
 #: knobs that change how fast a job runs but not what it computes (kept out of Snakemake params)
 RUNTIME_KNOBS = ("threads",)
+#: the grid's model-selection knobs (issue 45), the same for every arm (an experiment may not set them): the
+#: diagnostic test column of the dev curve and the weight average. Left out of a resolved spec while idle
+#: (:func:`drop_idle_knobs`), so a config written before they existed keeps its train jobs' params and outputs
+SELECTION_KNOBS = ("diagnostic_test", "averaging", "ema_decay")
 
 
 def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,7 +60,26 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
         del negatives["false_negative_guard"]  # null = off, as if never written: unchanged specs, params and hashes
     for key, value in BASELINE_AXES.items():
         spec.setdefault(key, copy.deepcopy(value))
+    return drop_idle_knobs(spec)
+
+
+def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
+    """Remove (in place; returned) the :data:`SELECTION_KNOBS` that change nothing: ``diagnostic_test`` when false,
+    ``averaging`` when ``none``, ``ema_decay`` unless ``averaging`` is ``ema``. A train job's params then hold only
+    the knobs that change its output, and the schema's defaults leave every spec, params and checkpoint
+    fingerprint as before these knobs existed."""
+    if not spec.get("diagnostic_test"):
+        spec.pop("diagnostic_test", None)
+    if not averages(spec):
+        spec.pop("averaging", None)
+    if spec.get("averaging") != "ema":
+        spec.pop("ema_decay", None)
     return spec
+
+
+def averages(spec: Mapping[str, Any]) -> bool:
+    """Whether a spec averages its weights (``averaging`` other than ``none``; :class:`curricula.fitting.FitConfig`)."""
+    return (spec.get("averaging") or "none") != "none"
 
 
 def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +127,10 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
         if "min_steps" in (overrides or {}):
             raise ValueError(f"experiments.{name}.min_steps: every arm of a grid shares min_steps (the longest "
                              f"curriculum of the grid); set train.min_steps for a floor instead")
+        for key in SELECTION_KNOBS:
+            if key in (overrides or {}):
+                raise ValueError(f"experiments.{name}.{key}: every arm of a grid is selected alike; set "
+                                 f"train.{key} instead")
         try:
             grid = variants(name, overrides or {})
         except ValueError as err:
@@ -130,19 +157,21 @@ def check_min_steps(min_steps: int | None, total: int) -> None:
 
 def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int | None = None) -> int:
     """Store on every run's spec (in place) ``min_steps``: the longest :func:`curriculum_length` of the runs, or
-    ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience`` (null without: nothing counts
-    evaluations then, and a longer curriculum added to the grid must not re-run the others); return it.
+    ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience`` or weight ``averaging`` (null
+    without: nothing counts evaluations or starts an average then, and a longer curriculum added to the grid must
+    not re-run the others); return it. Early stopping counts evaluations, and the weight average takes weights in,
+    only after it (:func:`curricula.fitting.budget`, :func:`curricula.fitting.average_start`).
 
-    With ``patience``, a ``min_steps`` above a run's budget (``max_steps``, null = ``steps``) is a ValueError naming
-    the run and both values (:func:`check_min_steps`, the rule :func:`curricula.fitting.budget`
-    applies in the job, checked here before any job runs)."""
+    A ``min_steps`` above a run's budget (``max_steps``, null = ``steps``) is a ValueError naming the run and both
+    values (:func:`check_min_steps`, the rule :func:`curricula.fitting.budget` applies in the job, checked here
+    before any job runs)."""
     specs = [spec for of in runs.values() for spec in of.values()]
     least = max([curriculum_length(spec) for spec in specs] + [int(floor or 0)])
     for name, of in runs.items():
         for run, spec in of.items():
-            # without patience nothing counts evaluations: null, so a longer curriculum added to the grid re-runs
-            # only its own jobs
-            spec["min_steps"] = least if spec.get("patience") else None
+            # without patience or averaging nothing counts evaluations or averages: null, so a longer curriculum
+            # added to the grid re-runs only its own jobs
+            spec["min_steps"] = least if spec.get("patience") or averages(spec) else None
             try:
                 check_min_steps(spec["min_steps"], int(spec.get("max_steps") or spec["steps"]))
             except ValueError as err:
@@ -307,9 +336,11 @@ ACTIVE_TRAIN: dict[str, Any] = {"ranker": "lstm_qa", "architecture": {}, "lr": N
 
 def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The resolved train spec of the active-learning ranker (:mod:`curricula.active_loop`):
-    ``train`` < ACTIVE_TRAIN < ``active.train``."""
+    ``train`` < ACTIVE_TRAIN < ``active.train``; the grid's :data:`SELECTION_KNOBS` in ``train`` are not the
+    active-learning ranker's (its fits have no curriculum phase to start an average after)."""
     overrides = merge_experiment(ACTIVE_TRAIN, (config.get("active") or {}).get("train") or {})
-    spec = merge_experiment(config.get("train", {}), overrides)
+    train = {k: v for k, v in config.get("train", {}).items() if k not in SELECTION_KNOBS}
+    spec = merge_experiment(train, overrides)
     check_spec("active", spec, schema, **config_knobs(config))
     try:
         return resolve_ranker(spec)

@@ -13,8 +13,13 @@ the loss) and, if the model is selected on dev, what one evaluation is (``evalua
 * dev evaluation every ``eval_every`` steps and after the last, the best-on-dev weights kept and restored at the
   end (model selection on dev: MacAvaney et al. 2020 §4 roll back to the best validation model), and early
   stopping after ``patience`` evaluations without improvement (MacAvaney et al.: 15 iterations);
-* checkpoints every ``checkpoint_every`` steps (model, optimiser, schedule, torch RNG, the curve, the best weights
-  and the caller's own sampler state) from which a killed job resumes and ends with the same weights.
+* optionally an average of the weights (:class:`WeightAverage`: an exponential moving average, or SWA's uniform
+  average of the weights at each evaluation), started only after step ``average_from`` (a grid's longest curriculum)
+  so that every arm averages the same phase of training; dev evaluations then evaluate the averaged weights, and
+  the averaged weights of the kept evaluation are the model;
+* checkpoints every ``checkpoint_every`` steps (model, optimiser, schedule, torch RNG, the curve, the best weights,
+  the weight average and the caller's own sampler state) from which a killed job resumes and ends with the same
+  weights.
 
 Resuming is exact when the caller's batches are a pure function of (seed, step), or when the caller hands its
 sampler state to the checkpoint (``sampler_state`` / ``restore_sampler``). Checkpoints are plain tensors and
@@ -37,12 +42,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from curricula.experiments import check_min_steps
+from curricula.experiments import averages, check_min_steps
 
 log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "linear")
+#: weight averaging (:class:`WeightAverage`): none (the trained weights themselves), ema, swa
+AVERAGING = ("none", "ema", "swa")
+#: the EMA's decay per step when a spec names none (a window of about 1 / (1 - 0.999) = 1,000 steps)
+DEFAULT_EMA_DECAY = 0.999
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,12 @@ class FitConfig:
     ``checkpoint_every`` are in steps (0 = never);
     ``fused`` uses torch's fused Adam kernel (same update rule, about 4x faster on CPU for large embedding tables,
     different last float bits).
+
+    ``averaging`` (:data:`AVERAGING`; :class:`WeightAverage`) evaluates and keeps an average of the weights instead
+    of the weights themselves: ``ema`` updates an exponential moving average with ``ema_decay`` (per step, in
+    (0, 1)) after every step, ``swa`` a uniform average at every evaluation step (every ``eval_every`` steps and the
+    last); both take in only the weights after step ``average_from`` and later (steps done, at most ``steps``).
+    ``none`` (the default) trains exactly as before averaging existed.
     """
 
     steps: int
@@ -74,6 +89,9 @@ class FitConfig:
     fused: bool = False
     patience: int = 0
     min_steps: int = 0
+    averaging: str = "none"
+    ema_decay: float = DEFAULT_EMA_DECAY
+    average_from: int = 0
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -93,6 +111,12 @@ class FitConfig:
             raise ValueError(f"min_steps={self.min_steps}: expected between 0 and steps={self.steps}")
         if self.patience and not self.eval_every:
             raise ValueError(f"patience={self.patience} counts dev evaluations: set eval_every too")
+        if self.averaging not in AVERAGING:
+            raise ValueError(f"averaging {self.averaging!r}: expected one of {list(AVERAGING)}")
+        if not 0 < self.ema_decay < 1:
+            raise ValueError(f"ema_decay={self.ema_decay}: expected a decay per step in (0, 1)")
+        if not 0 <= self.average_from <= self.steps:
+            raise ValueError(f"average_from={self.average_from}: expected between 0 and steps={self.steps}")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], length: int | None = None, **overrides: Any) -> FitConfig:
@@ -100,14 +124,19 @@ class FitConfig:
 
         The budget is ``max_steps`` (null = ``steps``); with ``patience`` (null = off) evaluations count only after
         the curriculum's ``length`` (default ``steps``; :func:`budget`). ``schedule`` is the spec's when present
-        (a spec resolved by :func:`curricula.experiments.resolve_ranker` always has one), else ``linear``."""
+        (a spec resolved by :func:`curricula.experiments.resolve_ranker` always has one), else ``linear``. A spec's
+        ``averaging`` (absent = ``none``) starts after the same ``length`` (:func:`average_start`), with its
+        ``ema_decay`` (absent = :data:`DEFAULT_EMA_DECAY`)."""
         total, least = budget(spec, length)
         knobs = {"steps": total, "lr": float(spec["lr"]), "optimizer": spec["optimizer"],
                  "eps": float(spec["eps"]), "weight_decay": float(spec["weight_decay"]),
                  "warmup": float(spec["warmup"]), "schedule": spec.get("schedule") or "linear",
                  "eval_every": int(spec["eval_every"]),
                  "checkpoint_every": int(spec.get("checkpoint_every") or 0), "fused": True,
-                 "patience": int(spec.get("patience") or 0), "min_steps": least}
+                 "patience": int(spec.get("patience") or 0), "min_steps": least,
+                 "averaging": spec.get("averaging") or "none",
+                 "ema_decay": float(spec.get("ema_decay") or DEFAULT_EMA_DECAY),
+                 "average_from": average_start(spec, length)}
         return cls(**{**knobs, **overrides})
 
 
@@ -119,14 +148,40 @@ def budget(spec: Mapping[str, Any], length: int | None = None) -> tuple[int, int
     A ``max_steps`` below ``steps`` would cut the curriculum short, and with ``patience`` a spec's ``min_steps``
     (the grid's longest curriculum, :func:`curricula.experiments.experiment_runs`) above the budget would leave
     early stopping nothing to count: ValueError for both."""
+    total = total_steps(spec)
+    if not spec.get("patience"):
+        return total, 0
+    return total, phase_end(spec, total, length)
+
+
+def total_steps(spec: Mapping[str, Any]) -> int:
+    """A ranker spec's budget in steps: ``max_steps`` (null = ``steps``); ValueError when below ``steps`` (it would
+    cut the curriculum short)."""
     steps = int(spec["steps"])
     total = int(spec.get("max_steps") or steps)
     if total < steps:
         raise ValueError(f"max_steps={total} is below steps={steps}: the budget must cover the curriculum")
-    if not spec.get("patience"):
-        return total, 0
+    return total
+
+
+def phase_end(spec: Mapping[str, Any], total: int, length: int | None = None) -> int:
+    """The step (steps done) at which the curriculum phase of a spec with budget ``total`` ends: its ``length``
+    (default ``steps``; the pipeline passes the grid's longest curriculum, ``min_steps``), capped at the budget.
+    ValueError when the spec's ``min_steps`` lies above the budget (:func:`check_min_steps`)."""
     check_min_steps(spec.get("min_steps"), total)
-    return total, min(total, steps if length is None else int(length))
+    return min(total, int(spec["steps"]) if length is None else int(length))
+
+
+def average_start(spec: Mapping[str, Any], length: int | None = None) -> int:
+    """The step (steps done) after which a spec's weight average takes weights in: the end of the curriculum phase
+    (:func:`phase_end`; the pipeline's ``min_steps``, the grid's longest curriculum, so that every arm averages
+    the same phase of training, never one arm's easy-only data), 0 without ``averaging``.
+
+    Izmailov et al. 2018 ("Averaging Weights Leads to Wider Optima and Better Generalization", UAI) start SWA
+    after a burn-in of ordinary training; starting at the longest curriculum's end is that burn-in here."""
+    if not averages(spec):
+        return 0
+    return phase_end(spec, total_steps(spec), length)
 
 
 def warmup_steps(warmup: float, steps: int) -> int:
@@ -221,6 +276,67 @@ class Checkpointer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class WeightAverage:
+    """A running average of a module's weights, as a second copy beside the trained ones (on their device).
+
+    ``kind`` ``ema``: an exponential moving average, ``avg <- decay * avg + (1 - decay) * w`` for every weight vector
+    it is given (one per step in :func:`fit`): the exponentially weighted form of iterate averaging (Polyak &
+    Juditsky 1992, "Acceleration of Stochastic Approximation by Averaging", SIAM J. Control Optim. 30(4), average
+    the iterates uniformly; a constant ``decay`` forgets the early ones, as torch's ``get_ema_multi_avg_fn``
+    (``torch.optim.swa_utils``) and Morales-Brotons et al. 2024, "Exponential Moving Average of Weights in Deep
+    Learning", arXiv 2411.18704, do). ``kind`` ``swa``: the uniform average of every weight vector it is given,
+    ``avg <- avg + (w - avg) / n`` for the n-th (Izmailov et al. 2018, "Averaging Weights Leads to Wider Optima and
+    Better Generalization", UAI, eq. 2, after a burn-in; torch's ``AveragedModel`` default; one per evaluation in
+    :func:`fit`). The first weights given become the average. Floating-point entries of the state dict are
+    averaged (parameters and float buffers, as ``AveragedModel(use_buffers=True)``); integer buffers are copied;
+    ``skip`` (frozen parameters, constant) stays out. ``count`` is how many weight vectors went in.
+    """
+
+    def __init__(self, kind: str, decay: float = DEFAULT_EMA_DECAY, skip: frozenset[str] = frozenset()):
+        if kind not in AVERAGING[1:]:
+            raise ValueError(f"weight average {kind!r}: expected one of {list(AVERAGING[1:])}")
+        self.kind, self.decay, self.skip = kind, float(decay), skip
+        self.state: dict[str, torch.Tensor] | None = None
+        self.count = 0
+
+    @torch.no_grad()
+    def update(self, module: torch.nn.Module) -> None:
+        """Take the module's current weights into the average."""
+        current = {k: v.detach() for k, v in module.state_dict().items() if k not in self.skip}
+        self.count += 1
+        if self.state is None:
+            self.state = {k: v.clone() for k, v in current.items()}
+            return
+        for key, avg in self.state.items():
+            weight = current[key]
+            if not avg.is_floating_point():
+                avg.copy_(weight)
+            elif self.kind == "ema":
+                avg.mul_(self.decay).add_(weight, alpha=1.0 - self.decay)
+            else:
+                avg.add_(weight - avg, alpha=1.0 / self.count)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the average: its count and a CPU copy of its weights (None before any)."""
+        state = None if self.state is None else {k: v.to("cpu").clone() for k, v in self.state.items()}
+        return {"kind": self.kind, "count": self.count, "state": state}
+
+    def restore(self, saved: Mapping[str, Any], device: torch.device | str) -> None:
+        """Resume from :meth:`checkpoint`'s dict (ValueError when it is another kind of average)."""
+        if saved["kind"] != self.kind:
+            raise ValueError(f"the checkpoint holds a {saved['kind']} average, not {self.kind}")
+        self.count = int(saved["count"])
+        self.state = None if saved["state"] is None else {k: v.to(device) for k, v in saved["state"].items()}
+
+
+def swapped_in(module: torch.nn.Module, state: Mapping[str, torch.Tensor], skip: frozenset[str]
+               ) -> dict[str, torch.Tensor]:
+    """Load ``state`` into ``module`` and return a copy (on the module's device) of the weights it replaced."""
+    saved = {k: v.detach().clone() for k, v in module.state_dict().items() if k not in skip}
+    load_weights(module, state, skip)
+    return saved
+
+
 @dataclass
 class FitResult:
     """What :func:`fit` returns: per-step training losses, the dev curve rows and the best evaluation.
@@ -267,6 +383,11 @@ def fit(
     re-run resumes from it; ``sampler_state()`` / ``restore_sampler(state)`` carry the caller's batch sampler
     state when its batches are not a pure function of the step. ``on_step(done)`` runs after every step (tests use
     it to simulate a killed job).
+
+    With ``cfg.averaging`` (:class:`WeightAverage`), once weights after step ``cfg.average_from`` have entered the
+    average, every evaluation evaluates the averaged weights (the trained ones are swapped back for the next step),
+    the kept weights are the average at the best evaluation, and without ``evaluate`` the final average is kept.
+    Evaluations before that evaluate the trained weights, as without averaging.
     """
     t_start = time.time()
     frozen = frozen_names(module)
@@ -275,6 +396,7 @@ def fit(
     torch.manual_seed(seed)
     result = FitResult()
     best_state: dict[str, torch.Tensor] | None = None
+    average = WeightAverage(cfg.averaging, cfg.ema_decay, frozen) if cfg.averaging != "none" else None
     start = 0
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:
@@ -290,6 +412,8 @@ def fit(
         result.losses, result.curve = list(state["losses"]), list(state["curve"])
         result.best_step, result.best_value = int(state["best_step"]), float(state["best_value"])
         best_state = state["best_state"]
+        if average is not None:
+            average.restore(state["average"], next(module.parameters()).device)
         log.info("resuming from the checkpoint at step %d of %d (best dev %.4f at step %d)", start, cfg.steps,
                  result.best_value, result.best_step)
 
@@ -307,11 +431,15 @@ def fit(
         result.losses.append(float(loss.detach()))
         done = step + 1
         stop = False
-        if evaluate is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps):
+        evaluation_step = bool(cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps
+        if average is not None and done >= cfg.average_from and (average.kind == "ema" or evaluation_step):
+            average.update(module)
+        if evaluate is not None and evaluation_step:
             since = result.curve[-1]["step"] if result.curve else 0  # the curve's train_loss: steps since then
+            averaged = average is not None and average.state is not None  # evaluate (and keep) the average
+            trained = swapped_in(module, average.state, frozen) if averaged else None
             row = {"step": done, **evaluate(done), "train_loss": float(np.mean(result.losses[since:]))}
             result.curve.append(row)
-            module.train()
             bar.set_postfix(dev=f"{row['value']:.4f}", refresh=False)
             log.info("step %d/%d: %s; %.1f s", done, cfg.steps,
                      ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
@@ -319,6 +447,9 @@ def fit(
             if row["value"] > result.best_value:
                 best_state = state_dict_cpu(module, frozen)
                 result.best_step, result.best_value = done, float(row["value"])
+            if trained is not None:
+                load_weights(module, trained, frozen)
+            module.train()
             stop = bool(cfg.patience) and result.evaluations_since_best(cfg.min_steps) >= cfg.patience
             if stop:
                 result.stopped = "patience"
@@ -335,12 +466,15 @@ def fit(
                 "sampler": sampler_state() if sampler_state is not None else None,
                 "losses": result.losses, "curve": result.curve, "best_step": result.best_step,
                 "best_value": result.best_value, "best_state": best_state,
+                **({"average": average.checkpoint()} if average is not None else {}),
             })
         if on_step is not None:
             on_step(done)
         if stop:
             break
     bar.close()
+    if best_state is None and average is not None and average.state is not None:
+        best_state = average.state  # no evaluation chose: the final average is the model
     if best_state is not None:
         load_weights(module, best_state, frozen)
     module.eval()

@@ -69,6 +69,27 @@ DEV_CURVE = TableSpec(
     nullable=frozenset({"stopped"}),
     allowed={"stopped": STOP_REASONS},
 )
+#: the dev curve of a run with ``train.diagnostic_test`` (issue 45): also the eval metric on the test queries at every
+#: evaluation (``test_value``), read by the selection-noise analysis (:mod:`curricula.selection`) and nothing else
+DEV_CURVE_TEST = TableSpec("dev_curve", {**DEV_CURVE.columns, "test_value": pl.Float64}, key=DEV_CURVE.key,
+                           nullable=DEV_CURVE.nullable, allowed=DEV_CURVE.allowed)
+
+
+def dev_curve_spec(columns: Iterable[str]) -> TableSpec:
+    """The dev curve's contract for a curve with these columns: :data:`DEV_CURVE_TEST` when it has ``test_value``
+    (a diagnostic run's), else :data:`DEV_CURVE`."""
+    return DEV_CURVE_TEST if "test_value" in columns else DEV_CURVE
+
+
+def read_dev_curve(path: str | Path) -> pl.DataFrame:
+    """A ``dev_curve.parquet``, checked against :data:`DEV_CURVE` or, with a ``test_value`` column,
+    :data:`DEV_CURVE_TEST` (:func:`dev_curve_spec`)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: table 'dev_curve' not found (has its stage run?)")
+    return read_table(path, dev_curve_spec(pl.read_parquet_schema(path)))
+
+
 VECTORS = TableSpec("vectors", {"id": pl.String, "vector": VECTOR}, key=("id",))
 NEIGHBORS = TableSpec(
     "neighbors", {"qid": pl.String, "docid": pl.String, "rank": pl.Int32, "score": pl.Float32}, key=("qid", "docid")

@@ -10,7 +10,10 @@ Each step (Su et al. 2021 Algorithm 1, with Penha's and MacAvaney's axes in the 
    (:mod:`curricula.losses`), multiply by MacAvaney's weight W = D + (i/m)(1 - D) (eq. 3; :mod:`weighting`) and
    average (eq. 4);
 4. every ``eval_every`` steps, score the dev candidates, compute the dev metric with ir-measures, and keep the best
-   model (model selection on dev only: test data is never read here);
+   model (model selection on dev only: test data is never read here, except by the diagnostic mode
+   ``diagnostic_test``, which also scores the test candidates at every evaluation for the selection-noise analysis
+   of :mod:`curricula.selection` and never selects, stops or keeps anything by them; with ``averaging`` the
+   evaluations score, and the best is, a weight average: :class:`curricula.fitting.WeightAverage`);
 5. every ``checkpoint_every`` steps, save the training state; a re-run of a killed job resumes from there and ends
    with the same weights as an uninterrupted run.
 
@@ -42,7 +45,7 @@ from curricula.ingest import candidate_pairs, read_ingest
 from curricula.losses import element_losses, weighted_mean
 from curricula.models import build_ranker
 from curricula.negatives import NegativeSampler
-from curricula.tables import DEV_CURVE, read_table, write_table, write_text_atomically
+from curricula.tables import dev_curve_spec, read_table, write_table, write_text_atomically
 from curricula.weighting import PairEase
 
 log = logging.getLogger(__name__)
@@ -75,11 +78,12 @@ def dev_pairs(data: Mapping[str, Any], dev_queries: int | None, seed: int, relev
 
 
 def dev_metric(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
-               relevant_min: int = 1, progress: bool = False) -> float:
-    """The spec's ``eval_metric`` (higher = better) of the ranker on the dev pairs: what model selection reads."""
+               relevant_min: int = 1, progress: bool = False, desc: str = "dev") -> float:
+    """The spec's ``eval_metric`` (higher = better) of the ranker on the dev pairs: what model selection reads (and,
+    on the test pairs, the diagnostic ``test_value``)."""
     metric = spec["eval_metric"]
     return ranker_metrics(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
-                          precision=spec["precision"], relevant_min=relevant_min, progress=progress)[metric]
+                          precision=spec["precision"], relevant_min=relevant_min, progress=progress, desc=desc)[metric]
 
 
 def train_ranker(
@@ -100,11 +104,13 @@ def train_ranker(
     progress: bool = True,
     on_step=None,
 ) -> pl.DataFrame:
-    """Train one ranker; save the best-on-dev model to ``model_out``; return the dev curve (DEV_CURVE rows).
+    """Train one ranker; save the best-on-dev model to ``model_out``; return the dev curve (DEV_CURVE rows, or
+    DEV_CURVE_TEST rows with the spec's ``diagnostic_test``).
 
     ``data`` holds the ingest frames (queries, docs, qrels, candidates); ``spec`` is a resolved experiment spec
     (:func:`curricula.experiments.experiment_specs`). ``on_step(step)`` is called after every optimiser step
-    (tests use it to simulate a killed job).
+    (tests use it to simulate a killed job). With ``diagnostic_test`` every evaluation also scores all test
+    candidates and records the ``eval_metric`` there as ``test_value``; the dev value alone selects and stops.
     """
     set_threads(spec.get("threads"))
     device = select_device(spec.get("device", "auto"))
@@ -127,6 +133,9 @@ def train_ranker(
     dev = dev_pairs(data, spec["dev_queries"], config_seed, relevant_min)
     if dev.height == 0:
         raise ValueError("no dev candidates: model selection on dev needs a dev split with candidates")
+    test = candidate_pairs(data, splits=("test",), relevant_min=relevant_min) if spec.get("diagnostic_test") else None
+    if test is not None and test.height == 0:
+        raise ValueError("no test candidates: diagnostic_test scores the test split at every evaluation")
     ranker = build_ranker(spec, seed).to(device)
 
     def step_loss(step: int) -> torch.Tensor:
@@ -145,10 +154,13 @@ def train_ranker(
         return weighted_mean(losses, w)
 
     def evaluate(done: int) -> dict[str, Any]:
-        return {"metric": spec["eval_metric"], "value": dev_metric(ranker, dev, data["qrels"], spec, device,
-                                                                     relevant_min),
-                "allowed": sampler.allowed(done - 1),
-                "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
+        row = {"metric": spec["eval_metric"], "value": dev_metric(ranker, dev, data["qrels"], spec, device,
+                                                                    relevant_min),
+               "allowed": sampler.allowed(done - 1),
+               "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
+        if test is not None:  # diagnostic only: recorded, never compared (fit reads "value")
+            row["test_value"] = dev_metric(ranker, test, data["qrels"], spec, device, relevant_min, desc="test")
+        return row
 
     ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))
     result = fit(ranker.module, step_loss, cfg, seed=seed, evaluate=evaluate, checkpoint=ckpt, on_step=on_step,
@@ -167,13 +179,14 @@ def train_ranker(
 
 
 def curve_frame(result: FitResult) -> pl.DataFrame:
-    """The DEV_CURVE rows of a fit: one per evaluation, ``best`` marking the one whose weights were kept and
-    ``stopped`` (last row only) saying whether the budget or early stopping ended training."""
+    """The DEV_CURVE rows of a fit (DEV_CURVE_TEST's when its evaluations recorded a diagnostic ``test_value``):
+    one per evaluation, ``best`` marking the one whose weights were kept and ``stopped`` (last row only) saying
+    whether the budget or early stopping ended training."""
     last = len(result.curve) - 1
     rows = [{**row, "best": row["step"] == result.best_step, "stopped": result.stopped if i == last else None}
             for i, row in enumerate(result.curve)]
-    return pl.DataFrame([tuple(row[c] for c in DEV_CURVE.columns) for row in rows], schema=DEV_CURVE.columns,
-                        orient="row")
+    spec = dev_curve_spec(result.curve[0] if result.curve else ())
+    return pl.DataFrame([tuple(row[c] for c in spec.columns) for row in rows], schema=spec.columns, orient="row")
 
 
 def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], spec: Mapping[str, Any],
@@ -196,7 +209,7 @@ def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Pa
     curve = train_ranker(data, spec, seed, curriculum_dir=inputs["curriculum"], model_out=model_out,
                          checkpoint_dir=model_out.with_name(model_out.name + ".checkpoint"),
                          relevant_min=relevant_min, config_seed=config_seed, **extra)
-    write_table(curve, outputs["dev_curve"], DEV_CURVE)
+    write_table(curve, outputs["dev_curve"], dev_curve_spec(curve.columns))
     write_text_atomically(outputs["config"],
                           json.dumps({"seed": seed, "spec": dict(spec)}, indent=2, sort_keys=True, default=str) + "\n")
     return curve

@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from curricula.tables import DEV_CURVE, TableSpec, read_table, write_table
+from curricula.tables import TableSpec, dev_curve_spec, read_dev_curve, read_table, write_table
 
 #: knobs whose value is a list by nature (not a list of values to tune)
 LIST_KNOBS = frozenset({"architecture.ngrams"})
@@ -118,7 +118,8 @@ def select_run(best: Mapping[str, float]) -> str:
 def selection(curves: Mapping[str, pl.DataFrame], values: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
     """SELECTION rows: per run, its tuned knobs, best dev value and step, why it stopped, and the chosen one.
 
-    ``curves``: run -> its DEV_CURVE frame (:mod:`curricula.train`), in the tuning grid's order."""
+    ``curves``: run -> its dev curve frame (:mod:`curricula.train`; DEV_CURVE, or DEV_CURVE_TEST with the
+    diagnostic test column), in the tuning grid's order."""
     rows = []
     for run, curve in curves.items():
         kept = curve.filter(pl.col("best"))
@@ -150,11 +151,11 @@ def select_stage(curves: Mapping[str, str | Path], models: Mapping[str, str | Pa
     link the chosen run's ``model/`` and ``dev_curve.parquet`` into the experiment's folder.
 
     ``values`` (run -> tuned knobs) is in the tuning grid's order, which breaks ties."""
-    frames = {run: read_table(curves[run], DEV_CURVE) for run in values}
+    frames = {run: read_dev_curve(curves[run]) for run in values}
     table = selection(frames, values)
     chosen = table.filter(pl.col("chosen"))["run"][0]
     link_tree(models[chosen], outputs["model"])
-    write_table(frames[chosen], outputs["dev_curve"], DEV_CURVE)
+    write_table(frames[chosen], outputs["dev_curve"], dev_curve_spec(frames[chosen].columns))
     write_table(table, outputs["selection"], SELECTION)
     return table
 

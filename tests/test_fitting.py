@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from curricula.fitting import (Checkpointer, FitConfig, budget, fit, linear_schedule_factor, make_optimizer,
-                               schedule_factor, warmup_steps)
+from curricula.fitting import (Checkpointer, FitConfig, FitResult, WeightAverage, budget, fit,
+                               linear_schedule_factor, make_optimizer, schedule_factor, warmup_steps)
 
 DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32))
 TARGET = DATA @ torch.arange(1.0, 7.0) + 0.5
@@ -303,3 +303,144 @@ def test_frozen_parameters_stay_out_of_checkpoints_and_rollback(tmp_path):
                  checkpoint=Checkpointer(tmp_path, "f"))
     assert result.curve == expected.curve
     assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(whole)))
+
+
+#: sha256 of a tiny fit (losses, dev curve, kept step, stop reason, final weights) on the code before weight
+#: averaging and the diagnostic test column existed: their defaults must leave it bit for bit
+FIT_BEFORE_AVERAGING = "a04e2f30c6268a45ab346080e3adf362bf1289fb6cbc28939d845417308f64eb"
+BUMP = {3: 0.0, 6: 8.0, 9: 0.0, 12: 0.0}  # the dev value of step 6 lifted above the later ones: a real rollback
+
+
+def pinned_fit(**knobs) -> tuple[str, FitResult]:
+    """The tiny fit whose digest is FIT_BEFORE_AVERAGING (``knobs`` go to its FitConfig)."""
+    import hashlib
+
+    net = model()
+    cfg = FitConfig(steps=12, lr=0.05, eval_every=3, patience=2, min_steps=4, warmup=0.2, **knobs)
+    result = fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=6, progress=False,
+                 evaluate=lambda done: {"value": -full_loss(net) + BUMP[done]})
+    digest = hashlib.sha256(repr((result.losses, result.curve, result.best_step, result.stopped)).encode())
+    for value in net.state_dict().values():
+        digest.update(value.numpy().tobytes())
+    return digest.hexdigest(), result
+
+
+def test_the_default_fit_is_bit_for_bit_the_fit_before_averaging():
+    digest, result = pinned_fit()
+    assert result.best_step == 6 and result.stopped == "patience"
+    assert digest == FIT_BEFORE_AVERAGING
+
+
+# --------------------------------------------------------------------------------------------- weight averaging
+class Toy(torch.nn.Module):
+    """One float parameter and one integer buffer: what WeightAverage averages and what it copies."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2))
+        self.register_buffer("calls", torch.zeros(1, dtype=torch.int64))
+
+
+def averaged(kind: str, vectors: list[list[float]], decay: float = 0.75) -> tuple[torch.Tensor, torch.Tensor, int]:
+    toy, average = Toy(), WeightAverage(kind, decay)
+    for i, vector in enumerate(vectors):
+        with torch.no_grad():
+            toy.w.copy_(torch.tensor(vector))
+            toy.calls.fill_(i + 1)
+        average.update(toy)
+    return average.state["w"], average.state["calls"], average.count
+
+
+def test_ema_and_swa_against_hand_values():
+    # EMA at decay 0.75: [4, 8]; 0.75 [4, 8] + 0.25 [8, 0] = [5, 6]; 0.75 [5, 6] + 0.25 [1, 2] = [4, 5]
+    w, calls, count = averaged("ema", [[4, 8], [8, 0], [1, 2]])
+    assert torch.equal(w, torch.tensor([4.0, 5.0])) and calls.item() == 3 and count == 3
+    # SWA, the uniform mean: [1, 2]; [2, 4]; ([1, 2] + [3, 6] + [8, 1]) / 3 = [4, 3]
+    w, calls, count = averaged("swa", [[1, 2], [3, 6], [8, 1]])
+    assert torch.equal(w, torch.tensor([4.0, 3.0])) and calls.item() == 3 and count == 3
+    assert torch.equal(averaged("ema", [[4, 8]])[0], torch.tensor([4.0, 8.0]))  # the first weights are the average
+    with pytest.raises(ValueError, match="weight average 'none'"):
+        WeightAverage("none")
+
+
+def averaging_fit(averaging: str, average_from: int, *, evaluate: bool = True, tmp_path=None, kill_at=None):
+    """A 10-step fit evaluated every 3 steps (and at 10) on a dev value that rises with the step, so the last
+    evaluation is kept; returns the result, the weights after each step and the weights each evaluation saw."""
+    net, trained, seen = model(), {}, {}
+
+    def hook(done: int) -> None:
+        trained[done] = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        if done == kill_at:
+            raise Killed
+
+    def dev(done: int) -> dict[str, float]:
+        seen[done] = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        return {"value": float(done)}
+
+    cfg = FitConfig(steps=10, lr=0.05, eval_every=3, checkpoint_every=4, averaging=averaging, ema_decay=0.9,
+                    average_from=average_from)
+    result = fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=3, progress=False,
+                 evaluate=dev if evaluate else None, on_step=hook,
+                 checkpoint=Checkpointer(tmp_path, "avg") if tmp_path is not None else None)
+    return net, result, trained, seen
+
+
+def by_hand(kind: str, vectors: list[dict[str, torch.Tensor]], decay: float = 0.9) -> dict[str, torch.Tensor]:
+    """The EMA / uniform average of state dicts, with the same float operations as WeightAverage."""
+    out = {k: v.clone() for k, v in vectors[0].items()}
+    for n, vector in enumerate(vectors[1:], start=2):
+        for key, avg in out.items():
+            if kind == "ema":
+                avg.mul_(decay).add_(vector[key], alpha=1.0 - decay)
+            else:
+                avg.add_(vector[key] - avg, alpha=1.0 / n)
+    return out
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("kind", ["ema", "swa"])
+def test_averaging_starts_at_average_from_and_evaluates_and_keeps_the_average(kind):
+    plain = averaging_fit("none", 0)
+    net, result, trained, seen = averaging_fit(kind, 5)
+    # the average never steers training: the same losses and the same trained weights after every step
+    assert result.losses == plain[1].losses and all(same(trained[s], plain[2][s]) for s in trained)
+    # evaluations before step 5 saw the trained weights; later ones the average of the weights from step 5 on
+    # (EMA: after every step; SWA: at each evaluation step, 6, 9 and the last, 10)
+    assert same(seen[3], trained[3])
+    taken = list(range(5, 11)) if kind == "ema" else [6, 9, 10]
+    for done in (6, 9, 10):
+        assert same(seen[done], by_hand(kind, [trained[s] for s in taken if s <= done]))
+    assert not same(seen[9], trained[9])
+    # the kept model: the average at the best (last) evaluation
+    assert result.best_step == 10 and same(net.state_dict(), seen[10])
+    # without evaluations the final average is kept
+    bare, _, trained, _ = averaging_fit(kind, 5, evaluate=False)
+    assert same(bare.state_dict(), by_hand(kind, [trained[s] for s in taken]))
+
+
+def test_a_killed_fit_with_averaging_resumes_to_the_same_average(tmp_path):
+    whole, expected, _, _ = averaging_fit("ema", 2)
+    with pytest.raises(Killed):
+        averaging_fit("ema", 2, tmp_path=tmp_path, kill_at=9)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 8 and state["average"]["kind"] == "ema" and state["average"]["count"] == 7
+    resumed, result, _, _ = averaging_fit("ema", 2, tmp_path=tmp_path)
+    assert result.losses == expected.losses and result.curve == expected.curve
+    assert same(resumed.state_dict(), whole.state_dict())
+
+
+def test_the_averaging_knobs_of_a_spec():
+    cfg = FitConfig.from_spec(SPEC)
+    assert (cfg.averaging, cfg.ema_decay, cfg.average_from) == ("none", 0.999, 0)
+    # the average starts where the curriculum phase ends: the grid's longest curriculum, with or without patience
+    cfg = FitConfig.from_spec({**SPEC, "averaging": "ema", "ema_decay": 0.99, "min_steps": 640}, length=640)
+    assert (cfg.averaging, cfg.ema_decay, cfg.average_from) == ("ema", 0.99, 640)
+    assert FitConfig.from_spec({**SPEC, "averaging": "swa", "patience": None}).average_from == 600
+    with pytest.raises(ValueError, match="min_steps=4001 is above max_steps=4000"):
+        FitConfig.from_spec({**SPEC, "averaging": "swa", "patience": None, "min_steps": 4001}, length=4001)
+    for knobs in ({"averaging": "polyak"}, {"ema_decay": 1.0}, {"average_from": 4}):
+        with pytest.raises(ValueError):
+            FitConfig(**{"steps": 3, "lr": 0.1, **knobs})

@@ -20,8 +20,8 @@ from curricula.ingest import candidate_pairs
 from curricula.losses import element_losses, weighted_mean
 from curricula.negatives import NegativeSampler, resolve_negatives
 from curricula.pacing import resolve_pacing
-from curricula.tables import NEIGHBORS, RUN, write_grouped_table
-from curricula.train import DEV_CURVE, PairEase, train_ranker
+from curricula.tables import DEV_CURVE, DEV_CURVE_TEST, NEIGHBORS, RUN, write_grouped_table
+from curricula.train import PairEase, train_ranker
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
 TRAIN = dict(model="minilm", layers=1, max_length=32, steps=6, batch_size=4, lr=1e-4, eps=1e-8, weight_decay=0.0,
@@ -630,3 +630,114 @@ def test_early_stopping_records_why_and_resumes_after_a_kill(data, table, tmp_pa
     budget_only = train_ranker(data, {**spec, "patience": None, "max_steps": 6}, 3, model_out=tmp_path / "c",
                                checkpoint_dir=tmp_path / "c.ckpt", **kw)
     assert budget_only["step"].to_list() == [2, 4, 6] and budget_only["stopped"][-1] == "budget"
+
+
+#: sha256 of a tiny ConvKNRM training (dev curve rows and kept weights) on the code before weight averaging and the
+#: diagnostic test column existed: their defaults (absent from the spec) must leave it bit for bit
+TRAINING_BEFORE_AVERAGING = "c7e8b0e0207462f15901a56110ae31b90f600c995a42961e1c7685a6a787b520"
+
+
+def pinned_training(data, table, tmp_path, **over) -> tuple[str, pl.DataFrame, dict[str, torch.Tensor]]:
+    """The tiny training whose digest is TRAINING_BEFORE_AVERAGING (``over`` overrides its spec)."""
+    import hashlib
+
+    from safetensors.torch import load_file
+
+    spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"], lr=1e-3, steps=8,
+                                  eval_every=2, checkpoint_every=4, **over))
+    curve = train_ranker(data, spec, 5, curriculum_dir=folder_for(table, "random", tmp_path), progress=False,
+                         model_out=tmp_path / "m", checkpoint_dir=tmp_path / "m.ckpt")
+    weights = load_file(tmp_path / "m" / "model.safetensors")
+    digest = hashlib.sha256(repr(curve.select(list(DEV_CURVE.columns)).rows()).encode())
+    for key in sorted(weights):
+        digest.update(key.encode() + weights[key].numpy().tobytes())
+    return digest.hexdigest(), curve, weights
+
+
+def test_the_default_training_is_bit_for_bit_the_training_before_averaging(data, table, tmp_path):
+    digest, curve, _ = pinned_training(data, table, tmp_path)
+    assert curve.columns == list(DEV_CURVE.columns) and curve["step"].to_list() == [2, 4, 6, 8]
+    assert digest == TRAINING_BEFORE_AVERAGING
+
+
+def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(data, table, tmp_path):
+    """diagnostic_test records the test metric at every evaluation and nothing else: the same kept step, dev values,
+    train losses and weights as without it, and the kept evaluation's test value is the kept model's test AP."""
+    from curricula.models import load_ranker
+    from curricula.train import dev_metric
+
+    digest, off, weights_off = pinned_training(data, table, tmp_path / "off")
+    assert digest == TRAINING_BEFORE_AVERAGING
+    _, on, weights_on = pinned_training(data, table, tmp_path / "on", diagnostic_test=True)
+    assert on.columns == list(DEV_CURVE_TEST.columns) and on["test_value"].null_count() == 0
+    assert on.drop("test_value").equals(off)  # steps, dev values, train losses, the kept (best) row, the stop
+    assert weights_on.keys() == weights_off.keys() and all(torch.equal(weights_on[k], weights_off[k])
+                                                           for k in weights_on)
+    spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"]))
+    test = candidate_pairs(data, splits=("test",))
+    kept = load_ranker(tmp_path / "on" / "m", device="cpu")
+    assert on.filter(pl.col("best"))["test_value"][0] == dev_metric(kept, test, data["qrels"], spec, "cpu")
+    assert not on["test_value"].equals(on["value"])
+
+
+def test_weight_averaging_changes_only_evaluations_after_the_curriculum_and_resumes_after_a_kill(data, table,
+                                                                                                 tmp_path):
+    """SWA from the curriculum's end (step 8 of a 12-step budget): the evaluations at 2..6 are the plain run's; those
+    at 8..12 evaluate the average; a killed run resumes (the checkpoint holds the average) to the same curve and
+    kept weights."""
+    _, plain, _ = pinned_training(data, table, tmp_path / "plain", max_steps=12)
+    _, swa, weights = pinned_training(data, table, tmp_path / "swa", max_steps=12, averaging="swa")
+    assert swa["step"].to_list() == plain["step"].to_list() == [2, 4, 6, 8, 10, 12]
+    columns = ["step", "value", "train_loss", "allowed", "negatives_k"]
+    assert swa.filter(pl.col("step") <= 6).select(columns).equals(plain.filter(pl.col("step") <= 6).select(columns))
+    # step 8's average is the weights of step 8 alone; 10 and 12 average 2 and 3 evaluations' weights
+    assert swa["value"][3] == plain["value"][3] and swa["value"][4:].to_list() != plain["value"][4:].to_list()
+    assert swa["train_loss"].to_list() == plain["train_loss"].to_list()  # the average never steers training
+
+    class Killed(Exception):
+        pass
+
+    def kill(done: int) -> None:
+        if done == 11:
+            raise Killed
+
+    spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"], lr=1e-3, steps=8,
+                                  eval_every=2, checkpoint_every=4, max_steps=12, averaging="swa"))
+    kw = dict(curriculum_dir=folder_for(table, "random", tmp_path / "kill"), progress=False,
+              model_out=tmp_path / "kill" / "m", checkpoint_dir=tmp_path / "kill" / "m.ckpt")
+    with pytest.raises(Killed):
+        train_ranker(data, spec, 5, on_step=kill, **kw)
+    state = torch.load(tmp_path / "kill" / "m.ckpt" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 8 and state["average"]["kind"] == "swa" and state["average"]["count"] == 1
+    resumed = train_ranker(data, spec, 5, **kw)
+    assert resumed.equals(swa)
+    from safetensors.torch import load_file
+
+    again = load_file(tmp_path / "kill" / "m" / "model.safetensors")
+    assert all(torch.equal(again[k], weights[k]) for k in weights)
+
+
+def test_the_selection_knobs_stay_out_of_specs_while_idle_and_are_the_grids():
+    from curricula.experiments import active_spec, experiment_runs
+
+    experiments = {"root2": {"scoring": "u_words", "pacing": {"name": "root_2"}}}
+    before = experiment_specs({"train": TRAIN, "experiments": experiments})
+    idle = experiment_specs({"train": {**TRAIN, "diagnostic_test": False, "averaging": "none", "ema_decay": 0.99},
+                             "experiments": experiments})
+    assert idle == before  # the schema's defaults: the same specs, params and checkpoint fingerprints as before
+    on = experiment_specs({"train": {**TRAIN, "diagnostic_test": True, "averaging": "swa", "ema_decay": 0.99,
+                                     "steps": 6, "max_steps": 20}, "experiments": experiments})
+    assert all(spec["diagnostic_test"] is True and spec["averaging"] == "swa" and "ema_decay" not in spec
+               for spec in on.values())  # ema_decay changes nothing under swa: out of the params
+    assert {spec["min_steps"] for spec in on.values()} == {6}  # averaging needs the grid's min_steps, patience or not
+    ema = experiment_specs({"train": {**TRAIN, "averaging": "ema", "ema_decay": 0.99}, "experiments": {}})
+    assert ema["baseline"]["ema_decay"] == 0.99 and ema["baseline"]["min_steps"] == TRAIN["steps"]
+    assert before["baseline"]["min_steps"] is None
+    for key, value in (("averaging", "ema"), ("diagnostic_test", True)):
+        with pytest.raises(ValueError, match=f"experiments.root2.{key}: every arm of a grid is selected alike"):
+            experiment_runs({"train": TRAIN, "experiments": {"root2": {**experiments["root2"], key: value}}})
+    with pytest.raises(ValueError, match="min_steps=12 is above max_steps=6"):
+        experiment_specs({"train": {**TRAIN, "averaging": "swa", "min_steps": 12}, "experiments": {}})
+    # the active-learning ranker keeps its own selection: the grid's knobs in `train` are not its
+    config = {"train": {**TRAIN, "averaging": "ema", "diagnostic_test": True}, "active": {}}
+    assert not {"averaging", "diagnostic_test", "ema_decay"} & set(active_spec(config))
