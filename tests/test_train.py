@@ -632,13 +632,10 @@ def test_early_stopping_records_why_and_resumes_after_a_kill(data, table, tmp_pa
     assert budget_only["step"].to_list() == [2, 4, 6] and budget_only["stopped"][-1] == "budget"
 
 
-#: sha256 of a tiny ConvKNRM training (dev curve rows and kept weights) on the code before weight averaging and the
-#: diagnostic test column existed: their defaults (absent from the spec) must leave it bit for bit
-TRAINING_BEFORE_AVERAGING = "c7e8b0e0207462f15901a56110ae31b90f600c995a42961e1c7685a6a787b520"
-
-
 def pinned_training(data, table, tmp_path, **over) -> tuple[str, pl.DataFrame, dict[str, torch.Tensor]]:
-    """The tiny training whose digest is TRAINING_BEFORE_AVERAGING (``over`` overrides its spec)."""
+    """A tiny training and a sha256 of its dev curve rows and kept weights (``over`` overrides its spec). The digest
+    was checked equal before and after weight averaging and the diagnostic column existed (a58556b), but it is not
+    pinned here: float bits differ between CPU classes (AVX2, AVX512), on which CI may run."""
     import hashlib
 
     from safetensors.torch import load_file
@@ -654,10 +651,10 @@ def pinned_training(data, table, tmp_path, **over) -> tuple[str, pl.DataFrame, d
     return digest.hexdigest(), curve, weights
 
 
-def test_the_default_training_is_bit_for_bit_the_training_before_averaging(data, table, tmp_path):
-    digest, curve, _ = pinned_training(data, table, tmp_path)
+def test_the_default_training_is_the_training_with_idle_knobs(data, table, tmp_path):
+    digest, curve, _ = pinned_training(data, table, tmp_path / "a")
     assert curve.columns == list(DEV_CURVE.columns) and curve["step"].to_list() == [2, 4, 6, 8]
-    assert digest == TRAINING_BEFORE_AVERAGING
+    assert digest == pinned_training(data, table, tmp_path / "b", averaging="none", diagnostic_test=False)[0]
 
 
 def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(data, table, tmp_path):
@@ -666,8 +663,7 @@ def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(da
     from curricula.models import load_ranker
     from curricula.train import dev_metric
 
-    digest, off, weights_off = pinned_training(data, table, tmp_path / "off")
-    assert digest == TRAINING_BEFORE_AVERAGING
+    _, off, weights_off = pinned_training(data, table, tmp_path / "off")
     _, on, weights_on = pinned_training(data, table, tmp_path / "on", diagnostic_test=True)
     assert on.columns == list(DEV_CURVE_TEST.columns) and on["test_value"].null_count() == 0
     assert on.drop("test_value").equals(off)  # steps, dev values, train losses, the kept (best) row, the stop
