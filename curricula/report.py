@@ -44,9 +44,9 @@ import polars as pl
 
 from curricula.comparisons import (BASELINE, BM25_SUFFIX, _in_order, _paired, baseline_of, check_inference,
                                    experiment_order, load_metrics, paired_cells, seed_aware_result)
-from curricula.stats import (SEEDS_PLANNED, TESTS, cheapest, design_mdes, design_queries, design_seeds, holm, mde,
-                             paired_pvalue, paired_ttest, plan, pool_components, queries_needed, seed_aware_mde,
-                             seed_aware_test, seed_sd_interval, with_seed_sd)
+from curricula.stats import (SEEDS_PLANNED, TESTS, SeedQueryComponents, cheapest, design_mdes, design_queries,
+                             design_seeds, holm, mde, paired_pvalue, paired_ttest, plan, pool_components,
+                             queries_needed, seed_aware_mde, seed_aware_test, seed_sd_interval, with_seed_sd)
 from curricula.tables import write_file_atomically, write_text_atomically
 
 TEST_NAMES = {"ttest": "paired two-sided t-test", "wilcoxon": "two-sided Wilcoxon signed-rank test",
@@ -268,8 +268,8 @@ def power_table(metrics: pl.DataFrame, measure: str, *, test: str = "ttest", per
     clipped variance components of the differences, :func:`curricula.stats.seed_query_components`), ``ms_seed``,
     ``ms_query``, ``ms_resid`` (their mean squares, null where they have no df), ``se`` and ``df`` (of the mean
     difference, :func:`curricula.stats.seed_aware_test`), ``p_seed_aware``, ``p_ttest`` (per-query paired t-test on
-    seed-averaged values), ``p_<test>`` (only when ``test`` is not ``ttest``), ``mde``, ``mde_pct`` (100 * mde / baseline mean)
-    and ``queries_2pct`` (test queries an effect of 2% of the baseline mean needs; null when not positive or out of
+    seed-averaged values), ``p_<test>`` (only when ``test`` is not ``ttest``), ``mde``, ``mde_pct`` (100 * mde /
+    baseline mean) and ``queries_2pct`` (test queries an effect of 2% of the baseline mean needs; null when not positive or out of
     reach). ``mde`` and ``queries_2pct`` follow ``inference``: with ``seed_aware`` (the default)
     :func:`seed_aware_mde` and :func:`design_queries` at this table's number of seeds; with ``per_query``
     :func:`mde` and :func:`queries_needed` of the seed-averaged differences. The seed-aware columns are null when
@@ -327,16 +327,11 @@ def unclipped_components(rows: pl.DataFrame) -> list[tuple[float, float, float]]
     (``ms_seed``, ``ms_query``, ``ms_resid``): ((MS_seed - MS_resid) / Q, (MS_query - MS_resid) / S, MS_resid); a
     row without a residual mean square (one seed or one query) gives its clipped ``sd_*`` squared. Rows without
     components (null ``sd_seed``) are left out. Works on a :func:`power_table` and on a findings table."""
-    parts = []
-    for r in rows.iter_rows(named=True):
-        if r["sd_seed"] is None:
-            continue
-        if r["ms_resid"] is not None:
-            parts.append(((r["ms_seed"] - r["ms_resid"]) / r["queries"], (r["ms_query"] - r["ms_resid"]) / r["seeds"],
-                          r["ms_resid"]))
-        else:
-            parts.append(tuple(r[f"sd_{k}"] ** 2 for k in ("seed", "query", "resid")))
-    return parts
+    terms = ("seed", "query", "resid")
+    return [SeedQueryComponents(r["seeds"], r["queries"], math.nan,
+                                *(math.nan if r[f"ms_{k}"] is None else r[f"ms_{k}"] for k in terms),
+                                *(r[f"sd_{k}"] ** 2 for k in terms)).unclipped()
+            for r in rows.iter_rows(named=True) if r["sd_seed"] is not None]
 
 
 def pooled_components(table: pl.DataFrame) -> tuple[float, float, float] | None:
