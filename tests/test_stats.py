@@ -273,15 +273,16 @@ def test_multiplicity_adjustments_match_scipy_and_a_hand_computation():
 
 
 # ------------------------------------------------------------------------------ simulated error rates (issue 43)
-def _pretest_rejections(mean, ms_seed, ms_query, ms_resid, seeds, queries, alpha=0.05) -> float:
-    """The rule before issue 43: a seed component estimated at or below zero switched to MS_query with Q - 1 df."""
-    dfs, dfq, dfr = seeds - 1, queries - 1, (seeds - 1) * (queries - 1)
-    total = ms_seed + ms_query - ms_resid
-    satterthwaite = total ** 2 / (ms_seed ** 2 / dfs + ms_query ** 2 / dfq + ms_resid ** 2 / dfr)
-    seed_ok = ms_seed >= ms_resid
-    scaled, df = np.where(seed_ok, total, ms_query), np.where(seed_ok, satterthwaite, dfq)
-    t = np.abs(mean) / np.sqrt(scaled / (seeds * queries))
-    return float(np.mean(2 * stats.t.sf(t, df) < alpha))
+def _size_bench():
+    """bench/seed_aware_size.py, whose ``pretest`` is the rule before issue 43 (a seed component estimated at or below
+    zero switched to MS_query with Q - 1 df), the one definition of it the bench's table and this test share."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_aware_size",
+                                                  Path(__file__).parents[1] / "bench" / "seed_aware_size.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 GRID = [(sd_seed, sd_query) for sd_seed in (0.0, 0.002, 0.005, 0.01, 0.02, 0.05) for sd_query in (0.01, 0.03, 0.1)]
@@ -295,11 +296,12 @@ def test_the_seed_aware_test_holds_its_level_at_every_number_of_seeds(seeds):
     draws = 20_000
     tolerance = 0.05 + 3.5 * math.sqrt(0.05 * 0.95 / draws)  # the largest of 18 cells at a true 5%
     rng = np.random.default_rng(seeds)
+    pretest = _size_bench().pretest
     rates, old = [], []
     for sd_seed, sd_query in GRID:
         sample = simulate_mean_squares(rng, seeds, 300, sd_seed, sd_query, 0.25, draws)[:4]
         rates.append(rejection_rate(*sample, seeds, 300))
-        old.append(_pretest_rejections(*sample, seeds, 300))
+        old.append(pretest(*sample, seeds, 300))
     assert max(rates) <= tolerance, dict(zip(GRID, rates))
     if seeds <= 3:
         assert max(old) > tolerance + 0.01  # the simulation sees the defect the fix removes
