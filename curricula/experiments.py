@@ -44,7 +44,7 @@ RUNTIME_KNOBS = ("threads",)
 #: the grid's model-selection knobs (issue 45), the same for every arm (an experiment may not set them): the
 #: diagnostic test column of the dev curve and the weight average. Left out of a resolved spec while idle
 #: (:func:`drop_idle_knobs`), so a config written before they existed keeps its train jobs' params and outputs
-SELECTION_KNOBS = ("diagnostic_test", "averaging", "ema_decay")
+SELECTION_KNOBS = ("diagnostic_test", "diagnostic_averages", "averaging", "ema_decay")
 
 
 def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,16 +65,28 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
 
 def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
     """Remove (in place; returned) the :data:`SELECTION_KNOBS` that change nothing: ``diagnostic_test`` when false,
-    ``averaging`` when ``none``, ``ema_decay`` unless ``averaging`` is ``ema``. A train job's params then hold only
-    the knobs that change its output, and the schema's defaults leave every spec, params and checkpoint
-    fingerprint as before these knobs existed."""
+    ``diagnostic_averages`` when empty, ``averaging`` when ``none``, ``ema_decay`` unless an EMA uses it
+    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``). A train job's params then hold only the knobs
+    that change its output, and the schema's defaults leave every spec, params and checkpoint fingerprint as before
+    these knobs existed."""
     if not spec.get("diagnostic_test"):
         spec.pop("diagnostic_test", None)
+    if not spec.get("diagnostic_averages"):
+        spec.pop("diagnostic_averages", None)
     if not averages(spec):
         spec.pop("averaging", None)
-    if spec.get("averaging") != "ema":
+    if spec.get("averaging") != "ema" and "ema" not in (spec.get("diagnostic_averages") or ()):
         spec.pop("ema_decay", None)
     return spec
+
+
+def uses_min_steps(spec: Mapping[str, Any]) -> bool:
+    """Whether a spec needs the grid's ``min_steps``: early stopping (``patience``) counts evaluations only after it,
+    a weight average (``averaging`` or the shadow ``diagnostic_averages``) takes weights in only after it, and a
+    diagnostic run (``diagnostic_test``) records it for the replay of early stopping
+    (:func:`curricula.selection.grid_min_steps`)."""
+    return bool(spec.get("patience") or averages(spec) or spec.get("diagnostic_averages")
+                or spec.get("diagnostic_test"))
 
 
 def averages(spec: Mapping[str, Any]) -> bool:
@@ -157,8 +169,8 @@ def check_min_steps(min_steps: int | None, total: int) -> None:
 
 def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int | None = None) -> int:
     """Store on every run's spec (in place) ``min_steps``: the longest :func:`curriculum_length` of the runs, or
-    ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience`` or weight ``averaging`` (null
-    without: nothing counts evaluations or starts an average then, and a longer curriculum added to the grid must
+    ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience``, weight ``averaging`` or a
+    diagnostic (:func:`uses_min_steps`; null without: nothing counts evaluations or starts an average then, and a longer curriculum added to the grid must
     not re-run the others); return it. Early stopping counts evaluations, and the weight average takes weights in,
     only after it (:func:`curricula.fitting.budget`, :func:`curricula.fitting.average_start`).
 
@@ -169,9 +181,9 @@ def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int |
     least = max([curriculum_length(spec) for spec in specs] + [int(floor or 0)])
     for name, of in runs.items():
         for run, spec in of.items():
-            # without patience or averaging nothing counts evaluations or averages: null, so a longer curriculum
-            # added to the grid re-runs only its own jobs
-            spec["min_steps"] = least if spec.get("patience") or averages(spec) else None
+            # without patience, averaging or a diagnostic nothing counts evaluations or averages: null, so a
+            # longer curriculum added to the grid re-runs only its own jobs
+            spec["min_steps"] = least if uses_min_steps(spec) else None
             try:
                 check_min_steps(spec["min_steps"], int(spec.get("max_steps") or spec["steps"]))
             except ValueError as err:

@@ -74,6 +74,12 @@ class FitConfig:
     (0, 1)) after every step, ``swa`` a uniform average at every evaluation step (every ``eval_every`` steps and the
     last); both take in only the weights after step ``average_from`` and later (steps done, at most ``steps``).
     ``none`` (the default) trains exactly as before averaging existed.
+
+    ``shadow_averages`` (kinds of :data:`AVERAGING` other than ``none``, each at most once; a diagnostic, issue 45)
+    keeps such averages of the trained weights beside them from the same ``average_from`` and with the same
+    ``ema_decay``, and evaluates each at every evaluation into the curve columns ``<kind>_<key>`` (e.g.
+    ``ema_value``); they train nothing, select nothing and are never kept, so one run yields the curve a run with
+    ``averaging: <kind>`` would have recorded (the trajectory is the same: an average never feeds back into it).
     """
 
     steps: int
@@ -92,6 +98,7 @@ class FitConfig:
     averaging: str = "none"
     ema_decay: float = DEFAULT_EMA_DECAY
     average_from: int = 0
+    shadow_averages: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -117,6 +124,12 @@ class FitConfig:
             raise ValueError(f"ema_decay={self.ema_decay}: expected a decay per step in (0, 1)")
         if not 0 <= self.average_from <= self.steps:
             raise ValueError(f"average_from={self.average_from}: expected between 0 and steps={self.steps}")
+        shadows = list(self.shadow_averages)
+        if any(kind not in AVERAGING[1:] for kind in shadows) or len(set(shadows)) != len(shadows):
+            raise ValueError(f"shadow_averages {shadows}: expected distinct kinds among {list(AVERAGING[1:])}")
+        if shadows and self.averaging != "none":
+            raise ValueError(f"shadow_averages {shadows} beside averaging {self.averaging!r}: the shadows replay "
+                             f"averaging runs from one run of the trained weights; set averaging none")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], length: int | None = None, **overrides: Any) -> FitConfig:
@@ -136,7 +149,8 @@ class FitConfig:
                  "patience": int(spec.get("patience") or 0), "min_steps": least,
                  "averaging": spec.get("averaging") or "none",
                  "ema_decay": float(spec.get("ema_decay") or DEFAULT_EMA_DECAY),
-                 "average_from": average_start(spec, length)}
+                 "average_from": average_start(spec, length),
+                 "shadow_averages": tuple(spec.get("diagnostic_averages") or ())}
         return cls(**{**knobs, **overrides})
 
 
@@ -175,11 +189,12 @@ def phase_end(spec: Mapping[str, Any], total: int, length: int | None = None) ->
 def average_start(spec: Mapping[str, Any], length: int | None = None) -> int:
     """The step (steps done) after which a spec's weight average takes weights in: the end of the curriculum phase
     (:func:`phase_end`; the pipeline's ``min_steps``, the grid's longest curriculum, so that every arm averages
-    the same phase of training, never one arm's easy-only data), 0 without ``averaging``.
+    the same phase of training, never one arm's easy-only data), 0 without ``averaging`` or the diagnostic
+    ``diagnostic_averages`` (:attr:`FitConfig.shadow_averages`), which start at the same step.
 
     Izmailov et al. 2018 ("Averaging Weights Leads to Wider Optima and Better Generalization", UAI) start SWA
     after a burn-in of ordinary training; starting at the longest curriculum's end is that burn-in here."""
-    if not averages(spec):
+    if not averages(spec) and not spec.get("diagnostic_averages"):
         return 0
     return phase_end(spec, total_steps(spec), length)
 
@@ -337,6 +352,30 @@ def swapped_in(module: torch.nn.Module, state: Mapping[str, torch.Tensor], skip:
     return saved
 
 
+#: the dev-curve keys a shadow average's evaluation records, as ``<kind>_<key>`` (the dev value and the diagnostic
+#: test value; the others, e.g. the curriculum's ``allowed``, are the trained run's)
+SHADOW_KEYS = ("value", "test_value")
+
+
+def shadow_columns(module: torch.nn.Module, shadows: Mapping[str, WeightAverage],
+                   evaluate: Callable[[int], Mapping[str, Any]], done: int, row: Mapping[str, Any],
+                   skip: frozenset[str]) -> dict[str, Any]:
+    """The curve columns ``<kind>_<key>`` (:data:`SHADOW_KEYS`) of each shadow average at an evaluation after
+    ``done`` steps: ``evaluate(done)`` with the average swapped into ``module`` (the trained weights swapped back
+    after), or the trained weights' own ``row`` values while the average is still empty (before its first step:
+    what a run with that ``averaging`` evaluates then, :func:`fit`)."""
+    out: dict[str, Any] = {}
+    for kind, shadow in shadows.items():
+        if shadow.state is None:
+            values = row
+        else:
+            trained = swapped_in(module, shadow.state, skip)
+            values = evaluate(done)
+            load_weights(module, trained, skip)
+        out.update({f"{kind}_{key}": values[key] for key in SHADOW_KEYS if key in row})
+    return out
+
+
 @dataclass
 class FitResult:
     """What :func:`fit` returns: per-step training losses, the dev curve rows and the best evaluation.
@@ -397,6 +436,7 @@ def fit(
     result = FitResult()
     best_state: dict[str, torch.Tensor] | None = None
     average = WeightAverage(cfg.averaging, cfg.ema_decay, frozen) if cfg.averaging != "none" else None
+    shadows = {kind: WeightAverage(kind, cfg.ema_decay, frozen) for kind in cfg.shadow_averages}
     start = 0
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:
@@ -414,6 +454,8 @@ def fit(
         best_state = state["best_state"]
         if average is not None:
             average.restore(state["average"], next(module.parameters()).device)
+        for kind, shadow in shadows.items():
+            shadow.restore(state["shadows"][kind], next(module.parameters()).device)
         log.info("resuming from the checkpoint at step %d of %d (best dev %.4f at step %d)", start, cfg.steps,
                  result.best_value, result.best_step)
 
@@ -432,23 +474,25 @@ def fit(
         done = step + 1
         stop = False
         evaluation_step = bool(cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps
-        if average is not None and done >= cfg.average_from and (average.kind == "ema" or evaluation_step):
-            average.update(module)
+        for running in ([average] if average is not None else []) + list(shadows.values()):
+            if done >= cfg.average_from and (running.kind == "ema" or evaluation_step):
+                running.update(module)
         if evaluate is not None and evaluation_step:
             since = result.curve[-1]["step"] if result.curve else 0  # the curve's train_loss: steps since then
             averaged = average is not None and average.state is not None  # evaluate (and keep) the average
             trained = swapped_in(module, average.state, frozen) if averaged else None
             row = {"step": done, **evaluate(done), "train_loss": float(np.mean(result.losses[since:]))}
-            result.curve.append(row)
-            bar.set_postfix(dev=f"{row['value']:.4f}", refresh=False)
-            log.info("step %d/%d: %s; %.1f s", done, cfg.steps,
-                     ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
-                               if k != "step"), time.time() - t_start)
             if row["value"] > result.best_value:
                 best_state = state_dict_cpu(module, frozen)
                 result.best_step, result.best_value = done, float(row["value"])
             if trained is not None:
                 load_weights(module, trained, frozen)
+            row.update(shadow_columns(module, shadows, evaluate, done, row, frozen))
+            result.curve.append(row)
+            bar.set_postfix(dev=f"{row['value']:.4f}", refresh=False)
+            log.info("step %d/%d: %s; %.1f s", done, cfg.steps,
+                     ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
+                               if k != "step"), time.time() - t_start)
             module.train()
             stop = bool(cfg.patience) and result.evaluations_since_best(cfg.min_steps) >= cfg.patience
             if stop:
@@ -467,6 +511,7 @@ def fit(
                 "losses": result.losses, "curve": result.curve, "best_step": result.best_step,
                 "best_value": result.best_value, "best_state": best_state,
                 **({"average": average.checkpoint()} if average is not None else {}),
+                **({"shadows": {k: v.checkpoint() for k, v in shadows.items()}} if shadows else {}),
             })
         if on_step is not None:
             on_step(done)

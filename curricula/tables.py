@@ -73,12 +73,24 @@ DEV_CURVE = TableSpec(
 #: evaluation (``test_value``), read by the selection-noise analysis (:mod:`curricula.selection`) and nothing else
 DEV_CURVE_TEST = TableSpec("dev_curve", {**DEV_CURVE.columns, "test_value": pl.Float64}, key=DEV_CURVE.key,
                            nullable=DEV_CURVE.nullable, allowed=DEV_CURVE.allowed)
+#: the weight averages a run with ``train.diagnostic_averages`` evaluates beside its trained weights, each adding the
+#: columns ``<kind>_value`` (and ``<kind>_test_value`` with ``test_value``; :func:`curricula.fitting.shadow_columns`)
+SHADOW_KINDS = ("ema", "swa")
 
 
 def dev_curve_spec(columns: Iterable[str]) -> TableSpec:
-    """The dev curve's contract for a curve with these columns: :data:`DEV_CURVE_TEST` when it has ``test_value``
-    (a diagnostic run's), else :data:`DEV_CURVE`."""
-    return DEV_CURVE_TEST if "test_value" in columns else DEV_CURVE
+    """The dev curve's contract for a curve with these columns: :data:`DEV_CURVE`, plus ``test_value`` when present
+    (a diagnostic run's, :data:`DEV_CURVE_TEST`), plus ``<kind>_value`` (and ``<kind>_test_value`` with
+    ``test_value``) for each :data:`SHADOW_KINDS` whose ``<kind>_value`` is present."""
+    columns = set(columns)
+    base = DEV_CURVE_TEST if "test_value" in columns else DEV_CURVE
+    kinds = [kind for kind in SHADOW_KINDS if f"{kind}_value" in columns]
+    if not kinds:
+        return base
+    extra = {f"{kind}_{key}": pl.Float64 for kind in kinds for key in ("value", "test_value")
+             if key in base.columns}
+    return TableSpec("dev_curve", {**base.columns, **extra}, key=base.key, nullable=base.nullable,
+                     allowed=base.allowed)
 
 
 def read_dev_curve(path: str | Path) -> pl.DataFrame:

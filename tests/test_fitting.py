@@ -443,3 +443,62 @@ def test_the_averaging_knobs_of_a_spec():
     for knobs in ({"averaging": "polyak"}, {"ema_decay": 1.0}, {"average_from": 4}):
         with pytest.raises(ValueError):
             FitConfig(**{"steps": 3, "lr": 0.1, **knobs})
+
+
+def shadow_fit(averaging: str, shadows: tuple[str, ...], *, tmp_path=None, kill_at=None):
+    """averaging_fit's 10-step run whose dev and test values are functions of the weights evaluated, with the given
+    averaging or shadow averages (from step 5)."""
+    net = model()
+
+    def hook(done: int) -> None:
+        if done == kill_at:
+            raise Killed
+
+    def dev(done: int) -> dict[str, float]:
+        weights = torch.cat([p.detach().flatten() for p in net.parameters()])
+        return {"value": float(weights.sum()), "test_value": float(weights.abs().mean()), "other": done}
+
+    cfg = FitConfig(steps=10, lr=0.05, eval_every=3, checkpoint_every=4, averaging=averaging, ema_decay=0.9,
+                    average_from=5, shadow_averages=shadows)
+    result = fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=3, progress=False,
+                 evaluate=dev, on_step=hook, checkpoint=Checkpointer(tmp_path, "shadow") if tmp_path else None)
+    return net, result
+
+
+def test_a_shadow_average_records_the_curve_of_the_run_that_averages_and_changes_nothing_else():
+    plain_net, plain = shadow_fit("none", ())
+    net, shadowed = shadow_fit("none", ("ema", "swa"))
+    # the trained run is untouched: losses, its own curve columns, the kept step and weights
+    assert shadowed.losses == plain.losses and shadowed.best_step == plain.best_step
+    assert [{k: row[k] for k in plain.curve[0]} for row in shadowed.curve] == plain.curve
+    assert same(net.state_dict(), plain_net.state_dict())
+    for kind in ("ema", "swa"):
+        _, averaged = shadow_fit(kind, ())
+        # the shadow columns are the averaging run's dev and test values, evaluation by evaluation, bit for bit
+        assert [row[f"{kind}_value"] for row in shadowed.curve] == [row["value"] for row in averaged.curve]
+        assert [row[f"{kind}_test_value"] for row in shadowed.curve] == [row["test_value"] for row in averaged.curve]
+        assert f"{kind}_other" not in shadowed.curve[0]  # only the dev and test values are the average's
+    # before the average's first step (the evaluation at step 3) the shadows read the trained weights' values
+    assert shadowed.curve[0]["ema_value"] == shadowed.curve[0]["value"]
+    assert shadowed.curve[1]["ema_value"] != shadowed.curve[1]["value"]
+
+
+def test_a_killed_fit_with_shadow_averages_resumes_to_the_same_curve(tmp_path):
+    _, whole = shadow_fit("none", ("ema", "swa"))
+    with pytest.raises(Killed):
+        shadow_fit("none", ("ema", "swa"), tmp_path=tmp_path, kill_at=9)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert state["shadows"]["ema"]["count"] == 4 and state["shadows"]["swa"]["count"] == 1  # steps 5-8; step 6
+    _, resumed = shadow_fit("none", ("ema", "swa"), tmp_path=tmp_path)
+    assert resumed.curve == whole.curve and resumed.losses == whole.losses
+
+
+def test_shadow_averages_are_checked_and_read_from_a_spec():
+    with pytest.raises(ValueError, match="distinct kinds"):
+        FitConfig(steps=10, lr=0.1, shadow_averages=("ema", "ema"))
+    with pytest.raises(ValueError, match="distinct kinds"):
+        FitConfig(steps=10, lr=0.1, shadow_averages=("none",))
+    with pytest.raises(ValueError, match="set averaging none"):
+        FitConfig(steps=10, lr=0.1, averaging="ema", shadow_averages=("swa",))
+    cfg = FitConfig.from_spec({**SPEC, "diagnostic_averages": ["ema", "swa"], "min_steps": 640}, length=640)
+    assert (cfg.averaging, cfg.shadow_averages, cfg.average_from) == ("none", ("ema", "swa"), 640)

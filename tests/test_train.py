@@ -676,6 +676,25 @@ def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(da
     assert not on["test_value"].equals(on["value"])
 
 
+def test_a_diagnostic_run_with_shadow_averages_writes_their_columns_and_keeps_the_plain_model(data, table, tmp_path):
+    """diagnostic_averages adds ema_/swa_ value and test_value columns to the diagnostic curve (its contract
+    checked on write and read) and changes nothing of the trained run: its own columns and kept weights."""
+    from curricula.tables import dev_curve_spec, read_dev_curve, write_table
+
+    _, plain, weights_plain = pinned_training(data, table, tmp_path / "plain", max_steps=12, diagnostic_test=True)
+    _, shadow, weights = pinned_training(data, table, tmp_path / "shadow", max_steps=12, diagnostic_test=True,
+                                         diagnostic_averages=["ema", "swa"])
+    extra = ["ema_value", "ema_test_value", "swa_value", "swa_test_value"]
+    assert shadow.columns == [*DEV_CURVE_TEST.columns, *extra] and shadow.drop(extra).equals(plain)
+    assert all(torch.equal(weights[k], weights_plain[k]) for k in weights_plain)
+    # before the averages start (the curriculum's end, step 8) they read the trained weights; after, their own
+    early, late = shadow.filter(pl.col("step") < 8), shadow.filter(pl.col("step") > 8)
+    assert early["swa_value"].equals(early["value"], check_names=False)
+    assert late["swa_test_value"].to_list() != late["test_value"].to_list()
+    write_table(shadow, tmp_path / "curve.parquet", dev_curve_spec(shadow.columns))
+    assert read_dev_curve(tmp_path / "curve.parquet").equals(shadow)
+
+
 def test_weight_averaging_changes_only_evaluations_after_the_curriculum_and_resumes_after_a_kill(data, table,
                                                                                                  tmp_path):
     """SWA from the curriculum's end (step 8 of a 12-step budget): the evaluations at 2..6 are the plain run's; those
@@ -729,7 +748,12 @@ def test_the_selection_knobs_stay_out_of_specs_while_idle_and_are_the_grids():
     ema = experiment_specs({"train": {**TRAIN, "averaging": "ema", "ema_decay": 0.99}, "experiments": {}})
     assert ema["baseline"]["ema_decay"] == 0.99 and ema["baseline"]["min_steps"] == TRAIN["steps"]
     assert before["baseline"]["min_steps"] is None
-    for key, value in (("averaging", "ema"), ("diagnostic_test", True)):
+    shadows = experiment_specs({"train": {**TRAIN, "diagnostic_test": True, "diagnostic_averages": ["ema", "swa"],
+                                          "ema_decay": 0.99, "steps": 6, "max_steps": 20}, "experiments": experiments})
+    assert all(spec["diagnostic_averages"] == ["ema", "swa"] and spec["ema_decay"] == 0.99 and spec["min_steps"] == 6
+               for spec in shadows.values())  # the shadow EMA reads ema_decay; the replays read min_steps
+    assert experiment_specs({"train": {**TRAIN, "diagnostic_averages": []}, "experiments": experiments}) == before
+    for key, value in (("averaging", "ema"), ("diagnostic_test", True), ("diagnostic_averages", ["swa"])):
         with pytest.raises(ValueError, match=f"experiments.root2.{key}: every arm of a grid is selected alike"):
             experiment_runs({"train": TRAIN, "experiments": {"root2": {**experiments["root2"], key: value}}})
     with pytest.raises(ValueError, match="min_steps=12 is above max_steps=6"):
