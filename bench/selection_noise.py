@@ -1,18 +1,21 @@
-"""Selection noise of one dataset's finished grid (issue 45 item 1): per model-selection rule, the SD over seeds of
-the paired differences of the kept test values between two arms, their mean (the effect) and each arm's mean test
-value (:mod:`curricula.selection`).
+"""Selection noise of one dataset's finished diagnostic grid (issue 45 item 1; docs/selection.md): per weight average
+and model-selection rule, the SD over seeds of the paired differences of the kept test values between two arms,
+their mean (the effect), each arm's mean test value and SD, the arms' correlation across seeds, and the SD as a
+ratio of the reference rule's (:mod:`curricula.selection`).
 
-    PYTHONPATH=. .venv/bin/python bench/selection_noise.py --root results/chitchat \\
-        --arms baseline,penha_bert_pred_root2 [--rules best_dev,fixed_budget:3000,smoothed_best:3,eval_every:2] \\
+    PYTHONPATH=. .venv/bin/python bench/selection_noise.py --root results/selection_noise/wikiqa \\
+        --arms baseline,macavaney_kde [--rules best_dev,patience:3/2,...] [--reference none:patience:3/2] \\
         [--per-seed]
 
 The grid must have been trained with ``train.diagnostic_test: true`` (every dev evaluation also scored on the test
-queries: the ``test_value`` column of each ``dev_curve.parquet``), best with ``patience: null`` so that every rule
-sees the whole budget. The default rules are ``best_dev`` (today's), ``fixed_budget`` at the last step every seed
-of both arms reached, ``smoothed_best`` over 3 and 5 evaluations and ``eval_every`` 2 and 4 (evaluation intervals 2
-and 4 times the run's), the last four where every curve has that many evaluations. Prints a Markdown table, one
-row per rule; with ``--per-seed`` also each seed's kept step, dev value and test value. Weight averaging and more
-dev queries are other runs: give their results folder as ``--root`` for the same table.
+queries), best with ``patience: null`` so that every rule sees the whole budget (configs/selection_noise.yaml).
+The default rules are ``best_dev`` (the run's evaluation interval), ``best_dev/2`` (an interval twice as long),
+``patience:3`` and ``patience:3/2`` (early stopping; with the overlay's 50-step interval, ``patience:3/2`` is the
+default protocol, patience 3 on evaluations every 100 steps), ``smoothed_best`` over 3 and 5 evaluations and
+``fixed_budget`` at the last step every seed of both arms reached, each where every curve has enough
+evaluations. The averages are ``none`` (the trained weights) and each shadow average the curves hold
+(``train.diagnostic_averages``). Prints a Markdown table, one row per (average, rule); with ``--per-seed`` also each
+seed's kept step, dev value and test value. More dev queries are other runs: give their results folder as ``--root``.
 """
 
 from __future__ import annotations
@@ -21,15 +24,58 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import polars as pl
+
 from curricula.report import to_markdown
-from curricula.selection import Rule, kept_values, last_common_step, load_curves, parse_rule, selection_noise
+from curricula.selection import (AVERAGES, Rule, curve_columns, grid_min_steps, kept_values, last_common_step,
+                                 load_curves, paired_values, parse_rule, selection_noise)
+from curricula.stats import pitman_morgan
+
+#: the rule the ratio column divides by: the default protocol replayed on a 50-step diagnostic grid
+REFERENCE = "none:patience:3/2"
 
 
 def default_rules(budget: int, evaluations: int) -> list[Rule]:
-    """best_dev, fixed_budget at ``budget`` (steps), smoothed_best over 3 and 5 evaluations and eval_every 2 and 4,
-    each of the last four only when the shortest curve has at least ``k`` evaluations (``evaluations``)."""
-    windows = [Rule("smoothed_best", k) for k in (3, 5)] + [Rule("eval_every", k) for k in (2, 4)]
-    return [Rule("best_dev"), Rule("fixed_budget", budget), *[r for r in windows if r.k <= evaluations]]
+    """best_dev, best_dev/2, patience:3, patience:3/2, smoothed_best over 3 and 5 evaluations and fixed_budget at
+    ``budget`` (steps), each windowed rule only when the shortest curve has at least that many evaluations
+    (``evaluations``)."""
+    rules = [Rule("best_dev"), Rule("best_dev", stride=2), Rule("patience", 3), Rule("patience", 3, 2)]
+    rules += [Rule("smoothed_best", k) for k in (3, 5) if k <= evaluations]
+    return [*rules, Rule("fixed_budget", budget)]
+
+
+def present_averages(curves) -> list[str]:
+    """The averages every curve holds the columns of: ``none`` and each shadow average (:data:`AVERAGES`)."""
+    columns = [set(curve.columns) for of in curves.values() for curve in of.values()]
+    return [a for a in AVERAGES if all(set(curve_columns(a)) <= c for c in columns)]
+
+
+def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list, list]:
+    """Per (average, rule) of ``kept`` (in its order; its ``average`` column added), the SD ratio of its paired
+    differences to the ``reference`` (``<average>:<rule>``) ones, seed by seed, with the Pitman-Morgan 95% interval
+    (as text) and p value (:func:`curricula.stats.pitman_morgan`; null for the reference itself, or where the two
+    share fewer than 3 seeds or one is constant)."""
+    average, _, rule = reference.partition(":")
+    ref = kept.filter(pl.col("average") == average)
+    if ref.is_empty() or rule not in ref["rule"].to_list():
+        keys = kept.select("average", "rule").unique(maintain_order=True).rows()
+        return [None] * len(keys), [None] * len(keys), [None] * len(keys)
+    ref_seeds, x, y = paired_values(ref, arms[0], arms[1], rule)
+    ref_diff = dict(zip(ref_seeds, y - x))
+    ratios, cis, ps = [], [], []
+    for avg, name in kept.select("average", "rule").unique(maintain_order=True).rows():
+        seeds, a, b = paired_values(kept.filter(pl.col("average") == avg), arms[0], arms[1], name)
+        both = [i for i, s in enumerate(seeds) if s in ref_diff]
+        diff = (b - a)[both]
+        base = [ref_diff[seeds[i]] for i in both]
+        try:
+            res = None if (avg, name) == (average, rule) else pitman_morgan(base, diff)
+        except ValueError:
+            res = None
+        ratios.append(float(diff.std(ddof=1) / max(float(pl.Series(base).std()), 1e-300)) if len(both) > 1 else None)
+        cis.append(f"{res.low:.2f}-{res.high:.2f}" if res else None)
+        ps.append(res.p if res else None)
+    return ratios, cis, ps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--root", required=True, help="a dataset's results folder, e.g. results/chitchat")
     parser.add_argument("--arms", required=True, help="baseline,arm: the two experiments to pair by seed")
     parser.add_argument("--rules", help="comma-separated rules (default: see the module docstring)")
+    parser.add_argument("--reference", default=REFERENCE,
+                        help=f"<average>:<rule> whose SD the ratio column divides by (default {REFERENCE})")
     parser.add_argument("--per-seed", action="store_true", help="also print each seed's kept evaluation per rule")
     args = parser.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -46,16 +94,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     fewest = min(curve.height for of in curves.values() for curve in of.values())
     rules = ([parse_rule(r) for r in args.rules.split(",")] if args.rules
              else default_rules(last_common_step(curves), fewest))
-    kept = kept_values(curves, rules)
-    table = selection_noise(kept, *arms).rename({"test_baseline": f"test {arms[0]}", "test_arm": f"test {arms[1]}",
-                                                 "sd_difference": "SD of paired differences",
-                                                 "mean_difference": "mean effect"})
+    needs_min_steps = any(rule.kind == "patience" for rule in rules)
+    min_steps = grid_min_steps(args.root, arms) if needs_min_steps else 0
+    tables, kept_all = [], []
+    for average in present_averages(curves):
+        kept = kept_values(curves, rules, average, min_steps)
+        kept_all.append(kept.with_columns(average=pl.lit(average)))
+        tables.append(selection_noise(kept, *arms).with_columns(average=pl.lit(average)))
+    table = pl.concat(tables)
+    ratio, ci, p = ratio_columns(pl.concat(kept_all), arms, args.reference)
+    table = table.with_columns(pl.Series("ratio", ratio, pl.Float64), pl.Series("ratio_ci", ci, pl.String),
+                               pl.Series("ratio_p", p, pl.Float64))
+    table = table.select("average", "rule", "seeds", "sd_difference", "ratio", "ratio_ci", "ratio_p",
+                         "mean_difference", "test_baseline", "test_arm", "sd_baseline", "sd_arm", "rho")
+    table = table.rename({"test_baseline": f"test {arms[0]}", "test_arm": f"test {arms[1]}",
+                          "sd_difference": "SD of paired differences", "ratio": f"SD / {args.reference}'s",
+                          "ratio_ci": "95% CI", "ratio_p": "p (Pitman-Morgan)",
+                          "mean_difference": "mean effect", "sd_baseline": f"SD {arms[0]}",
+                          "sd_arm": f"SD {arms[1]}"})
     metric = next(iter(next(iter(curves.values())).values()))["metric"][0]
-    print(f"## {args.root}: {arms[1]} - {arms[0]}, test {metric} of the evaluation each rule keeps\n")
-    print(to_markdown(table, "rule"), end="")
+    print(f"## {args.root}: {arms[1]} - {arms[0]}, test {metric} of the evaluation each rule keeps "
+          f"(min_steps {min_steps})\n")
+    print(to_markdown(table, "average"), end="")
     if args.per_seed:
         print()
-        print(to_markdown(kept.sort("rule", "arm", "seed", maintain_order=True), "arm"), end="")
+        kept = pl.concat(kept_all).sort("average", "rule", "arm", "seed", maintain_order=True)
+        print(to_markdown(kept.select("average", *kept.columns[:-1]), "average"), end="")
     return 0
 
 

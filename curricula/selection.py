@@ -13,7 +13,18 @@ evaluation by the dev values alone can be replayed after the fact, and the test 
   evaluations (the mean of the evaluation and the ``k - 1`` before it; defined from the ``k``-th evaluation on, so a
   kept model is one a run could have saved when it made that evaluation);
 * ``eval_every:<k>``: ``best_dev`` among every ``k``-th evaluation (the ``k``-th, ``2k``-th, ...) and the last (a
-  run evaluates at the end of its budget), i.e. an evaluation interval ``k`` times as long as the run's.
+  run evaluates at the end of its budget), i.e. an evaluation interval ``k`` times as long as the run's;
+* ``patience:<k>``: early stopping as :func:`curricula.fitting.fit` does it: evaluations are read in order and the
+  run stops once ``k`` evaluations after both the best so far and the grid's ``min_steps`` brought no improvement;
+  the best evaluation up to the stop is kept (MacAvaney et al. 2020 §4: roll back to the best validation model).
+
+Any rule may end in ``/<s>``: it then sees every ``s``-th evaluation and the last only (an evaluation interval ``s``
+times the run's), so a run evaluated every 50 steps replays the default protocol, patience 3 on evaluations every
+100 steps, as ``patience:3/2``, and ``eval_every:<k>`` is ``best_dev/<k>``.
+
+A run with ``train.diagnostic_averages`` also holds the curves of shadow weight averages (``ema_value``,
+``ema_test_value``, ...; :func:`curricula.fitting.shadow_columns`): ``average="ema"`` replays the rules on those,
+i.e. on the run ``averaging: ema`` would have made.
 
 For each rule and seed present in both arms the paired difference is (arm's kept test value) - (baseline's), in the
 metric's units (e.g. AP, higher = better, so a positive mean is an arm better than the baseline); the table gives
@@ -22,8 +33,8 @@ their SD over seeds (``ddof = 1``), their mean (the effect) and each arm's mean 
 less noisy. A run with ``patience`` records its curve only up to its stop, so every rule sees that part only: run
 the diagnostic with the whole budget (``patience: null``) for rules that may pick later evaluations.
 
-Two more sources of selection noise in issue 45 are not replays of one curve: more dev queries (``dev_queries``)
-and weight averaging (``averaging``) need runs of their own, whose roots give this table again.
+More dev queries need runs of their own (``dev_queries``, or a split with a larger dev set), whose roots give this
+table again.
 """
 
 from __future__ import annotations
@@ -37,22 +48,27 @@ import numpy as np
 import polars as pl
 
 #: rule kinds, with whether each takes a number (``kind:<k>``)
-RULE_KINDS = {"best_dev": False, "fixed_budget": True, "smoothed_best": True, "eval_every": True}
+RULE_KINDS = {"best_dev": False, "fixed_budget": True, "smoothed_best": True, "eval_every": True, "patience": True}
+#: the curves of :func:`kept_values`: the trained weights' (``none``) and the diagnostic shadow averages'
+AVERAGES = ("none", "ema", "swa")
 #: the per-seed frame of :func:`kept_values`
 KEPT_COLUMNS = ("arm", "seed", "rule", "step", "dev_value", "test_value")
 #: the table of :func:`selection_noise`: per rule, the seeds paired, the SD and mean of the paired differences
-#: (arm - baseline) and each arm's mean kept test value
-NOISE_COLUMNS = ("rule", "seeds", "sd_difference", "mean_difference", "test_baseline", "test_arm")
+#: (arm - baseline), each arm's mean kept test value and SD over seeds, and the arms' correlation across seeds
+NOISE_COLUMNS = ("rule", "seeds", "sd_difference", "mean_difference", "test_baseline", "test_arm", "sd_baseline",
+                 "sd_arm", "rho")
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A model-selection rule replayed on a dev curve: ``kind`` (:data:`RULE_KINDS`) and its number ``k`` (the step
-    of ``fixed_budget``, in steps; the window of ``smoothed_best`` and the stride of ``eval_every``, in
-    evaluations; 0 for ``best_dev``)."""
+    """A model-selection rule replayed on a dev curve: ``kind`` (:data:`RULE_KINDS`), its number ``k`` (the step
+    of ``fixed_budget``, in steps; the window of ``smoothed_best``, the stride of ``eval_every`` and the patience of
+    ``patience``, in evaluations; 0 for ``best_dev``) and ``stride`` (the rule sees every ``stride``-th evaluation
+    and the last; 1 = all)."""
 
     kind: str
     k: int = 0
+    stride: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in RULE_KINDS:
@@ -61,28 +77,57 @@ class Rule:
             raise ValueError(f"selection rule {self.kind}: k={self.k}, expected a positive integer ({self.kind}:<k>)")
         if not RULE_KINDS[self.kind] and self.k:
             raise ValueError(f"selection rule {self.kind} takes no number (got {self.k})")
+        if self.stride < 1:
+            raise ValueError(f"selection rule {self.kind}: stride {self.stride}, expected a positive integer")
 
     @property
     def name(self) -> str:
-        """``kind`` or ``kind:k``, as :func:`parse_rule` reads it."""
-        return f"{self.kind}:{self.k}" if RULE_KINDS[self.kind] else self.kind
+        """``kind``, ``kind:k``, each with ``/stride`` when above 1, as :func:`parse_rule` reads it."""
+        base = f"{self.kind}:{self.k}" if RULE_KINDS[self.kind] else self.kind
+        return base if self.stride == 1 else f"{base}/{self.stride}"
 
 
 def parse_rule(text: str) -> Rule:
-    """A :class:`Rule` from its name: ``best_dev``, ``fixed_budget:3000``, ``smoothed_best:3``, ``eval_every:2``."""
-    m = re.fullmatch(r"([a-z_]+)(?::(\d+))?", text.strip())
+    """A :class:`Rule` from its name: ``best_dev``, ``fixed_budget:3000``, ``smoothed_best:3``, ``eval_every:2``,
+    ``patience:3``, any of them with ``/<stride>`` (``patience:3/2``)."""
+    m = re.fullmatch(r"([a-z_]+)(?::(\d+))?(?:/(\d+))?", text.strip())
     if m is None:
-        raise ValueError(f"selection rule {text!r}: expected <kind> or <kind>:<k>, kinds {list(RULE_KINDS)}")
-    return Rule(m[1], int(m[2]) if m[2] else 0)
+        raise ValueError(f"selection rule {text!r}: expected <kind>[:<k>][/<stride>], kinds {list(RULE_KINDS)}")
+    return Rule(m[1], int(m[2]) if m[2] else 0, int(m[3]) if m[3] else 1)
 
 
-def kept_index(steps: Sequence[int], dev: Sequence[float], rule: Rule) -> int:
+def every_kth(size: int, k: int) -> list[int]:
+    """Positions ``k - 1, 2k - 1, ...`` of a curve of ``size`` evaluations and its last (``size - 1``): the
+    evaluations a run whose interval is ``k`` times as long would make (it also evaluates at the end)."""
+    return sorted({*range(k - 1, size, k), size - 1})
+
+
+def stopped_best(steps: Sequence[int], values: np.ndarray, patience: int, min_steps: int = 0) -> int:
+    """The position :func:`curricula.fitting.fit` keeps with early stopping: evaluations in order, the best (the
+    first on ties) kept, stopping once ``patience`` evaluations after both the best's step and ``min_steps`` brought
+    no improvement (:meth:`curricula.fitting.FitResult.evaluations_since_best`)."""
+    best, best_value = -1, -np.inf
+    for i, value in enumerate(values):
+        if value > best_value:
+            best, best_value = i, float(value)
+        since = sum(1 for j in range(i + 1) if int(steps[j]) > max(int(steps[best]), min_steps))
+        if since >= patience:
+            break
+    return best
+
+
+def kept_index(steps: Sequence[int], dev: Sequence[float], rule: Rule, min_steps: int = 0) -> int:
     """The position in a dev curve (``steps`` increasing, ``dev`` the dev values at them, higher = better) of the
-    evaluation ``rule`` keeps; the first on ties. ValueError for an empty curve, a ``fixed_budget`` step the curve
+    evaluation ``rule`` keeps; the first on ties. ``min_steps`` (steps) is where ``patience`` starts counting (the
+    grid's longest curriculum). ValueError for an empty curve, a ``fixed_budget`` step the curve (or its stride)
     lacks, or a ``smoothed_best`` window longer than the curve."""
     values = np.asarray(dev, dtype=np.float64)
     if values.size == 0 or values.size != len(steps):
         raise ValueError(f"a dev curve of {len(steps)} steps and {values.size} values: expected as many, at least 1")
+    if rule.stride > 1:
+        picked = every_kth(values.size, rule.stride)
+        inner = kept_index([steps[i] for i in picked], values[picked], Rule(rule.kind, rule.k), min_steps)
+        return picked[inner]
     if rule.kind == "best_dev":
         return int(np.argmax(values))
     if rule.kind == "fixed_budget":
@@ -96,25 +141,42 @@ def kept_index(steps: Sequence[int], dev: Sequence[float], rule: Rule) -> int:
             raise ValueError(f"{rule.name}: the curve has {values.size} evaluation(s), fewer than the window")
         smoothed = np.convolve(values, np.full(rule.k, 1.0 / rule.k), mode="valid")  # [i] = mean of i..i+k-1
         return int(np.argmax(smoothed)) + rule.k - 1
-    picked = sorted({*range(rule.k - 1, values.size, rule.k), values.size - 1})  # eval_every
+    if rule.kind == "patience":
+        return stopped_best(steps, values, rule.k, min_steps)
+    picked = every_kth(values.size, rule.k)  # eval_every
     return picked[int(np.argmax(values[picked]))]
 
 
-def kept_values(curves: Mapping[str, Mapping[str, pl.DataFrame]], rules: Sequence[Rule]) -> pl.DataFrame:
+def curve_columns(average: str = "none") -> tuple[str, str]:
+    """The dev and test columns of a diagnostic dev curve for the trained weights (``none``: ``value``,
+    ``test_value``) or a shadow average (``ema``: ``ema_value``, ``ema_test_value``; :data:`AVERAGES`)."""
+    if average not in AVERAGES:
+        raise ValueError(f"average {average!r}: expected one of {list(AVERAGES)}")
+    return ("value", "test_value") if average == "none" else (f"{average}_value", f"{average}_test_value")
+
+
+def kept_values(curves: Mapping[str, Mapping[str, pl.DataFrame]], rules: Sequence[Rule], average: str = "none",
+                min_steps: int = 0) -> pl.DataFrame:
     """Per arm, seed and rule the evaluation the rule keeps (:data:`KEPT_COLUMNS`: its step, dev value and test
-    value). ``curves``: arm -> seed -> a dev curve with ``step``, ``value`` and the diagnostic ``test_value``
-    (:data:`curricula.tables.DEV_CURVE_TEST`); ValueError naming the arm and seed for a curve without it."""
+    value) on the curves of ``average`` (:func:`curve_columns`). ``curves``: arm -> seed -> a dev curve with
+    ``step`` and the columns of ``average``, with the diagnostic test column (:data:`curricula.tables.
+    DEV_CURVE_TEST`); ValueError naming the arm and seed for a curve without them. ``min_steps``: where ``patience``
+    rules start counting (:func:`grid_min_steps`)."""
+    dev_column, test_column = curve_columns(average)
     rows = []
     for arm, of in curves.items():
         for seed, curve in of.items():
-            if "test_value" not in curve.columns:
-                raise ValueError(f"{arm} seed {seed}: the dev curve has no test_value column (train it with "
-                                 f"train.diagnostic_test: true)")
+            missing = [c for c in (dev_column, test_column) if c not in curve.columns]
+            if missing:
+                how = ("train.diagnostic_test: true" if "test_value" in missing
+                       else f"train.diagnostic_averages: [{average}]")
+                raise ValueError(f"{arm} seed {seed}: the dev curve has no {', '.join(missing)} column (train it "
+                                 f"with {how})")
             curve = curve.sort("step")
-            steps, dev, test = curve["step"].to_list(), curve["value"].to_list(), curve["test_value"].to_list()
+            steps, dev, test = curve["step"].to_list(), curve[dev_column].to_list(), curve[test_column].to_list()
             for rule in rules:
                 try:
-                    i = kept_index(steps, dev, rule)
+                    i = kept_index(steps, dev, rule, min_steps)
                 except ValueError as err:
                     raise ValueError(f"{arm} seed {seed}: {err}") from None
                 rows.append((arm, str(seed), rule.name, int(steps[i]), float(dev[i]), float(test[i])))
@@ -125,23 +187,35 @@ def kept_values(curves: Mapping[str, Mapping[str, pl.DataFrame]], rules: Sequenc
 def selection_noise(kept: pl.DataFrame, baseline: str, arm: str) -> pl.DataFrame:
     """Per rule (in ``kept``'s order) the paired differences ``arm - baseline`` of the kept test values over the
     seeds both arms have (:data:`NOISE_COLUMNS`): how many seeds, their SD (``ddof = 1``, null with one seed), their
-    mean (the effect), and each arm's mean kept test value, all in the metric's units. ``kept``:
-    :func:`kept_values`. ValueError when the arms share no seed."""
+    mean (the effect), each arm's mean kept test value, each arm's SD over seeds and the correlation ``rho`` of the
+    two arms' values across seeds (Pearson; null with fewer than 3 seeds or a constant arm), all in the metric's
+    units. Pairing buys ``Var(diff) = Var(a) + Var(b) - 2 rho SD(a) SD(b)``, i.e. ``2 sigma^2 (1 - rho)`` for arms of
+    equal spread: it helps only while the arms stay correlated. ``kept``: :func:`kept_values`. ValueError when the
+    arms share no seed."""
     out = []
     for rule in kept["rule"].unique(maintain_order=True).to_list():
-        of = kept.filter(pl.col("rule") == rule)
-        a = dict(of.filter(pl.col("arm") == baseline).select("seed", "test_value").iter_rows())
-        b = dict(of.filter(pl.col("arm") == arm).select("seed", "test_value").iter_rows())
-        seeds = sorted(set(a) & set(b))
-        if not seeds:
-            raise ValueError(f"{baseline} and {arm} share no seed: nothing to pair")
-        diff = np.array([b[s] - a[s] for s in seeds])
-        sd = float(np.std(diff, ddof=1)) if len(seeds) > 1 else None
-        out.append((rule, len(seeds), sd, float(diff.mean()), float(np.mean([a[s] for s in seeds])),
-                    float(np.mean([b[s] for s in seeds]))))
+        seeds, x, y = paired_values(kept, baseline, arm, rule)
+        diff = y - x
+        many = len(seeds) > 1
+        sd, sd_a, sd_b = ((float(np.std(v, ddof=1)) if many else None) for v in (diff, x, y))
+        rho = (float(np.corrcoef(x, y)[0, 1]) if len(seeds) > 2 and sd_a and sd_b else None)
+        out.append((rule, len(seeds), sd, float(diff.mean()), float(x.mean()), float(y.mean()), sd_a, sd_b, rho))
     return pl.DataFrame(out, schema={"rule": pl.String, "seeds": pl.Int64, "sd_difference": pl.Float64,
                                      "mean_difference": pl.Float64, "test_baseline": pl.Float64,
-                                     "test_arm": pl.Float64}, orient="row")
+                                     "test_arm": pl.Float64, "sd_baseline": pl.Float64, "sd_arm": pl.Float64,
+                                     "rho": pl.Float64}, orient="row")
+
+
+def paired_values(kept: pl.DataFrame, baseline: str, arm: str, rule: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(seeds, baseline's kept test values, arm's) under one rule (its name) over the seeds both arms have, in seed
+    order. ``kept``: :func:`kept_values`. ValueError when the arms share no seed."""
+    of = kept.filter(pl.col("rule") == rule)
+    a = dict(of.filter(pl.col("arm") == baseline).select("seed", "test_value").iter_rows())
+    b = dict(of.filter(pl.col("arm") == arm).select("seed", "test_value").iter_rows())
+    seeds = sorted(set(a) & set(b), key=lambda s: (len(s), s))
+    if not seeds:
+        raise ValueError(f"{baseline} and {arm} share no seed: nothing to pair")
+    return seeds, np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])
 
 
 def last_common_step(curves: Mapping[str, Mapping[str, pl.DataFrame]]) -> int:
@@ -158,3 +232,22 @@ def load_curves(root: str | Path, arms: Sequence[str]) -> dict[str, dict[str, pl
 
     return {arm: {seed: read_dev_curve(path) for (_, seed), path in
                   experiment_files(root, "dev_curve.parquet", arm).items()} for arm in arms}
+
+
+def grid_min_steps(root: str | Path, arms: Sequence[str]) -> int:
+    """The ``min_steps`` (steps; the grid's longest curriculum, where patience starts counting) of the arms' runs
+    under a dataset's results folder, read from each run's ``config.json``; ValueError when the runs disagree (they
+    are not one grid) or none records it."""
+    import json
+
+    from curricula.comparisons import experiment_files
+
+    found = {}
+    for arm in arms:
+        for (_, seed), path in experiment_files(root, "config.json", arm).items():
+            found[(arm, seed)] = json.loads(Path(path).read_text())["spec"].get("min_steps")
+    values = set(found.values())
+    if len(values) != 1 or None in values:
+        raise ValueError(f"{root}: the runs of {list(arms)} record min_steps {sorted(map(str, values))}: expected "
+                         f"one value (one grid)")
+    return int(values.pop())

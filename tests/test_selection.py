@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.selection import (KEPT_COLUMNS, NOISE_COLUMNS, Rule, kept_index, kept_values, last_common_step,
-                                 load_curves, parse_rule, selection_noise)
+from curricula.selection import (KEPT_COLUMNS, NOISE_COLUMNS, Rule, grid_min_steps, kept_index, kept_values,
+                                 last_common_step, load_curves, parse_rule, selection_noise)
 from curricula.tables import DEV_CURVE, DEV_CURVE_TEST, dev_curve_spec, read_dev_curve, write_table
 from curricula.tuning import select_stage
 from tests.conftest import REPO
@@ -42,6 +42,12 @@ def curve(dev: list[float], test: list[float] | None = None, steps: list[int] | 
     ("eval_every:5", 500),        # evaluation 5 and the last (0.45, 0.3)
     ("eval_every:10", 600),       # the last alone: a run always evaluates at the end of its budget
     ("smoothed_best:1", 200),     # a window of one is best_dev
+    ("best_dev/2", 200),          # the stride: evaluations 2, 4, 6, as eval_every:2
+    ("best_dev/4", 400),          # evaluation 4 and the last
+    ("patience:1", 200),          # 300 brings no improvement on 200: stop there, keep 200
+    ("patience:3", 200),          # 300, 400, 500 none above 0.5: stop at 500, keep 200
+    ("patience:1/2", 200),        # on 200, 400, 600: 400 is no improvement, stop, keep 200
+    ("smoothed_best:2/2", 400),   # on 200, 400, 600 (0.5, 0.4, 0.3): trailing means 0.45, 0.35, window ending at 400
 ])
 def test_each_rule_keeps_the_evaluation_worked_out_by_hand(rule, step):
     assert STEPS[kept_index(STEPS, DEV, parse_rule(rule))] == step
@@ -62,6 +68,46 @@ def test_ties_keep_the_first_and_bad_rules_or_curves_are_clear_errors():
         kept_index(STEPS, DEV, Rule("smoothed_best", 7))
     with pytest.raises(ValueError, match="at least 1"):
         kept_index([], [], Rule("best_dev"))
+
+
+def test_early_stopping_is_replayed_as_fit_stops_counting_only_after_min_steps():
+    from curricula.fitting import FitConfig, fit
+
+    rising = [0.1, 0.2, 0.15, 0.14, 0.13, 0.3]  # best at 200, then three without improvement, then a better one
+    assert STEPS[kept_index(STEPS, rising, Rule("patience", 3))] == 200  # stopped at 500, before 600's 0.3
+    # only evaluations after min_steps count: with min_steps 300, 400 and 500 are two, so the run reaches 600
+    assert STEPS[kept_index(STEPS, rising, Rule("patience", 3), min_steps=300)] == 600
+    assert STEPS[kept_index(STEPS, rising, Rule("patience", 2), min_steps=300)] == 200
+    # fit itself, on the same dev values, stops and keeps the same evaluation
+    import torch
+
+    for patience, min_steps in ((3, 0), (3, 300), (2, 300), (1, 0)):
+        net = torch.nn.Linear(2, 1)
+        cfg = FitConfig(steps=600, lr=0.01, eval_every=100, patience=patience, min_steps=min_steps)
+        result = fit(net, lambda step: net(torch.ones(1, 2)).sum(), cfg, seed=1, progress=False,
+                     evaluate=lambda done: {"value": rising[done // 100 - 1]})
+        replay = kept_index(STEPS, rising, Rule("patience", patience), min_steps=min_steps)
+        assert (result.best_step, result.curve[-1]["step"]) == (STEPS[replay], result.curve[-1]["step"])
+        assert len(result.curve) == (
+            next(i for i in range(1, 7) if i == 6 or sum(1 for s in STEPS[:i] if s > max(STEPS[replay], min_steps))
+                 >= patience))
+
+
+def test_the_shadow_averages_columns_are_replayed_and_named_when_missing():
+    base = curve(DEV, [0.2, 0.3, 0.25, 0.5, 0.55, 0.35])
+    shadow = base.with_columns(ema_value=pl.Series([0.1, 0.2, 0.6, 0.4, 0.3, 0.2]),
+                               ema_test_value=pl.Series([0.3, 0.3, 0.9, 0.1, 0.1, 0.1]))
+    kept = kept_values({"a": {"1": shadow}}, [Rule("best_dev")], average="ema")
+    assert kept.select("step", "dev_value", "test_value").row(0) == (300, 0.6, 0.9)
+    assert kept_values({"a": {"1": shadow}}, [Rule("best_dev")]).select("step", "test_value").row(0) == (200, 0.3)
+    with pytest.raises(ValueError, match="no swa_value, swa_test_value column .*diagnostic_averages: \\[swa\\]"):
+        kept_values({"a": {"1": shadow}}, [Rule("best_dev")], average="swa")
+    with pytest.raises(ValueError, match="average 'mean'"):
+        kept_values({"a": {"1": shadow}}, [Rule("best_dev")], average="mean")
+    assert [parse_rule(r).name for r in ("patience:3/2", "best_dev/1", "eval_every:2/3")] == [
+        "patience:3/2", "best_dev", "eval_every:2/3"]
+    with pytest.raises(ValueError, match="stride 0"):
+        Rule("best_dev", stride=0)
 
 
 #: arm -> seed -> (dev, test) of two evaluations (steps 100, 200); seed 4 of the arm has no baseline to pair with
@@ -94,6 +140,11 @@ def test_paired_differences_under_each_rule_against_hand_values():
     fixed = table.row(1, named=True)
     assert fixed["mean_difference"] == pytest.approx(0.0, abs=1e-12)
     assert fixed["sd_difference"] == pytest.approx(np.sqrt((0.2 ** 2 + 0.25 ** 2 + 0.05 ** 2) / 2))
+    # each arm's spread and their correlation across seeds: Var(diff) = Var(a) + Var(b) - 2 rho SD(a) SD(b)
+    assert best["sd_baseline"] == pytest.approx(np.std([0.60, 0.55, 0.70], ddof=1))
+    assert best["rho"] == pytest.approx(np.corrcoef([0.60, 0.55, 0.70], [0.70, 0.75, 0.50])[0, 1])
+    assert best["sd_difference"] ** 2 == pytest.approx(best["sd_baseline"] ** 2 + best["sd_arm"] ** 2
+                                                       - 2 * best["rho"] * best["sd_baseline"] * best["sd_arm"])
     single = selection_noise(kept.filter(pl.col("seed") == "1"), "baseline", "arm")
     assert single["seeds"].to_list() == [1, 1] and single["sd_difference"].to_list() == [None, None]
     with pytest.raises(ValueError, match="share no seed"):
@@ -132,21 +183,58 @@ def test_both_dev_curve_contracts_read_back_and_pass_through_select_tuned(tmp_pa
     assert read_dev_curve(out["dev_curve"]).equals(curve([0.6, 0.1], [0.4, 0.5]))
 
 
-def test_the_bench_prints_one_row_per_rule_from_a_results_folder(tmp_path, capsys):
+def write_configs(root, curves, min_steps) -> None:
+    import json
+
+    for arm, of in curves.items():
+        for seed in of:
+            path = root / "experiments" / arm / f"seed={seed}" / "config.json"
+            path.write_text(json.dumps({"seed": int(seed), "spec": {"min_steps": min_steps.get((arm, seed), 100)}}))
+
+
+def test_the_grid_min_steps_is_read_from_the_runs_and_must_be_one(tmp_path):
     write_grid(tmp_path, paired_curves())
-    assert load_curves(tmp_path, ["baseline"])["baseline"]["2"].equals(curve(*PAIRED["baseline"]["2"]))
+    write_configs(tmp_path, paired_curves(), {})
+    assert grid_min_steps(tmp_path, ["baseline", "arm"]) == 100
+    write_configs(tmp_path, paired_curves(), {("arm", "2"): 200})
+    with pytest.raises(ValueError, match="record min_steps \\['100', '200'\\]: expected one value"):
+        grid_min_steps(tmp_path, ["baseline", "arm"])
+
+
+def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp_path, capsys):
+    curves = paired_curves()
+    curves["baseline"] = {seed: frame.with_columns(swa_value=pl.col("value") * 2, swa_test_value=pl.col("test_value"))
+                          for seed, frame in curves["baseline"].items()}
+    curves["arm"] = {seed: frame.with_columns(swa_value=pl.col("value"), swa_test_value=pl.col("test_value") / 2)
+                     for seed, frame in curves["arm"].items()}
+    write_grid(tmp_path, curves)
+    write_configs(tmp_path, curves, {})
+    assert load_curves(tmp_path, ["baseline"])["baseline"]["2"].equals(curves["baseline"]["2"])
     spec = importlib.util.spec_from_file_location("selection_noise", REPO / "bench" / "selection_noise.py")
     bench = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = bench
     spec.loader.exec_module(bench)
-    assert bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--rules", "best_dev,fixed_budget:100"]) == 0
+    assert bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--rules", "best_dev,fixed_budget:100",
+                       "--reference", "none:best_dev"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"## {tmp_path}: arm - baseline, test AP of the evaluation each rule keeps"
-    assert lines[2] == "| rule | seeds | SD of paired differences | mean effect | test baseline | test arm |"
-    assert lines[4].startswith("| best_dev | 3 | 0.2082 | 0.0333 | 0.6167 | 0.6500 |")
-    assert len(lines) == 6
-    # the default rules: the fixed budget is the last step every seed reached (200)
+    assert lines[0] == f"## {tmp_path}: arm - baseline, test AP of the evaluation each rule keeps (min_steps 0)"
+    assert lines[2] == ("| average | rule | seeds | SD of paired differences | SD / none:best_dev's | 95% CI | "
+                        "p (Pitman-Morgan) | mean effect | test baseline | test arm | SD baseline | SD arm | rho |")
+    assert lines[4].startswith("| none | best_dev | 3 | 0.2082 | 1.0000 | – | – | 0.0333 | 0.6167 | 0.6500 |")
+    # the swa curves: the same kept evaluations (its dev values are the trained ones' times 2 or 1), arm halved
+    assert lines[6].startswith("| swa | best_dev | 3 | ")
+    assert "| swa | fixed_budget:100 | 3 |" in lines[7] and len(lines) == 8
+    # the ratio column against the reference, with the Pitman-Morgan interval and p of the same seeds' differences
+    from curricula.stats import pitman_morgan
+
+    fixed = pitman_morgan([0.10, 0.20, -0.20], [0.20, -0.25, 0.05])
+    assert lines[5].startswith(f"| none | fixed_budget:100 | 3 | 0.2291 | {fixed.ratio:.4f} | "
+                               f"{fixed.low:.2f}-{fixed.high:.2f} | {fixed.p:.4f} |")
+    # the default rules: patience replays need the runs' min_steps; the fixed budget is the last common step (200)
     bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--per-seed"])
     out = capsys.readouterr().out
-    assert "| fixed_budget:200 | 3 |" in out and "| eval_every:2 | 3 |" in out and "smoothed_best" not in out
-    assert "| arm | 4 | best_dev | 100 | 0.9000 | 0.9900 |" in out  # --per-seed: the unpaired seed too
+    assert "(min_steps 100)" in out and "SD / none:patience:3/2's" in out
+    for rule in ("best_dev", "best_dev/2", "patience:3", "patience:3/2", "fixed_budget:200"):
+        assert f"| none | {rule} | 3 |" in out and f"| swa | {rule} | 3 |" in out
+    assert "smoothed_best" not in out
+    assert "| swa | arm | 4 | best_dev | 100 | 0.9000 | 0.4950 |" in out  # --per-seed: the unpaired seed too
