@@ -201,6 +201,64 @@ def queries_needed(sd: float, effect: float, alpha: float = 0.05, power: float =
 
 
 # ------------------------------------------------------------------------------------------------ multiplicity
+@dataclass(frozen=True)
+class VarianceRatio:
+    """:func:`pitman_morgan`'s result: the ratio ``SD(y) / SD(x)`` of two paired samples, its two-sided p value
+    against a ratio of 1, and the confidence interval of the SD ratio at ``level``."""
+
+    ratio: float
+    p: float
+    low: float
+    high: float
+    level: float
+
+
+def pitman_morgan(x: Sequence[float], y: Sequence[float], level: float = 0.95) -> VarianceRatio:
+    """The Pitman-Morgan test of equal variances of two *paired* samples (Pitman 1939, Biometrika 31; Morgan 1939,
+    Biometrika 31): ``Var(x) = Var(y)`` exactly when ``x + y`` and ``x - y`` are uncorrelated, so the test is the
+    t test of their Pearson correlation ``r`` on ``n - 2`` df (exact for bivariate normal pairs at any
+    correlation between x and y). Here a pair is one seed's paired difference under two model-selection rules
+    (the same seeds, so the two SDs are correlated and an F test of independent samples would be wrong).
+
+    The interval inverts the same test: for a variance ratio ``c``, ``y`` and ``sqrt(c) x`` have equal variances,
+    so ``c`` is inside when the correlation of ``y + sqrt(c) x`` and ``y - sqrt(c) x`` is not significant; the
+    bounds (as SD ratios) are found by bisection on ``log c``. Units: ratios of SDs (``< 1``: y is the steadier).
+    ValueError for fewer than 3 pairs or a constant sample."""
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 3:
+        raise ValueError(f"pitman_morgan: need two paired samples of at least 3 values (got {a.shape}, {b.shape})")
+    sa, sb = float(np.std(a, ddof=1)), float(np.std(b, ddof=1))
+    if sa == 0 or sb == 0:
+        raise ValueError("pitman_morgan: a constant sample has no variance to compare")
+    n = a.size
+    crit = float(student_t.ppf(0.5 + level / 2, n - 2))
+    va, vb, cab = sa * sa, sb * sb, float(np.cov(a, b)[0, 1])
+
+    def t_stat(scale: float) -> float:
+        """The correlation t of (b + scale a, b - scale a), from the sample moments: > 0 when the sample Var(b)
+        exceeds scale^2 Var(a), falling as ``scale`` grows."""
+        u = scale * scale * va
+        r = (vb - u) / math.sqrt(max((vb + u) ** 2 - 4 * u * cab * cab / va, 1e-300))
+        r = min(max(r, -1 + 1e-15), 1 - 1e-15)
+        return r * math.sqrt(n - 2) / math.sqrt(1 - r * r)
+
+    t0 = t_stat(1.0)
+    p = float(2 * student_t.sf(abs(t0), n - 2))
+
+    def bound(target: float) -> float:
+        """The SD ratio at which the t statistic equals ``target``."""
+        lo, hi = math.log(sb / sa) - 20.0, math.log(sb / sa) + 20.0
+        for _ in range(64):
+            mid = (lo + hi) / 2
+            if t_stat(math.exp(mid)) > target:
+                lo = mid
+            else:
+                hi = mid
+        return math.exp((lo + hi) / 2)
+
+    return VarianceRatio(sb / sa, p, bound(crit), bound(-crit), level)
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p values (step-down, monotone, capped at 1), in the input order."""
     p = np.asarray(pvalues, dtype=np.float64)
