@@ -21,6 +21,7 @@ import polars as pl
 
 from curricula.comparisons import _paired, check_inference, seed_aware_result
 from curricula.report import RELATIVE_EFFECT, _finite, pooled_components, seeds_range
+from curricula.sequential import SequentialDecision
 from curricula.stats import (BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, SEEDS_PLANNED,
                              VERDICTS, adjust, cheapest, equivalence_pvalue, equivalence_reachable, paired_ttest,
                              plan, seed_aware_mde, seed_aware_test, verdict, verdict_pvalues)
@@ -83,13 +84,16 @@ FINDINGS_SCHEMA = {"paper": pl.String, "claim": pl.String, "dataset": pl.String,
                    "ms_query": pl.Float64, "ms_resid": pl.Float64, "mde": pl.Float64, "margin": pl.Float64,
                    "p_equivalence": pl.Float64, "equivalence_reachable": pl.Boolean, "verdict": pl.String,
                    "p_adjusted": pl.Float64, "p_equivalence_adjusted": pl.Float64, "survives": pl.Boolean,
-                   "differing_keys": pl.String}
+                   "differing_keys": pl.String, "sequential_verdict": pl.String, "look_seeds": pl.Int64,
+                   "p_boundary": pl.Float64, "equivalence_boundary": pl.Float64}
+#: a cell's sequential decision and the ids of the seeds it rests on (``study.sequential``; curricula/rounds.py)
+SequentialCell = tuple[SequentialDecision, Sequence[int]]
 
 
 def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[str, str]], measure: str,
                    alpha: float = 0.05, power: float = 0.8, *, inference: str = "seed_aware", margin: float = 0.02,
-                   multiplicity: str = "holm", differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None
-                   ) -> pl.DataFrame:
+                   multiplicity: str = "holm", differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+                   sequential: Mapping[tuple[str, str], SequentialCell] | None = None) -> pl.DataFrame:
     """A row per (claim, dataset) in claim then dataset order: :func:`claim_row` on that dataset's metrics, then the
     multiplicity adjustment (:func:`curricula.stats.adjust` by ``multiplicity``: ``holm``, ``bh`` or ``none``) over
     one family holding *both* p values of every row, the difference test's ``p`` and the equivalence test's
@@ -103,6 +107,11 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
     ``metrics`` maps a dataset to its long metrics frame (experiment, seed, qid, measure, value);
     ``differing_keys`` ({claim id: {dataset: keys}}, :func:`claim_differences`) fills the column of the keys in
     which the two arms' specs differ, comma-separated (null where not given).
+
+    ``sequential`` ({(claim id, dataset): (its sequential decision, the seed ids of the look it rests on)}, from a
+    study's rounds) restricts that cell's rows to those seeds, so every column describes the look the cell was
+    judged at, and fills ``sequential_verdict``, ``look_seeds`` and the look's thresholds ``p_boundary`` and
+    ``equivalence_boundary`` (null for a cell without rounds, e.g. an active-learning claim).
     """
     rows = []
     for claim in claims:
@@ -110,21 +119,33 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
             if measure not in set(frame["measure"]):
                 raise ValueError(f"study.measure {measure!r} was not evaluated on {dataset} "
                                  f"(evaluated: {sorted(set(frame['measure']))})")
+            decision, seeds = (sequential or {}).get((claim.get("id"), dataset), (None, None))
+            cell = frame if seeds is None else frame.filter(pl.col("seed").is_in([str(s) for s in seeds]))
             try:
-                row = claim_row(frame, claim["experiment"], claim["against"], measure, claim["expect"], alpha, power,
+                row = claim_row(cell, claim["experiment"], claim["against"], measure, claim["expect"], alpha, power,
                                 inference=inference, margin=margin)
             except ValueError as err:
                 raise ValueError(f"study claim {claim['claim']!r} on {dataset}: {err}") from None
             keys = (differing_keys or {}).get(claim.get("id"), {}).get(dataset)
             rows.append({"paper": claim["paper"], "claim": claim["claim"], "dataset": dataset,
                          "expect": claim["expect"], "measure": measure, **row,
-                         "differing_keys": None if keys is None else ", ".join(keys)})
+                         "differing_keys": None if keys is None else ", ".join(keys),
+                         **sequential_columns(decision)})
     adjusted = adjust([r[k] for r in rows for k in ("p", "p_equivalence")], multiplicity)
     for i, r in enumerate(rows):
         r["p_adjusted"], r["p_equivalence_adjusted"] = adjusted[2 * i], adjusted[2 * i + 1]
         behind = verdict_pvalues(r["verdict"], r["p_adjusted"], r["p_equivalence_adjusted"])
         r["survives"] = bool(behind) and all(math.isfinite(q) and q < alpha for q in behind)
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA).select(list(FINDINGS_SCHEMA))
+
+
+def sequential_columns(decision: SequentialDecision | None) -> dict[str, Any]:
+    """A findings row's sequential columns: the verdict, the seeds of the look it rests on and that look's p
+    thresholds (the difference test's two-sided one, each one-sided equivalence test's); null without rounds."""
+    if decision is None:
+        return {"sequential_verdict": None, "look_seeds": None, "p_boundary": None, "equivalence_boundary": None}
+    return {"sequential_verdict": decision.verdict, "look_seeds": decision.seeds, "p_boundary": decision.p_boundary,
+            "equivalence_boundary": decision.equivalence_boundary}
 
 
 def dataset_plans(table: pl.DataFrame, alpha: float = 0.05, power: float = 0.8,
@@ -173,11 +194,36 @@ def _p(value: float) -> str:
 
 def verdict_cell(row: Mapping[str, Any]) -> str:
     """``reproduced (+2.5%)``: the verdict word and the relative effect, then :data:`NOT_SURVIVING` when the
-    verdict is decided but does not survive the multiplicity adjustment (a row without ``survives`` gets none)."""
+    verdict is decided but does not survive the multiplicity adjustment (a row without ``survives`` gets none). A
+    cell judged in rounds shows its sequential verdict and the seeds of its look instead, ``reproduced (+2.5%, 10
+    seeds)``, without the mark (the adjustment is of the fixed tests at those seeds)."""
     pct = row["effect_pct"]
-    cell = f"{row['verdict']} ({_signed(pct, 1)}%)" if pct is not None and math.isfinite(pct) else row["verdict"]
+    effect = f"{_signed(pct, 1)}%" if pct is not None and math.isfinite(pct) else None
+    if row.get("sequential_verdict") is not None:
+        seeds = f"{row['look_seeds']} seeds"
+        return f"{row['sequential_verdict']} ({effect}, {seeds})" if effect else f"{row['sequential_verdict']} ({seeds})"
+    cell = f"{row['verdict']} ({effect})" if effect else row["verdict"]
     fails = row["verdict"] != INCONCLUSIVE and row.get("survives") is False
     return cell + NOT_SURVIVING if fails else cell
+
+
+def sequential_cell(row: Mapping[str, Any]) -> str:
+    """A row's sequential verdict, the seeds of its look and that look's threshold of the difference test, e.g.
+    ``reproduced (10 seeds, p < 0.0054)``; ``–`` for a fixed-seed row."""
+    if row.get("sequential_verdict") is None:
+        return "–"
+    return f"{row['sequential_verdict']} ({row['look_seeds']} seeds, p < {row['p_boundary']:.2g})"
+
+
+def sequential_paragraph(alpha: float) -> list[str]:
+    """The findings page's account of a study judged in rounds (``study.sequential``)."""
+    return [f"Seeds in rounds (study.sequential): each cell was tested after each round of seeds and trained more "
+            f"only while undecided; its verdict is the group-sequential one (curricula.sequential: Lan-DeMets alpha "
+            f"spending, alpha {alpha:g} over all its looks), at the first look where the seed-aware p fell below that "
+            f"look's threshold (or both equivalence p below theirs), else inconclusive at the last look. The verdict "
+            f"matrix shows it with the seeds of that look; every other column is the fixed test on those seeds (its "
+            f"verdict and multiplicity adjustment at alpha {alpha:g}, for comparison). Active-learning claims keep "
+            f"their fixed seeds.", ""]
 
 
 def _count(value: int | None) -> str:
@@ -243,6 +289,7 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
     datasets = list(dict.fromkeys(table["dataset"]))
     claims = list(dict.fromkeys(zip(table["paper"], table["claim"])))
     measure = table["measure"][0]
+    rounds = table["sequential_verdict"].is_not_null().any()
     level = f"{100 * (1 - alpha):g}%"
     if inference == "seed_aware":
         test = ("the seed-aware test: the per-seed per-query differences (seeds paired across the two experiments "
@@ -271,9 +318,11 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
              f"factors it tests; "
              f"the keys in which its two arms' resolved training specs differ are listed under it (a difference "
              f"outside its factors stops the study at start-up).", "",
+             *(sequential_paragraph(alpha) if rounds else []),
              "## Verdicts", "", "| paper | claim | " + " | ".join(datasets) + " |",
              "|---|---|" + "---|" * len(datasets)]
     cell = {(r["paper"], r["claim"], r["dataset"]): r for r in table.iter_rows(named=True)}
+    sequential_column = (["sequential (seeds, p boundary)"] if rounds else [])
     for paper, claim in claims:
         cells = [verdict_cell(cell[(paper, claim, d)]) if (paper, claim, d) in cell else "–" for d in datasets]
         lines.append(f"| {paper} | {claim} | " + " | ".join(cells) + " |")
@@ -304,8 +353,8 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
                   + differing_keys_sentence(rows), "",
                   f"| dataset | test queries | seeds | {first['experiment']} | {first['against']} | effect | "
                   f"{level} CI | p | p per query | MDE | p_equiv (±margin) | verdict | adjusted p, p_equiv | "
-                  "survives |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "survives |" + "".join(f" {c} |" for c in sequential_column),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(sequential_column)]
         for r in rows.iter_rows(named=True):
             pct = f" ({_signed(r['effect_pct'], 1)}%)" if math.isfinite(r["effect_pct"]) else ""
             mde_pct = 100 * r["mde"] / r["against_mean"] if r["against_mean"] > 0 else math.nan
@@ -317,7 +366,8 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
                          f"{r['against_mean']:.4f} | {_signed(r['effect'])}{pct} | "
                          f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {_p(r['p'])} | "
                          f"{_p(r['p_per_query'])} | {mde_txt} | {equiv} | {r['verdict']} | {_p(r['p_adjusted'])}, "
-                         f"{_p(r['p_equivalence_adjusted'])} | {survives} |")
+                         f"{_p(r['p_equivalence_adjusted'])} | {survives} |"
+                         + (f" {sequential_cell(r)} |" if sequential_column else ""))
         lines.append("")
     if plans is not None:
         lines += plan_markdown(plans, measure, alpha, power, max_queries)
@@ -380,12 +430,16 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
                    title: str = "", active_paths: Mapping[tuple[str, str, str], str | Path] | None = None,
                    inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
                    plan_max_queries: int | None = None,
-                   differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> pl.DataFrame:
+                   differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+                   rounds: str | Path | None = None, seeds: Mapping[str, Sequence[int]] | None = None) -> pl.DataFrame:
     """Rule ``report_study``: the findings table from every dataset's per-query test metrics, keyed (dataset,
     experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed),
     written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically.
     ``inference``, ``margin``, ``multiplicity`` and ``differing_keys`` go to :func:`findings_table`; the page ends
-    with the planner (:func:`dataset_plans`, at most ``plan_max_queries`` test queries)."""
+    with the planner (:func:`dataset_plans`, at most ``plan_max_queries`` test queries). ``rounds``, the last
+    round's record of a study with seeds in rounds (:func:`curricula.rounds.read_round`), gives each cell its
+    sequential decision, judged on the first seeds of ``seeds`` ({dataset: its seed list, extended by
+    :func:`curricula.rounds.look_seeds`})."""
     from curricula.comparisons import load_metrics
     from curricula.tables import write_file_atomically, write_text_atomically
 
@@ -400,8 +454,16 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
         parts = [load_metrics(by_dataset[dataset])] if dataset in by_dataset else []
         parts += [load_active_metrics(active[dataset])] if dataset in active else []
         metrics[dataset] = pl.concat(parts)
+    sequential = None
+    if rounds is not None:
+        from curricula.rounds import look_seeds, read_round
+
+        if seeds is None:
+            raise ValueError("a study with seeds in rounds needs each dataset's seed list")
+        sequential = {(claim, dataset): (decision, look_seeds(seeds[dataset], decision.seeds))
+                      for (claim, dataset), decision in read_round(rounds)["decisions"].items()}
     table = findings_table(metrics, claims, measure, alpha, power, inference=inference, margin=margin,
-                           multiplicity=multiplicity, differing_keys=differing_keys)
+                           multiplicity=multiplicity, differing_keys=differing_keys, sequential=sequential)
     plans = dataset_plans(table, alpha, power, plan_max_queries)
     write_text_atomically(outputs["findings"], findings_markdown(
         table, alpha=alpha, power=power, title=title, inference=inference, margin=margin, multiplicity=multiplicity,

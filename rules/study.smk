@@ -15,11 +15,47 @@ for STUDY_DATASET, STUDY_CONFIG in STUDY.items():
     use rule * from STUDY_MODULE as STUDY_RULES*
 
 
+# every claim's metrics for every seed (checked against each dataset's grid here, before any job)
+STUDY_CLAIM_METRICS = study_claim_metrics()
+
+
+if STUDY_LOOKS is not None:
+
+    checkpoint study_round:
+        """Seeds in rounds: the verdict of every (claim, dataset) cell after a round's seeds (the group-sequential
+        seed-aware test), and the arms that need the next round's seeds (curricula/rounds.py)."""
+        input:
+            unpack(study_round_inputs),
+        output:
+            f"{STUDY_RESULTS}/rounds/round={{round}}.json",
+        params:
+            claims=sequential_claims(STUDY_CLAIMS),
+            looks=list(STUDY_LOOKS),
+            kind=STUDY_SETTINGS["sequential"]["kind"],
+            alpha=STUDY_SETTINGS["alpha"],
+            seeds=STUDY_SEEDS,
+            round_=lambda wildcards: int(wildcards.round),
+            measure=STUDY_SETTINGS["measure"],
+            margin=STUDY_SETTINGS["equivalence_margin"],
+        wildcard_constraints:
+            round=r"[1-9][0-9]*",
+        log:
+            f"{side_folder(config, 'logs', 'study')}/study_round/round={{round}}.log",
+        benchmark:
+            f"{side_folder(config, 'benchmarks', 'study')}/study_round/round={{round}}.tsv"
+        resources:
+            mem_mb=2000,
+        conda:
+            CONDA_ENVS_STUDY["cpu"]
+        script:
+            "../workflow_scripts/study_round.py"
+
+
 rule report_study:
     """The findings page: each paper's claim on each dataset (effect, CI, seed-aware and per-query p, MDE,
     equivalence, verdict, multiplicity), the planner per dataset, and its forest plot."""
     input:
-        **study_claim_metrics(),
+        unpack(study_report_inputs),
     output:
         findings=report(study_report_outputs()["findings"], caption="../report/study_findings.rst", category="Study"),
         table=study_report_outputs()["table"],
@@ -35,6 +71,7 @@ rule report_study:
         margin=STUDY_SETTINGS["equivalence_margin"],
         multiplicity=STUDY_SETTINGS["multiplicity"],
         plan_max_queries=STUDY_SETTINGS["plan_max_queries"],
+        **({"seeds": STUDY_SEEDS} if STUDY_LOOKS is not None else {}),
     log:
         f"{side_folder(config, 'logs', 'study')}/report_study.log",
     benchmark:

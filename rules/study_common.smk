@@ -4,7 +4,10 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from curricula.comparisons import BM25_SUFFIX
 from curricula.config import side_folder
+from curricula.rounds import (first_round_arms, look_seeds, read_round, sequential_claims, study_looks,
+                             trained_experiment)
 from curricula.study import claim_differences, listed_claims, parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
@@ -21,6 +24,30 @@ CONDA_ENVS_STUDY = {"cpu": "../envs/cpu.yaml"}
 
 STUDY_SETTINGS = config["study"]
 STUDY_CLAIMS = listed_claims(STUDY_SETTINGS["claims"])
+
+
+def sequential_looks(settings):
+    """The looks of a sequential study (study.sequential.looks capped by study.max_seeds), or None when it trains
+    every seed of `seeds`; a bad setting stops the run before any job."""
+    try:
+        if not settings["sequential"]["enabled"]:
+            if settings["max_seeds"] is not None:
+                raise ValueError(f"study.max_seeds ({settings['max_seeds']}) caps the rounds of study.sequential; "
+                                 "enable study.sequential or drop study.max_seeds")
+            return None
+        return study_looks(settings["sequential"]["looks"], settings["max_seeds"])
+    except ValueError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
+# Sequential seeding (curricula/rounds.py): STUDY_SEEDS holds each dataset's seeds up to the last look; its module's
+# own targets (all_outputs, its report) get the first look's only, and the rounds ask for the rest by wildcard.
+STUDY_LOOKS = sequential_looks(STUDY_SETTINGS)
+STUDY_SEEDS = {}
+if STUDY_LOOKS is not None:
+    for _dataset, _config in STUDY.items():
+        STUDY_SEEDS[_dataset] = look_seeds(_config["seeds"], STUDY_LOOKS[-1])
+        _config["seeds"] = STUDY_SEEDS[_dataset][:STUDY_LOOKS[0]]
 
 
 def study_module(dataset):
@@ -99,3 +126,54 @@ def study_outputs():
     return [path for name in STUDY for path in study_namespace(name).all_outputs()] + \
         list(study_report_outputs().values())
 
+
+
+# ----------------------------------------------------------------------------------------- seeds in rounds
+def study_arm_metrics(dataset, arm, seed):
+    """The per-query test metrics of one arm of a claim (an experiment, or ``<experiment>+bm25``) for one seed."""
+    outputs = study_namespace(dataset).evaluate_outputs(trained_experiment(arm), seed)
+    return outputs["additive_metrics" if arm.endswith(BM25_SUFFIX) else "metrics"]
+
+
+def study_arms_metrics(arms):
+    """{"metrics|<dataset>|<arm>|<seed>": path} of each (dataset, arm) for its first ``count`` seeds, from
+    {(dataset, arm): count}."""
+    return {f"metrics|{dataset}|{arm}|{seed}": study_arm_metrics(dataset, arm, seed)
+            for (dataset, arm), count in arms.items() for seed in STUDY_SEEDS[dataset][:count]}
+
+
+def study_round_path(round_):
+    """The record of one round, waiting for its checkpoint (Snakemake re-evaluates the caller once it exists)."""
+    return checkpoints.study_round.get(round=round_).output[0]
+
+
+def study_round_inputs(wildcards):
+    """Round 1: every arm of every sequential claim on every dataset; round k > 1: the arms round k - 1 listed as
+    needing more seeds, and its record. Each arm for the first looks[k] seeds."""
+    round_ = int(wildcards.round)
+    count = STUDY_LOOKS[round_ - 1]
+    if round_ == 1:
+        return study_arms_metrics({arm: count for arm in first_round_arms(STUDY_CLAIMS, list(STUDY))})
+    previous = study_round_path(round_ - 1)
+    return {"previous": previous, **study_arms_metrics({arm: count for arm in read_round(previous)["next"]})}
+
+
+def study_final_round():
+    """The record of the last round the study needs: the first whose undecided cells need no more seeds (all
+    decided, or the last look)."""
+    for round_ in range(1, len(STUDY_LOOKS) + 1):
+        path = study_round_path(round_)
+        if not read_round(path)["next"]:
+            return path
+    raise WorkflowError(f"study rounds: the last round ({len(STUDY_LOOKS)}) still lists arms to extend")
+
+
+def study_report_inputs(wildcards):
+    """The findings page's inputs: without rounds the claims' metrics for every seed (study_claim_metrics); with
+    rounds the last round's record and every claim arm's metrics for the seeds it trained, plus the fixed-seed
+    active-learning claims' metrics."""
+    if STUDY_LOOKS is None:
+        return STUDY_CLAIM_METRICS
+    final = study_final_round()
+    active = {key: path for key, path in STUDY_CLAIM_METRICS.items() if key.startswith("active|")}
+    return {"rounds": final, **study_arms_metrics(read_round(final)["trained"]), **active}

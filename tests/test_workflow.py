@@ -406,8 +406,74 @@ def test_a_bad_study_stops_before_any_job(tmp_path):
         "h": {"paper": "S", "claim": "c", "experiment": "baseline+bm25", "against": "baseline", "expect": "better"}})
     out = snakemake(tmp_path, "-n", config=undeclared)
     assert out.returncode != 0 and "'factors' is a required property" in out.stdout + out.stderr
+    repeated = _study({"tiny": TINY["dataset"]})
+    repeated["study"]["sequential"] = {"enabled": True, "looks": [5, 5]}
+    out = snakemake(tmp_path, "-n", config=repeated)
+    assert out.returncode != 0 and "study.sequential.looks must be strictly increasing" in out.stdout + out.stderr
+    capped = _study({"tiny": TINY["dataset"]})
+    capped["study"]["max_seeds"] = 10
+    out = snakemake(tmp_path, "-n", config=capped)
+    assert out.returncode != 0 and "enable study.sequential or drop study.max_seeds" in out.stdout + out.stderr
     moved = _study({"tiny": TINY["dataset"]})
     moved["study"]["datasets"]["tiny"]["results"] = "elsewhere"
     out = snakemake(tmp_path, "-n", config=moved)
     assert out.returncode != 0 and "study.datasets.tiny: its overrides sets results" in out.stdout + out.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_run, tmp_path):
+    """study.sequential with looks [2, 3]: each dataset's own targets train the first look's seeds only; the
+    checkpoint study_round judges every cell after a round and lists the arms of the open cells, and exactly those
+    arms train the next round's seeds; the findings carry each cell's sequential verdict at its look; a second
+    invocation schedules nothing."""
+    from curricula.rounds import read_round, trained_experiment
+    from curricula.sequential import CONTINUE
+
+    wd = copy_run(tiny_run, tmp_path / "run")
+    claims = {
+        "additivity": {"paper": "Yang et al. 2019", "claim": "interpolating BM25 helps", "experiment": "baseline+bm25",
+                       "against": "baseline", "expect": "better", "factors": ["additivity"]},
+        "hinge": {"paper": "S", "claim": "a hinge on random negatives helps", "experiment": "hinged",
+                  "against": "baseline", "expect": "better", "factors": ["loss", "negatives"]},
+        # the baseline's spec under another name trains the same models: d = 0, equivalent at the first look
+        "twin": {"paper": "T", "claim": "the baseline's twin is the baseline", "experiment": "twin",
+                 "against": "baseline", "expect": "better", "factors": ["loss"]}}
+    cfg = _study({"tiny": TINY["dataset"]}, claims)
+    cfg["experiments"] = {"hinged": {"loss": "hinge", "negatives": {"mode": "random"}}, "twin": {}}
+    cfg["study"].update(sequential={"enabled": True, "looks": [2, 3]})
+    plan = snakemake(wd, "-n", config=cfg)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "study_round" in jobs_of(plan.stdout) and "report_study" in jobs_of(plan.stdout)
+    assert set(re.findall(r"seed=(-?\d+)", plan.stdout)) == {"1", "2"}  # the first look; no seed 3 yet
+    out = snakemake(wd, config=cfg)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rounds = wd / "results" / "report" / "study" / "rounds"
+    first = read_round(rounds / "round=1.json")
+    assert first["round"] == 1 and first["looks"] == [2, 3]
+    assert set(first["decisions"]) == {("additivity", "tiny"), ("hinge", "tiny"), ("twin", "tiny")}
+    assert first["decisions"][("twin", "tiny")].verdict == "equivalent"  # decided at look 1: twin trains no seed 3
+    open_cells = [cell for cell, d in first["decisions"].items() if d.verdict == CONTINUE]
+    assert (rounds / "round=2.json").exists() == bool(open_cells)
+    final = read_round(rounds / ("round=2.json" if open_cells else "round=1.json"))
+    assert all(d.verdict != CONTINUE for d in final["decisions"].values())
+    arms = {arm for cell in open_cells for arm in (claims[cell[0]]["experiment"], claims[cell[0]]["against"])}
+    assert {arm for _, arm in first["next"]} == arms
+    expected = {}
+    for (_, arm), count in final["trained"].items():
+        expected[trained_experiment(arm)] = max(count, expected.get(trained_experiment(arm), 0))
+        assert count == (3 if arm in arms else 2)
+    res = wd / "results" / "tiny" / "experiments"
+    trained = {p.name: sorted(int(s.name.removeprefix("seed=")) for s in p.iterdir() if (s / "model").exists())
+               for p in res.iterdir()}
+    assert trained == {name: list(range(1, n + 1)) for name, n in expected.items()}
+    assert trained["twin"] == [1, 2]
+    table = pl.read_parquet(wd / "results" / "report" / "study" / "findings.parquet")
+    by_claim = dict(zip(table["claim"], table.iter_rows(named=True)))
+    for (claim_id, _), decision in final["decisions"].items():
+        row = by_claim[claims[claim_id]["claim"]]
+        assert (row["sequential_verdict"], row["look_seeds"], row["seeds"]) == (decision.verdict, decision.seeds,
+                                                                                 decision.seeds)
+        assert row["p_boundary"] == pytest.approx(decision.p_boundary)
+    assert "sequential (seeds, p boundary)" in (wd / "results" / "report" / "study" / "findings.md").read_text()
+    again = snakemake(wd, "-n", config=cfg)
+    assert again.returncode == 0 and jobs_of(again.stdout) == set(), again.stdout[-2000:]

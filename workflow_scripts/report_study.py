@@ -8,4 +8,6 @@ with logged(snakemake.log[0]):
                    active_paths=split_inputs(snakemake.input, "active"), inference=snakemake.params.inference,
                    margin=snakemake.params.margin, multiplicity=snakemake.params.multiplicity,
                    plan_max_queries=snakemake.params.plan_max_queries,
-                   differing_keys=snakemake.params.differing_keys)
+                   differing_keys=snakemake.params.differing_keys,
+                   rounds=snakemake.input.rounds if "rounds" in snakemake.input.keys() else None,
+                   seeds=snakemake.params.get("seeds"))

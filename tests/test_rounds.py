@@ -1,0 +1,152 @@
+"""Seeds in rounds (curricula/rounds.py; config study.sequential): the looks under a cap, the seeds of a look, the
+sequential verdict of each (claim, dataset) cell after a round, and which arms the undecided cells need more seeds
+for, on seeded synthetic per-query metrics whose effects are known."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from curricula.findings import findings_table
+from curricula.rounds import (arms_to_extend, first_round_arms, look_seeds, read_round, sequential_claims,
+                              study_looks, study_round, study_round_stage, trained_experiment, with_seeds)
+from curricula.sequential import CONTINUE, SequentialDecision, sequential_design
+from curricula.stats import INCONCLUSIVE, REPRODUCED
+
+QUERIES = 40
+LOOKS = (3, 6)
+CLAIMS = [
+    {"id": "big", "paper": "P", "claim": "a large gain", "experiment": "big", "against": "baseline",
+     "expect": "better"},
+    {"id": "null", "paper": "P", "claim": "no gain really", "experiment": "noisy", "against": "baseline",
+     "expect": "better"},
+    {"id": "al", "paper": "W", "claim": "an active-learning claim", "experiment": "active:dasl@1",
+     "against": "active:random@1", "expect": "better"},
+]
+
+
+def _metrics(seeds: range | list[int], rng_seed: int = 0, arms: tuple[str, ...] = ("baseline", "big", "noisy")
+             ) -> pl.DataFrame:
+    """AP per (arm, seed, query): the baseline's query means plus seed and residual noise; ``big`` is 0.15 above it
+    with little noise (decided at once), ``noisy`` has mean 0 against it and large seed noise (open)."""
+    rng = np.random.default_rng(rng_seed)
+    base = rng.uniform(0.3, 0.7, QUERIES)
+    rows = []
+    for seed in seeds:
+        shared = base + rng.normal(0, 0.01, QUERIES)
+        values = {"baseline": shared,
+                  "big": shared + 0.15 + rng.normal(0, 0.01) + rng.normal(0, 0.01, QUERIES),
+                  "noisy": shared + rng.normal(0, 0.08) + rng.normal(0, 0.1, QUERIES)}
+        for arm in arms:
+            rows += [{"experiment": arm, "seed": str(seed), "qid": f"q{q:02d}", "measure": "AP",
+                      "value": float(values[arm][q])} for q in range(QUERIES)]
+    return pl.DataFrame(rows)
+
+
+def _design(looks=LOOKS, kind="pocock"):
+    return sequential_design(looks, 0.05, kind)
+
+
+def test_the_cap_drops_later_looks_and_a_cap_between_looks_becomes_the_last():
+    assert study_looks([5, 10, 15, 20]) == (5, 10, 15, 20)
+    assert study_looks([5, 10, 15, 20], 20) == (5, 10, 15, 20)
+    assert study_looks([5, 10, 15, 20], 30) == (5, 10, 15, 20)
+    assert study_looks([5, 10, 15, 20], 12) == (5, 10, 12)
+    assert study_looks([5, 10, 15, 20], 10) == (5, 10)
+    assert study_looks([5, 10, 15, 20], 5) == (5,)
+    with pytest.raises(ValueError, match="study.max_seeds 4 is below the first look"):
+        study_looks([5, 10], 4)
+    for bad in ([], [1, 5], [5, 5], [10, 5]):
+        with pytest.raises(ValueError, match="study.sequential.looks must be strictly increasing"):
+            study_looks(bad)
+
+
+def test_a_look_takes_the_first_seeds_of_the_list_extended_past_its_largest():
+    assert look_seeds([1, 2, 3, 4], 3) == [1, 2, 3]
+    assert look_seeds([1, 2, 3, 4], 6) == [1, 2, 3, 4, 5, 6]
+    assert look_seeds([7, 3], 4) == [7, 3, 8, 9]
+    assert look_seeds([1], 1) == [1]
+
+
+def test_active_claims_stay_fixed_seed_and_round_one_trains_every_other_arm():
+    assert [c["id"] for c in sequential_claims(CLAIMS)] == ["big", "null"]
+    assert first_round_arms(CLAIMS, ["a", "b"]) == [("a", "big"), ("a", "baseline"), ("b", "big"), ("b", "baseline"),
+                                                    ("a", "noisy"), ("b", "noisy")]
+    assert trained_experiment("baseline+bm25") == "baseline" and trained_experiment("hcl") == "hcl"
+
+
+def _decision(verdict: str, look: int = 0) -> SequentialDecision:
+    return SequentialDecision(verdict, look, LOOKS[look], 0.5, 0.5, 0.01, 0.01)
+
+
+def test_only_the_arms_of_undecided_cells_get_more_seeds_and_a_shared_arm_if_any_claim_is_open():
+    claims = [{"id": "x", "experiment": "x", "against": "baseline"},
+              {"id": "y", "experiment": "y", "against": "baseline"},
+              {"id": "z", "experiment": "z", "against": "y"}]
+    decisions = {("x", "a"): _decision(REPRODUCED), ("y", "a"): _decision(CONTINUE), ("z", "a"): _decision(CONTINUE),
+                 ("x", "b"): _decision(REPRODUCED), ("y", "b"): _decision(INCONCLUSIVE, 1),
+                 ("z", "b"): _decision("equivalent")}
+    assert arms_to_extend(decisions, claims) == [("a", "y"), ("a", "baseline"), ("a", "z")]
+    assert arms_to_extend({cell: _decision(REPRODUCED) for cell in decisions}, claims) == []
+
+
+def test_a_cell_decided_at_the_first_look_gets_no_more_seeds():
+    metrics = {"d": _metrics(range(1, 4))}
+    decisions = study_round(metrics, CLAIMS, {}, _design(), {"d": [1, 2, 3]}, 1, "AP", 0.02)
+    assert list(decisions) == [("big", "d"), ("null", "d")]  # the active claim is left out
+    big, null = decisions[("big", "d")], decisions[("null", "d")]
+    assert big.verdict == REPRODUCED and big.look == 0 and big.seeds == 3 and big.p < big.p_boundary
+    assert null.verdict == CONTINUE and null.seeds == 3 and null.p >= null.p_boundary
+    assert arms_to_extend(decisions, CLAIMS) == [("d", "noisy"), ("d", "baseline")]
+
+
+def test_the_second_round_keeps_earlier_decisions_and_judges_the_open_cells_on_all_its_looks():
+    full = _metrics(range(1, 7))
+    first = study_round({"d": with_seeds(full, [1, 2, 3])}, CLAIMS, {}, _design(), {"d": [1]}, 1, "AP", 0.02)
+    extended = full.filter(pl.col("experiment").is_in(["noisy", "baseline"]))  # big trains no seeds 4-6
+    second = study_round({"d": extended}, CLAIMS, first, _design(), {"d": [1]}, 2, "AP", 0.02)
+    assert second[("big", "d")] == first[("big", "d")]
+    null = second[("null", "d")]
+    assert null.verdict != CONTINUE and null.seeds == 6 and null.look == 1  # the last look decides every cell
+    with pytest.raises(ValueError, match="no decision from round 1"):
+        study_round({"d": extended}, CLAIMS, {}, _design(), {"d": [1]}, 2, "AP", 0.02)
+
+
+def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tmp_path):
+    frame = _metrics(range(1, 4))
+    paths = {}
+    for (arm, seed), part in frame.group_by("experiment", "seed"):
+        path = tmp_path / f"{arm}_{seed}.parquet"
+        part.select("qid", "measure", "value").write_parquet(path)
+        paths[("d", arm, seed)] = path
+    params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1, 2, 3]}, measure="AP", margin=0.02)
+    out = tmp_path / "round=1.json"
+    record = study_round_stage(paths, None, out, looks=list(LOOKS), round_=1, **params)
+    assert json.loads(out.read_text())["next"] == [{"dataset": "d", "arm": "noisy"}, {"dataset": "d", "arm": "baseline"}]
+    back = read_round(out)
+    assert back["next"] == [("d", "noisy"), ("d", "baseline")] and record["round"] == 1
+    assert back["trained"] == {("d", "big"): 3, ("d", "baseline"): 3, ("d", "noisy"): 3}
+    assert back["decisions"][("big", "d")].verdict == REPRODUCED
+    capped = study_looks(LOOKS, 3)  # a cap at the first look: the first round is the last
+    last = study_round_stage(paths, None, tmp_path / "capped.json", looks=list(capped), round_=1, **params)
+    assert last["next"] == [] and read_round(tmp_path / "capped.json")["decisions"][("null", "d")].verdict \
+        == INCONCLUSIVE
+
+
+def test_findings_judge_each_cell_on_the_seeds_of_its_look_and_show_its_sequential_verdict():
+    frame = _metrics(range(1, 7))
+    frame = frame.filter((pl.col("experiment") != "big") | pl.col("seed").is_in(["1", "2", "3"]))
+    claims = sequential_claims(CLAIMS)
+    sequential = {("big", "d"): (_decision(REPRODUCED), [1, 2, 3]), ("null", "d"): (_decision(INCONCLUSIVE, 1),
+                                                                                   [1, 2, 3, 4, 5, 6])}
+    table = findings_table({"d": frame}, claims, "AP", sequential=sequential)
+    assert table["seeds"].to_list() == [3, 6]
+    assert table["sequential_verdict"].to_list() == [REPRODUCED, INCONCLUSIVE]
+    assert table["look_seeds"].to_list() == [3, 6] and table["p_boundary"].to_list() == [0.01, 0.01]
+    plain = findings_table({"d": with_seeds(frame, [1, 2, 3])}, claims, "AP")
+    assert plain["sequential_verdict"].to_list() == [None, None]
+    with pytest.raises(ValueError, match="ran with different seeds"):  # without the look's seeds the arms mismatch
+        findings_table({"d": frame}, claims, "AP")
