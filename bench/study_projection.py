@@ -1,0 +1,108 @@
+"""How many of the study's (claim, dataset) cells would seeds in rounds decide, and at what cost? (issue 45, goal)
+
+    PYTHONPATH=. .venv/bin/python bench/study_projection.py \\
+        --dataset chitchat=tests/data/chitchat_ap_4seeds.parquet \\
+        --dataset wikiqa=results/selection_noise/wikiqa --dataset semeval_cqa=results/selection_noise/semeval_cqa \\
+        [--sd-seed chitchat=0.029] [--caps 20,40] [--draws 2000]
+
+Each dataset's variance components (sd_seed, sd_query, sd_resid of the paired per-query differences, pooled over its
+grid's comparisons with its baseline: :func:`curricula.report.pooled_components`), its number of test queries and the
+mean of its baselines come from a finished results folder or a per-query metrics file (columns experiment, seed, qid,
+measure, value). Each cell's true effect is taken to be the relative effect the 5-seed study measured
+(:data:`STUDY_EFFECTS`, quoted from docs/findings.md, the findings page at ac56792) times that mean, which flatters
+the projection (a measured effect is the true one plus noise, and |measured| is biased upward). For each cap the
+looks are 4 equal steps up to it (5, 10, 15, 20 for 20) and :func:`curricula.sequential.simulate_sequential` gives
+the chance that the group-sequential rule decides the cell (reproduced or not, or equivalent at the 2% margin) and
+the seeds it trains on average. Prints, per dataset and cap, the expected number of decided cells and the expected
+trainings (2 arms per cell's seed; a shared baseline counted once per claim, so an upper bound). ``--sd-seed``
+replaces a dataset's seed SD by another estimate (e.g. the study's own, pooled over its claims). Multiplicity
+(Holm over the 40 cells) is not simulated: the counts are of decisions before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from curricula.comparisons import experiment_files, load_metrics
+from curricula.report import pooled_components, power_table
+from curricula.sequential import simulate_sequential
+
+#: the study's relative effects (%, arm against the claim's compared arm) per claim and dataset, in the order of
+#: docs/findings.md's table: chitchat, wikiqa, semeval_cqa, dailydialog_pp
+STUDY_EFFECTS = {
+    "penha_root2": (-0.3, 4.9, 1.8, 1.5),
+    "macavaney_kde": (-1.6, 3.8, 1.4, 1.1),
+    "macavaney_anti": (-0.1, -2.5, -0.6, -1.0),
+    "macavaney_minf": (4.5, 1.6, -0.8, 0.6),
+    "su_hcl": (3.1, 0.8, 1.0, -1.2),
+    "su_cc": (10.5, -1.3, 0.5, 1.0),
+    "su_ic": (-3.8, -0.4, 0.1, -0.8),
+    "su_ic_over_cc": (-12.9, 0.9, -0.3, -1.8),
+    "wang_dasl": (-9.4, 1.7, 2.3, -0.1),
+    "composed_teacher_kde": (-0.2, 4.3, 0.6, 2.5),
+}
+DATASETS = ("chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp")
+MARGIN = 0.02  # the study's equivalence margin, relative
+
+
+def dataset_components(source: str, measure: str = "AP") -> tuple[tuple[float, float, float], int, float]:
+    """(pooled components as variances, test queries, mean of the baselines) of a results folder or a metrics file."""
+    path = Path(source)
+    metrics = pl.read_parquet(path) if path.is_file() else load_metrics(experiment_files(path))
+    table = power_table(metrics, measure)
+    components = pooled_components(table)
+    if components is None:
+        raise ValueError(f"{source}: no balanced comparison with the baseline to estimate components from")
+    return components, int(table["queries"].max()), float(table["baseline_mean"].mean())
+
+
+def looks_up_to(cap: int) -> tuple[int, ...]:
+    """Four equal looks up to ``cap`` seeds (5, 10, 15, 20 for 20)."""
+    return tuple(int(round(cap * k / 4)) for k in range(1, 5))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", action="append", required=True, help="<name>=<results folder or metrics file>")
+    parser.add_argument("--sd-seed", action="append", default=[], help="<name>=<seed SD> replacing the measured one")
+    parser.add_argument("--caps", default="20,40", help="comma-separated seed caps (default 20,40)")
+    parser.add_argument("--draws", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=45)
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    caps = [int(c) for c in args.caps.split(",")]
+    rows = []
+    sd_seed = {name: float(value) for name, _, value in (item.partition("=") for item in args.sd_seed)}
+    for item in args.dataset:
+        name, _, source = item.partition("=")
+        if name not in DATASETS:
+            parser.error(f"--dataset {name}: expected one of {DATASETS}")
+        (v_seed, v_query, v_resid), queries, base = dataset_components(source)
+        v_seed = sd_seed[name] ** 2 if name in sd_seed else v_seed
+        column = DATASETS.index(name)
+        for cap in caps:
+            decided = seeds = 0.0
+            for effects in STUDY_EFFECTS.values():
+                sim = simulate_sequential(rng, looks_up_to(cap), queries, np.sqrt(v_seed), np.sqrt(v_query),
+                                          np.sqrt(v_resid), effects[column] / 100 * base, args.draws,
+                                          margin=MARGIN * base)
+                decided += sim.rejection + sim.equivalence
+                seeds += sim.mean_seeds
+            rows.append((name, f"{np.sqrt(v_seed):.4f}", queries, f"{base:.4f}", cap, f"{decided:.1f}",
+                         f"{seeds:.0f}", f"{2 * seeds:.0f}"))
+    print("| dataset | sd_seed | test queries | mean baseline AP | cap (seeds) | expected decided of 10 | "
+          "seeds over the 10 cells | trainings (upper bound) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(x) for x in row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
