@@ -29,7 +29,7 @@ import polars as pl
 from curricula.tables import TableSpec, dev_curve_spec, read_dev_curve, read_table, write_table
 
 #: knobs whose value is a list by nature (not a list of values to tune)
-LIST_KNOBS = frozenset({"architecture.ngrams"})
+LIST_KNOBS = frozenset({"architecture.ngrams", "diagnostic_averages"})
 SEPARATOR = "@"
 _VALUE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
