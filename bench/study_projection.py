@@ -63,7 +63,9 @@ def dataset_components(source: str, measure: str = "AP") -> tuple[tuple[float, f
 
 
 def looks_up_to(cap: int) -> tuple[int, ...]:
-    """Four equal looks up to ``cap`` seeds (5, 10, 15, 20 for 20)."""
+    """Four equal looks up to ``cap`` seeds (5, 10, 15, 20 for 20); ValueError below 8 (the first look needs 2)."""
+    if cap < 8:
+        raise ValueError(f"cap {cap}: four looks need at least 8 seeds (the first at 2)")
     return tuple(int(round(cap * k / 4)) for k in range(1, 5))
 
 
