@@ -43,13 +43,15 @@ import torch
 from tqdm.auto import tqdm
 
 from curricula.experiments import averages, check_min_steps
+from curricula.tables import SHADOW_KINDS
 
 log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "linear")
-#: weight averaging (:class:`WeightAverage`): none (the trained weights themselves), ema, swa
-AVERAGING = ("none", "ema", "swa")
+#: weight averaging (:class:`WeightAverage`): none (the trained weights themselves), ema, swa (the averages whose
+#: shadow columns the dev curve's contract allows, :data:`curricula.tables.SHADOW_KINDS`)
+AVERAGING = ("none", *SHADOW_KINDS)
 #: the EMA's decay per step when a spec names none (a window of about 1 / (1 - 0.999) = 1,000 steps)
 DEFAULT_EMA_DECAY = 0.999
 

@@ -20,7 +20,6 @@ earlier look was judged against.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path

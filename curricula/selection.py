@@ -47,10 +47,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from curricula.tables import SHADOW_KINDS
+
 #: rule kinds, with whether each takes a number (``kind:<k>``)
 RULE_KINDS = {"best_dev": False, "fixed_budget": True, "smoothed_best": True, "eval_every": True, "patience": True}
 #: the curves of :func:`kept_values`: the trained weights' (``none``) and the diagnostic shadow averages'
-AVERAGES = ("none", "ema", "swa")
+AVERAGES = ("none", *SHADOW_KINDS)
 #: the per-seed frame of :func:`kept_values`
 KEPT_COLUMNS = ("arm", "seed", "rule", "step", "dev_value", "test_value")
 #: the table of :func:`selection_noise`: per rule, the seeds paired, the SD and mean of the paired differences
