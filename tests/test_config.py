@@ -81,7 +81,7 @@ def test_bad_experiment_config_names_the_key(patch, needle):
 
 
 # presets that overlay another preset, not the default alone
-OVERLAYS = {"study_curricula.yaml": ["study.yaml"]}
+OVERLAYS = {"study_curricula.yaml": ["study.yaml"], "study_rounds.yaml": ["study.yaml"]}
 
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
