@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from curricula.comparisons import _paired, check_inference, seed_aware_result
+from curricula.comparisons import _paired, check_inference, seed_aware_result, with_seeds
 from curricula.report import RELATIVE_EFFECT, _finite, pooled_components, seeds_range
 from curricula.sequential import SequentialDecision
 from curricula.stats import (BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, SEEDS_PLANNED,
@@ -120,7 +120,7 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
                 raise ValueError(f"study.measure {measure!r} was not evaluated on {dataset} "
                                  f"(evaluated: {sorted(set(frame['measure']))})")
             decision, seeds = (sequential or {}).get((claim.get("id"), dataset), (None, None))
-            cell = frame if seeds is None else frame.filter(pl.col("seed").is_in([str(s) for s in seeds]))
+            cell = frame if seeds is None else with_seeds(frame, seeds)
             try:
                 row = claim_row(cell, claim["experiment"], claim["against"], measure, claim["expect"], alpha, power,
                                 inference=inference, margin=margin)
@@ -201,7 +201,8 @@ def verdict_cell(row: Mapping[str, Any]) -> str:
     effect = f"{_signed(pct, 1)}%" if pct is not None and math.isfinite(pct) else None
     if row.get("sequential_verdict") is not None:
         seeds = f"{row['look_seeds']} seeds"
-        return f"{row['sequential_verdict']} ({effect}, {seeds})" if effect else f"{row['sequential_verdict']} ({seeds})"
+        inside = f"{effect}, {seeds}" if effect else seeds
+        return f"{row['sequential_verdict']} ({inside})"
     cell = f"{row['verdict']} ({effect})" if effect else row["verdict"]
     fails = row["verdict"] != INCONCLUSIVE and row.get("survives") is False
     return cell + NOT_SURVIVING if fails else cell

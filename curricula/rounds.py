@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from curricula.comparisons import BM25_SUFFIX, _paired, seed_aware_result
+from curricula.comparisons import _paired, seed_aware_result, with_seeds
 from curricula.sequential import CONTINUE, SequentialDecision, SequentialDesign, sequential_decision
 from curricula.stats import SeedAwareResult
 from curricula.study import is_active_claim
@@ -73,12 +73,6 @@ def sequential_claims(claims: Sequence[Mapping[str, Any]]) -> list[Mapping[str, 
     return [claim for claim in claims if not is_active_claim(claim)]
 
 
-def trained_experiment(name: str) -> str:
-    """The experiment whose training a claim's metrics name needs: ``<experiment>+bm25`` is ``<experiment>``'s model
-    interpolated with BM25 (score additivity), so it trains ``<experiment>``."""
-    return name.removesuffix(BM25_SUFFIX)
-
-
 def first_round_arms(claims: Sequence[Mapping[str, Any]], datasets: Sequence[str]) -> list[Arm]:
     """Every arm of every sequential claim on every dataset, in claim then dataset order: the first round's."""
     return list(dict.fromkeys((dataset, claim[arm]) for claim in sequential_claims(claims) for dataset in datasets
@@ -92,11 +86,6 @@ def arms_to_extend(decisions: Mapping[Cell, SequentialDecision], claims: Sequenc
     by_id = {claim["id"]: claim for claim in claims}
     return list(dict.fromkeys((dataset, by_id[claim_id][arm]) for (claim_id, dataset), decision in decisions.items()
                               if decision.verdict == CONTINUE for arm in ("experiment", "against")))
-
-
-def with_seeds(frame: pl.DataFrame, seeds: Sequence[int | str]) -> pl.DataFrame:
-    """The rows of a long metrics frame (experiment, seed, qid, measure, value) whose seed is one of ``seeds``."""
-    return frame.filter(pl.col("seed").is_in([str(s) for s in seeds]))
 
 
 def cell_margin(frame: pl.DataFrame, against: str, experiment: str, measure: str, seeds: Sequence[int],
@@ -223,4 +212,4 @@ def study_round_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], p
 
 __all__ = ["Arm", "Cell", "arms_to_extend", "cell_decision", "cell_margin", "first_round_arms", "look_results",
            "look_seeds", "read_round", "round_record", "sequential_claims", "study_looks", "study_round",
-           "study_round_stage", "trained_experiment", "trained_seeds", "with_seeds"]
+           "study_round_stage", "trained_seeds"]

@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from curricula.comparisons import _seed_key
 from curricula.tables import SHADOW_KINDS
 
 #: rule kinds, with whether each takes a number (``kind:<k>``)
@@ -214,7 +215,7 @@ def paired_values(kept: pl.DataFrame, baseline: str, arm: str, rule: str) -> tup
     of = kept.filter(pl.col("rule") == rule)
     a = dict(of.filter(pl.col("arm") == baseline).select("seed", "test_value").iter_rows())
     b = dict(of.filter(pl.col("arm") == arm).select("seed", "test_value").iter_rows())
-    seeds = sorted(set(a) & set(b), key=lambda s: (len(s), s))
+    seeds = sorted(set(a) & set(b), key=_seed_key)
     if not seeds:
         raise ValueError(f"{baseline} and {arm} share no seed: nothing to pair")
     return seeds, np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])

@@ -146,12 +146,12 @@ def arm_spec(name: str, runs_of: Mapping[str, Mapping[str, Mapping[str, Any]]]) 
     ``additivity: bm25``; ``active:<method>@<round>`` stands for that method and round of the dataset's one
     active-learning loop (:data:`ACTIVE_KEYS`)."""
     from curricula.experiments import job_params
-    from curricula.comparisons import BM25_SUFFIX
+    from curricula.comparisons import trained_experiment
 
     active = parse_active_name(name)
     if active is not None:
         return dict(zip(ACTIVE_KEYS, active))
-    base = name.removesuffix(BM25_SUFFIX)
+    base = trained_experiment(name)
     if base not in runs_of:
         raise ValueError(f"{name!r} is not an experiment of the grid (it has {sorted(runs_of)})")
     runs = [flatten(job_params(spec)) for spec in runs_of[base].values()]

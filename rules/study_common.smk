@@ -4,10 +4,9 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from curricula.comparisons import BM25_SUFFIX
+from curricula.comparisons import BM25_SUFFIX, trained_experiment
 from curricula.config import side_folder
-from curricula.rounds import (first_round_arms, look_seeds, read_round, sequential_claims, study_looks,
-                             trained_experiment)
+from curricula.rounds import first_round_arms, look_seeds, read_round, sequential_claims, study_looks
 from curricula.study import claim_differences, listed_claims, parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 from curricula.findings import findings_table
+from curricula.comparisons import trained_experiment, with_seeds
 from curricula.rounds import (arms_to_extend, first_round_arms, look_seeds, read_round, sequential_claims,
-                              study_looks, study_round, study_round_stage, trained_experiment, with_seeds)
+                              study_looks, study_round, study_round_stage)
 from curricula.sequential import CONTINUE, SequentialDecision, sequential_design
 from curricula.stats import INCONCLUSIVE, REPRODUCED
 
@@ -125,7 +126,8 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
     params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1, 2, 3]}, measure="AP", margin=0.02)
     out = tmp_path / "round=1.json"
     record = study_round_stage(paths, None, out, looks=list(LOOKS), round_=1, **params)
-    assert json.loads(out.read_text())["next"] == [{"dataset": "d", "arm": "noisy"}, {"dataset": "d", "arm": "baseline"}]
+    assert json.loads(out.read_text())["next"] == [{"dataset": "d", "arm": "noisy"},
+                                                   {"dataset": "d", "arm": "baseline"}]
     back = read_round(out)
     assert back["next"] == [("d", "noisy"), ("d", "baseline")] and record["round"] == 1
     assert back["trained"] == {("d", "big"): 3, ("d", "baseline"): 3, ("d", "noisy"): 3}

@@ -426,7 +426,8 @@ def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_
     checkpoint study_round judges every cell after a round and lists the arms of the open cells, and exactly those
     arms train the next round's seeds; the findings carry each cell's sequential verdict at its look; a second
     invocation schedules nothing."""
-    from curricula.rounds import read_round, trained_experiment
+    from curricula.comparisons import trained_experiment
+    from curricula.rounds import read_round
     from curricula.sequential import CONTINUE
 
     wd = copy_run(tiny_run, tmp_path / "run")
