@@ -24,6 +24,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from curricula.report import to_markdown
@@ -72,7 +73,7 @@ def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list
             res = None if (avg, name) == (average, rule) else pitman_morgan(base, diff)
         except ValueError:
             res = None
-        ratios.append(float(diff.std(ddof=1) / max(float(pl.Series(base).std()), 1e-300)) if len(both) > 1 else None)
+        ratios.append(float(np.std(diff, ddof=1) / max(np.std(base, ddof=1), 1e-300)) if len(both) > 1 else None)
         cis.append(f"{res.low:.2f}-{res.high:.2f}" if res else None)
         ps.append(res.p if res else None)
     return ratios, cis, ps

@@ -171,8 +171,9 @@ def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int |
     """Store on every run's spec (in place) ``min_steps``: the longest :func:`curriculum_length` of the runs, or
     ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience``, weight ``averaging`` or a
     diagnostic (:func:`uses_min_steps`; null without: nothing counts evaluations or starts an average then, and a
-    longer curriculum added to the grid must not re-run the others); return it. Early stopping counts evaluations, and the weight average takes weights in,
-    only after it (:func:`curricula.fitting.budget`, :func:`curricula.fitting.average_start`).
+    longer curriculum added to the grid must not re-run the others); return it. Early stopping counts evaluations,
+    and the weight average takes weights in, only after it (:func:`curricula.fitting.budget`,
+    :func:`curricula.fitting.average_start`).
 
     A ``min_steps`` above a run's budget (``max_steps``, null = ``steps``) is a ValueError naming the run and both
     values (:func:`check_min_steps`, the rule :func:`curricula.fitting.budget` applies in the job, checked here

@@ -269,8 +269,8 @@ def power_table(metrics: pl.DataFrame, measure: str, *, test: str = "ttest", per
     ``ms_query``, ``ms_resid`` (their mean squares, null where they have no df), ``se`` and ``df`` (of the mean
     difference, :func:`curricula.stats.seed_aware_test`), ``p_seed_aware``, ``p_ttest`` (per-query paired t-test on
     seed-averaged values), ``p_<test>`` (only when ``test`` is not ``ttest``), ``mde``, ``mde_pct`` (100 * mde /
-    baseline mean) and ``queries_2pct`` (test queries an effect of 2% of the baseline mean needs; null when not positive or out of
-    reach). ``mde`` and ``queries_2pct`` follow ``inference``: with ``seed_aware`` (the default)
+    baseline mean) and ``queries_2pct`` (test queries an effect of 2% of the baseline mean needs; null when not
+    positive or out of reach). ``mde`` and ``queries_2pct`` follow ``inference``: with ``seed_aware`` (the default)
     :func:`seed_aware_mde` and :func:`design_queries` at this table's number of seeds; with ``per_query``
     :func:`mde` and :func:`queries_needed` of the seed-averaged differences. The seed-aware columns are null when
     the design is unbalanced and ``inference`` is ``per_query`` (``seed_aware`` refuses it). Rows in

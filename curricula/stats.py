@@ -200,7 +200,6 @@ def queries_needed(sd: float, effect: float, alpha: float = 0.05, power: float =
     return hi
 
 
-# ------------------------------------------------------------------------------------------------ multiplicity
 @dataclass(frozen=True)
 class VarianceRatio:
     """:func:`pitman_morgan`'s result: the ratio ``SD(y) / SD(x)`` of two paired samples, its two-sided p value
@@ -259,6 +258,7 @@ def pitman_morgan(x: Sequence[float], y: Sequence[float], level: float = 0.95) -
     return VarianceRatio(sb / sa, p, bound(crit), bound(-crit), level)
 
 
+# ------------------------------------------------------------------------------------------------ multiplicity
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p values (step-down, monotone, capped at 1), in the input order."""
     p = np.asarray(pvalues, dtype=np.float64)
