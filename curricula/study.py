@@ -84,6 +84,8 @@ def study_configs(default: Mapping[str, Any], overlay: Mapping[str, Any],
 
     ``default`` is config.yaml's content; the study file's keys other than ``study`` are applied to every dataset.
     A study file with a top-level ``dataset`` section is refused: a study's datasets are named in study.datasets.
+    ``study.only`` (a list of those keys) keeps the listed datasets alone, e.g. to run a study's rounds on one dataset
+    (``--config`` cannot delete a key of a mapping that a config file gave).
     """
     study = overlay.get("study") or {}
     datasets = study.get("datasets") or {}
@@ -92,6 +94,13 @@ def study_configs(default: Mapping[str, Any], overlay: Mapping[str, Any],
     if "dataset" in overlay:
         raise ValueError("dataset: a study names its datasets in study.datasets (a preset path or overrides each); "
                          "drop the top-level dataset section")
+    only = study.get("only")
+    if only is not None:
+        unknown = [key for key in only if key not in datasets]
+        if unknown:
+            raise ValueError(f"study.only: {', '.join(map(str, unknown))} not among study.datasets "
+                             f"({', '.join(datasets)})")
+        datasets = {key: entry for key, entry in datasets.items() if key in only}
     common = {k: v for k, v in overlay.items() if k != "study"}
     return {key: dataset_config(key, entry, default, common, study_wide) for key, entry in datasets.items()}
 

@@ -78,6 +78,10 @@ def test_the_study_preset_builds_a_valid_config_per_dataset(monkeypatch):
                        "dailydialog_pp": "dailydialog_pp"}
     grids = {k: (c["seeds"], c["experiments"]) for k, c in configs.items()}
     assert all(g == grids["chitchat"] for g in grids.values())          # one grid on every dataset
+    only = {**overlay, "study": {**overlay["study"], "only": ["wikiqa"]}}
+    assert list(study_configs(DEFAULT, only, WIDE)) == ["wikiqa"]
+    with pytest.raises(ValueError, match=r"study.only: douban not among study.datasets \(chitchat, wikiqa"):
+        study_configs(DEFAULT, {**overlay, "study": {**overlay["study"], "only": ["wikiqa", "douban"]}}, WIDE)
     assert configs["semeval_cqa"]["dataset"]["relevant_min"] == 2        # the official scorer's threshold
     claims = listed_claims(overlay["study"]["claims"])
     assert [c["id"] for c in claims][:2] == ["penha_root2", "macavaney_kde"]
