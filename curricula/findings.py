@@ -216,15 +216,22 @@ def sequential_cell(row: Mapping[str, Any]) -> str:
     return f"{row['sequential_verdict']} ({row['look_seeds']} seeds, p < {row['p_boundary']:.2g})"
 
 
-def sequential_paragraph(alpha: float) -> list[str]:
-    """The findings page's account of a study judged in rounds (``study.sequential``)."""
+def sequential_paragraph(alpha: float, multiplicity: str = "none") -> list[str]:
+    """The findings page's account of a study judged in rounds (``study.sequential``), with ``multiplicity`` the
+    adjustment the rounds used (``holm``: :func:`curricula.sequential.holm_design`; ``none``)."""
+    family = (f"The rounds adjust for the number of cells by the sequential Holm procedure (curricula.sequential."
+              f"holm_design; Maurer & Bretz 2013): every cell's difference and equivalence hypotheses form one family "
+              f"at alpha {alpha:g} times the sequential claims' share of all claims, each hypothesis tested at the "
+              f"family's alpha over the hypotheses not yet rejected, so the p boundary shown is already adjusted. "
+              if multiplicity == "holm" else
+              "The rounds do not adjust for the number of cells (study.multiplicity none). ")
     return [f"Seeds in rounds (study.sequential): each cell was tested after each round of seeds and trained more "
             f"only while undecided; its verdict is the group-sequential one (curricula.sequential: Lan-DeMets alpha "
-            f"spending, alpha {alpha:g} over all its looks), at the first look where the seed-aware p fell below that "
-            f"look's threshold (or both equivalence p below theirs), else inconclusive at the last look. The verdict "
-            f"matrix shows it with the seeds of that look; every other column is the fixed test on those seeds (its "
-            f"verdict and multiplicity adjustment at alpha {alpha:g}, for comparison). Active-learning claims keep "
-            f"their fixed seeds.", ""]
+            f"spending over all its looks), at the first look where the seed-aware p fell below that look's threshold "
+            f"(or both equivalence p below theirs), else inconclusive at the last look. {family}The verdict matrix "
+            f"shows it with the seeds of that look; every other column is the fixed test on those seeds (its verdict "
+            f"and multiplicity adjustment at alpha {alpha:g}, for comparison). Active-learning claims keep their fixed "
+            f"seeds.", ""]
 
 
 def _count(value: int | None) -> str:
@@ -319,7 +326,7 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
              f"factors it tests; "
              f"the keys in which its two arms' resolved training specs differ are listed under it (a difference "
              f"outside its factors stops the study at start-up).", "",
-             *(sequential_paragraph(alpha) if rounds else []),
+             *(sequential_paragraph(alpha, multiplicity) if rounds else []),
              "## Verdicts", "", "| paper | claim | " + " | ".join(datasets) + " |",
              "|---|---|" + "---|" * len(datasets)]
     cell = {(r["paper"], r["claim"], r["dataset"]): r for r in table.iter_rows(named=True)}

@@ -12,6 +12,12 @@ every cell still at ``continue``, so an arm shared by several claims (the baseli
 claims is open. Active-learning claims (``active:<method>@<round>``) stay fixed-seed (``active.seeds``): the
 rounds leave them out and the findings judge them as without rounds.
 
+With ``study.multiplicity: holm`` (the default) the cells are not judged one by one at alpha but as one family: the
+sequential Holm procedure (:func:`curricula.sequential.holm_design`; Maurer & Bretz 2013) over every cell's difference
+and equivalence hypotheses, at the share of alpha the sequential claims hold among all claims (:func:`family_alpha`).
+Each round's record keeps every cell's tests at the looks it reached, so a later round's step-down can count the
+hypotheses of cells decided before without their metrics.
+
 The equivalence margin of a cell is ``study.equivalence_margin`` times the ``against`` arm's mean over the first
 look's seeds (:func:`cell_margin`), fixed for the cell's later looks so that a later round never moves the bar an
 earlier look was judged against.
@@ -21,14 +27,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from curricula.comparisons import _paired, seed_aware_result, with_seeds
-from curricula.sequential import CONTINUE, SequentialDecision, SequentialDesign, sequential_decision
+from curricula.sequential import (CONTINUE, SEQUENTIAL_MULTIPLICITIES, LookTests, SequentialDecision, SequentialDesign,
+                                  holm_design, look_tests, sequential_decision, sequential_design)
 from curricula.stats import SeedAwareResult
 from curricula.study import is_active_claim
 
@@ -113,43 +120,80 @@ def look_results(frame: pl.DataFrame, experiment: str, against: str, measure: st
     return out
 
 
-def cell_decision(frame: pl.DataFrame, claim: Mapping[str, Any], measure: str, design: SequentialDesign,
-                  seeds: Sequence[int], reached: int, margin: float) -> SequentialDecision:
-    """The sequential verdict of one claim on one dataset after ``reached`` looks (1-based count): the seed-aware
-    results on the first ``design.looks[k]`` of ``seeds`` for each look k reached, judged by
-    :func:`curricula.sequential.sequential_decision` against the absolute margin of :func:`cell_margin`."""
-    if not 1 <= reached <= len(design.looks):
-        raise ValueError(f"looks reached must lie in 1..{len(design.looks)}, got {reached}")
-    by_look = [look_seeds(seeds, count) for count in design.looks[:reached]]
+def cell_results(frame: pl.DataFrame, claim: Mapping[str, Any], measure: str, looks: Sequence[int],
+                 seeds: Sequence[int], reached: int, margin: float, alpha: float = 0.05
+                 ) -> tuple[list[SeedAwareResult], float]:
+    """The seed-aware results of one claim on one dataset on the first ``looks[k]`` of ``seeds`` for each look k
+    reached (``reached``, a 1-based count), and the cell's absolute margin (:func:`cell_margin`, on the first look's
+    seeds)."""
+    if not 1 <= reached <= len(looks):
+        raise ValueError(f"looks reached must lie in 1..{len(looks)}, got {reached}")
+    by_look = [look_seeds(seeds, count) for count in looks[:reached]]
     experiment, against = claim["experiment"], claim["against"]
     margin_abs = cell_margin(frame, against, experiment, measure, by_look[0], margin)
-    results = look_results(frame, experiment, against, measure, by_look, design.alpha)
-    return sequential_decision(results, design, claim["expect"], margin_abs)
+    return look_results(frame, experiment, against, measure, by_look, alpha), margin_abs
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """The judgement of a round (:func:`study_round`): every sequential cell's decision and its tests at the looks it
+    reached (:func:`curricula.sequential.look_tests`; a decided cell keeps those of the round it stopped at), the
+    design the open cells were judged by (under Holm, at the step-down's final level), and the family's size and
+    rejected hypotheses (0 and 0 without an adjustment)."""
+
+    decisions: dict[Cell, SequentialDecision]
+    tests: dict[Cell, list[LookTests]]
+    design: SequentialDesign
+    hypotheses: int
+    rejected: int
 
 
 def study_round(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[str, Any]],
-                previous: Mapping[Cell, SequentialDecision], design: SequentialDesign,
-                seeds: Mapping[str, Sequence[int]], round_: int, measure: str,
-                margin: float) -> dict[Cell, SequentialDecision]:
-    """The decision of every sequential cell after round ``round_`` (1-based): a cell decided in an earlier round
-    (in ``previous``, not ``continue``) keeps its decision; every other cell is judged on the looks 1..``round_``
-    (:func:`cell_decision`) from ``metrics`` ({dataset: long metrics frame} holding both of its arms' seeds of this
-    round). ``seeds`` maps a dataset to its seed list (:func:`look_seeds` extends it). Cells are keyed (claim id,
-    dataset), in claim then dataset order."""
-    out: dict[Cell, SequentialDecision] = {}
+                previous: Mapping[Cell, SequentialDecision], previous_tests: Mapping[Cell, Sequence[LookTests]],
+                looks: Sequence[int], alpha: float, kind: str, seeds: Mapping[str, Sequence[int]], round_: int,
+                measure: str, margin: float, multiplicity: str = "holm") -> RoundOutcome:
+    """The decision of every sequential cell after round ``round_`` (1-based). A cell decided in an earlier round (in
+    ``previous``, not ``continue``) keeps its decision and its tests (``previous_tests``); every other cell is tested
+    on the looks 1..``round_`` (:func:`cell_results`) from ``metrics`` ({dataset: long metrics frame} holding both of
+    its arms' seeds of this round). ``seeds`` maps a dataset to its seed list (:func:`look_seeds` extends it).
+
+    ``multiplicity="holm"`` judges the open cells at the level of the sequential Holm procedure over every cell's two
+    hypotheses (:func:`curricula.sequential.holm_design`, family-wise error ``alpha``); ``"none"`` judges each cell
+    at ``alpha`` alone (:func:`curricula.sequential.sequential_decision`). Cells are keyed (claim id, dataset), in
+    claim then dataset order."""
+    if multiplicity not in SEQUENTIAL_MULTIPLICITIES:
+        raise ValueError(f"study.multiplicity {multiplicity!r} with study.sequential: expected one of "
+                         f"{', '.join(SEQUENTIAL_MULTIPLICITIES)} (no sequential Benjamini-Hochberg is built; Holm "
+                         f"bounds the false discovery rate too)")
+    tests: dict[Cell, list[LookTests]] = {}
+    open_cells: dict[Cell, tuple[list[SeedAwareResult], float, str]] = {}
     for claim in sequential_claims(claims):
         for dataset in seeds:
             cell = (claim["id"], dataset)
             if cell in previous and previous[cell].verdict != CONTINUE:
-                out[cell] = previous[cell]
+                if cell not in previous_tests:
+                    raise ValueError(f"study claim {claim['id']!r} on {dataset}: decided in round {round_ - 1} but "
+                                     f"its tests are not in that round's record")
+                tests[cell] = [tuple(t) for t in previous_tests[cell]]
                 continue
             if round_ > 1 and cell not in previous:
                 raise ValueError(f"study claim {claim['id']!r} on {dataset}: no decision from round {round_ - 1}")
             try:
-                out[cell] = cell_decision(metrics[dataset], claim, measure, design, seeds[dataset], round_, margin)
+                results, margin_abs = cell_results(metrics[dataset], claim, measure, looks, seeds[dataset], round_,
+                                                   margin, alpha)
             except (KeyError, ValueError) as err:
                 raise ValueError(f"study claim {claim['id']!r} on {dataset}, round {round_}: {err}") from None
-    return out
+            tests[cell] = look_tests(results, margin_abs)
+            open_cells[cell] = (results, margin_abs, claim["expect"])
+    if multiplicity == "holm" and tests:
+        holm = holm_design(list(tests.values()), looks, alpha, kind)
+        design, hypotheses, rejected = holm.design, holm.hypotheses, holm.rejected
+    else:
+        design, hypotheses, rejected = sequential_design(looks, alpha, kind), 0, 0
+    decisions = {cell: previous[cell] if cell not in open_cells else
+                 sequential_decision(open_cells[cell][0], design, open_cells[cell][2], open_cells[cell][1])
+                 for cell in tests}
+    return RoundOutcome(decisions, tests, design, hypotheses, rejected)
 
 
 def trained_seeds(previous: Mapping[Arm, int], extended: Sequence[Arm], count: int) -> dict[Arm, int]:
@@ -157,26 +201,32 @@ def trained_seeds(previous: Mapping[Arm, int], extended: Sequence[Arm], count: i
     return {**previous, **{arm: count for arm in extended}}
 
 
-def round_record(round_: int, design: SequentialDesign, decisions: Mapping[Cell, SequentialDecision],
+def round_record(round_: int, outcome: RoundOutcome, looks: Sequence[int], alpha: float, multiplicity: str,
                  trained: Mapping[Arm, int], claims: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What the checkpoint ``study_round`` writes: the round, the looks, every cell's decision (the verdict, the
-    0-based look and seed count it rests on, its p values and that look's thresholds), the seeds each arm has
-    trained, and ``next``: the arms that need the next round's seeds (none after the last look)."""
-    last = round_ >= len(design.looks)
-    return {"round": round_, "looks": list(design.looks), "alpha": design.alpha, "kind": design.kind,
-            "decisions": [{"claim": claim_id, "dataset": dataset, **asdict(decision)}
-                          for (claim_id, dataset), decision in decisions.items()],
+    """What the checkpoint ``study_round`` writes: the round, the looks, the family's alpha and adjustment, the level
+    and thresholds the open cells were judged at, every cell's decision (the verdict, the 0-based look and seed count
+    it rests on, its p values and that look's thresholds) with its tests at each look it reached, the seeds each arm
+    has trained, and ``next``: the arms that need the next round's seeds (none after the last look)."""
+    last = round_ >= len(looks)
+    design = outcome.design
+    return {"round": round_, "looks": list(looks), "alpha": alpha, "multiplicity": multiplicity,
+            "level": design.alpha, "kind": design.kind, "difference": list(design.difference),
+            "equivalence": list(design.equivalence), "hypotheses": outcome.hypotheses, "rejected": outcome.rejected,
+            "decisions": [{"claim": claim_id, "dataset": dataset, **asdict(decision),
+                           "tests": [list(t) for t in outcome.tests[(claim_id, dataset)]]}
+                          for (claim_id, dataset), decision in outcome.decisions.items()],
             "trained": [{"dataset": dataset, "arm": arm, "seeds": n} for (dataset, arm), n in trained.items()],
             "next": [] if last else [{"dataset": dataset, "arm": arm}
-                                     for dataset, arm in arms_to_extend(decisions, claims)]}
+                                     for dataset, arm in arms_to_extend(outcome.decisions, claims)]}
 
 
 def read_round(path: str | Path) -> dict[str, Any]:
     """A round's record as :func:`round_record` wrote it, with ``decisions`` as {(claim, dataset):
-    SequentialDecision}, ``trained`` as {(dataset, arm): seeds} and ``next`` as a list of (dataset, arm)."""
+    SequentialDecision}, ``tests`` as {(claim, dataset): [(effect, p, equivalence p) per look]}, ``trained`` as {(dataset, arm): seeds} and ``next`` as a list of (dataset, arm)."""
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     fields = SequentialDecision.__dataclass_fields__
+    data["tests"] = {(d["claim"], d["dataset"]): [tuple(t) for t in d["tests"]] for d in data["decisions"]}
     data["decisions"] = {(d["claim"], d["dataset"]): SequentialDecision(**{k: d[k] for k in fields})
                          for d in data["decisions"]}
     data["trained"] = {(t["dataset"], t["arm"]): int(t["seeds"]) for t in data["trained"]}
@@ -187,29 +237,42 @@ def read_round(path: str | Path) -> dict[str, Any]:
 def study_round_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], previous_path: str | Path | None,
                       output: str | Path, *, claims: Sequence[Mapping[str, Any]], looks: Sequence[int], kind: str,
                       alpha: float, seeds: Mapping[str, Sequence[int]], round_: int, measure: str,
-                      margin: float) -> dict[str, Any]:
+                      margin: float, multiplicity: str = "holm") -> dict[str, Any]:
     """Checkpoint ``study_round``: this round's metrics, keyed (dataset, arm, seed), and the previous round's record
-    (none in round 1) to this round's record (:func:`round_record`), written atomically as JSON."""
+    (none in round 1) to this round's record (:func:`round_record`), written atomically as JSON.
+
+    ``claims`` are all the study's claims. Under Holm the rounds' family (the sequential claims' cells) gets the share
+    of ``alpha`` its hypotheses hold in the findings page's family (:func:`family_alpha`): the fixed-seed
+    active-learning claims keep the rest, a weighted Bonferroni split between the two families."""
     from curricula.comparisons import load_metrics
-    from curricula.sequential import sequential_design
     from curricula.tables import write_text_atomically
 
-    design = sequential_design(looks, alpha, kind)
-    if not 1 <= round_ <= len(design.looks):
-        raise ValueError(f"round {round_} outside the looks {list(design.looks)}")
-    previous = read_round(previous_path) if previous_path else {"decisions": {}, "trained": {}}
+    looks = tuple(int(s) for s in looks)
+    if not 1 <= round_ <= len(looks):
+        raise ValueError(f"round {round_} outside the looks {list(looks)}")
+    previous = read_round(previous_path) if previous_path else {"decisions": {}, "tests": {}, "trained": {}}
     by_dataset: dict[str, dict[tuple[str, str], str | Path]] = {}
     for (dataset, arm, seed), path in metric_paths.items():
         by_dataset.setdefault(dataset, {})[(arm, seed)] = path
     metrics = {dataset: load_metrics(paths) for dataset, paths in by_dataset.items()}
-    decisions = study_round(metrics, claims, previous["decisions"], design, seeds, round_, measure, margin)
+    level = family_alpha(claims, alpha) if multiplicity == "holm" else alpha
+    outcome = study_round(metrics, claims, previous["decisions"], previous["tests"], looks, level, kind, seeds, round_,
+                          measure, margin, multiplicity)
     extended = list(dict.fromkeys((dataset, arm) for dataset, arm, _ in metric_paths))
-    trained = trained_seeds(previous["trained"], extended, design.looks[round_ - 1])
-    record = round_record(round_, design, decisions, trained, claims)
+    trained = trained_seeds(previous["trained"], extended, looks[round_ - 1])
+    record = round_record(round_, outcome, looks, level, multiplicity, trained, claims)
     write_text_atomically(output, json.dumps(record, indent=1, allow_nan=True) + "\n")
     return record
 
 
-__all__ = ["Arm", "Cell", "arms_to_extend", "cell_decision", "cell_margin", "first_round_arms", "look_results",
-           "look_seeds", "read_round", "round_record", "sequential_claims", "study_looks", "study_round",
-           "study_round_stage", "trained_seeds"]
+def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float) -> float:
+    """The rounds' share of the study's ``alpha``: alpha times the sequential claims' share of all claims (each
+    claim holds two hypotheses on every dataset), the rest left to the fixed-seed active-learning claims."""
+    if not claims:
+        raise ValueError("a study needs at least one claim")
+    return alpha * len(sequential_claims(claims)) / len(claims)
+
+
+__all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",
+           "look_results", "look_seeds", "read_round", "round_record", "RoundOutcome", "sequential_claims",
+           "study_looks", "study_round", "study_round_stage", "trained_seeds"]

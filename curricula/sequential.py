@@ -181,7 +181,7 @@ def spending_boundaries(looks: Sequence[int], alpha: float = 0.05, kind: str = "
     return tuple(float(p) for p in sides * norm.sf(z))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=512)  # a Holm step-down asks for one level per hypothesis count
 def _student_boundaries(looks: tuple[int, ...], alpha: float, kind: str, sides: int, paths: int,
                         seed: int) -> tuple[float, ...]:
     fractions = information_fractions(looks)
@@ -312,6 +312,76 @@ def sequential_decision(results_by_look: Sequence[SeedAwareResult], design: Sequ
     raise AssertionError("unreachable: the last look always returns")
 
 
+# ------------------------------------------------------------------------------------------- multiplicity
+#: how a study's sequential cells share alpha (``study.multiplicity``): ``holm``, the sequential Holm procedure of
+#: :func:`holm_design` over every cell's difference and equivalence hypotheses, or ``none`` (each cell at alpha)
+SEQUENTIAL_MULTIPLICITIES = ("holm", "none")
+
+
+#: one look's tests of a cell, as the rounds record them: (effect, difference p, equivalence p)
+LookTests = tuple[float, float, float]
+
+
+def look_tests(results_by_look: Sequence[SeedAwareResult], margin: float) -> list[LookTests]:
+    """(effect, p, equivalence p against the absolute ``margin``) of each look's seed-aware result."""
+    return [(result.effect, result.p, equivalence_pvalue(result, margin)) for result in results_by_look]
+
+
+def crossings(tests: Sequence[LookTests], design: SequentialDesign) -> tuple[bool, bool]:
+    """(the difference test crossed, the equivalence tests crossed) at any of the looks in ``tests``, each against
+    its own threshold in ``design``, as :func:`sequential_decision` compares them."""
+    diff = eq = False
+    for k, (effect, p, p_eq) in enumerate(tests):
+        diff |= math.isfinite(p) and p < design.difference[k] and effect != 0
+        eq |= math.isfinite(p_eq) and p_eq < design.equivalence[k]
+    return diff, eq
+
+
+@dataclass(frozen=True)
+class HolmDesign:
+    """The outcome of :func:`holm_design`: the design at the level every cell is judged at after the step-down
+    (``design.alpha`` = the family's alpha / the hypotheses not rejected), the family's size and the hypotheses it
+    rejected."""
+
+    design: SequentialDesign
+    hypotheses: int
+    rejected: int
+
+
+def holm_design(cells: Sequence[Sequence[LookTests]], looks: Sequence[int], alpha: float = 0.05,
+                kind: str = "obrien_fleming", thresholds: str = "student") -> HolmDesign:
+    """The sequential Holm procedure over a family of cells (Maurer & Bretz 2013, "Multiple testing in group
+    sequential trials using graphical approaches", *Statistics in Biopharmaceutical Research* 5: 311-320; Holm's
+    procedure is their graph with equal weights passed on equally). The family holds two hypotheses per cell, the
+    difference test's and the equivalence tests' (as the findings page's fixed Holm family does), each with its own
+    group-sequential thresholds (:func:`sequential_design`) at the level alpha / r, r the number of hypotheses not yet
+    rejected.
+
+    ``cells`` holds each cell's tests at the looks it has reached (:func:`look_tests`; a cell decided at an earlier
+    round keeps the looks it had and trains no more seeds). Starting from r = all hypotheses, every hypothesis that
+    crosses at any look it has reached (:func:`crossings`) is rejected, r drops by their number, and the others are
+    tested again at the larger level alpha / r, on all their looks, until none is added. Every open cell is then judged
+    by :func:`sequential_decision` at the final level: a hypothesis rejected on the way crosses there too, since each
+    look's threshold grows with the level.
+
+    The family-wise error holds at ``alpha`` whatever the dependence between cells: each hypothesis's thresholds form a
+    group-sequential test at its level whatever the other cells do, a cell that stops early only loses looks (fewer
+    chances to cross), and the step-down is the shortcut of the closed test of weighted Bonferroni intersection tests
+    (Maurer & Bretz 2013, sec. 3), which also lets a round re-test earlier looks at the larger level. Simulated at the
+    study's family size by :func:`simulate_family` (docs/sequential.md)."""
+    if not cells:
+        raise ValueError("no cells to adjust over")
+    hypotheses = 2 * len(cells)
+    remaining = hypotheses
+    while True:
+        design = sequential_design(looks, alpha / remaining, kind, thresholds)
+        rejected = sum(sum(crossings(tests, design)) for tests in cells)
+        left = max(hypotheses - rejected, 1)
+        if left == remaining:
+            return HolmDesign(design, hypotheses, rejected)
+        remaining = left
+
+
 # --------------------------------------------------------------------------------------------- simulation
 def look_mean_squares(d: np.ndarray, looks: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(mean, MS_seed, MS_query, MS_resid), each of shape (looks, draws), of the first ``looks[k]`` seeds of each
@@ -383,6 +453,27 @@ def _look_pvalues(mean: np.ndarray, se: np.ndarray, df: np.ndarray, margin: floa
     return p, p_eq
 
 
+def simulated_look_pvalues(rng: np.random.Generator, looks: Sequence[int], queries: int, sd_seed: float,
+                           sd_query: float, sd_resid: float, mu: float, n: int, *, margin: float | None,
+                           calibration: str = "t") -> tuple[np.ndarray, np.ndarray]:
+    """The difference test's p and the equivalence p (against the absolute ``margin``; ones when it is None) at
+    every look, each of shape (looks, n), for ``n`` cells of the crossed normal model d[s, q] = mu + a_s + b_q + e_sq
+    (:func:`simulate_sequential`), drawn as one (n, looks[-1], queries) array: keep n * looks[-1] * queries * 8
+    bytes in mind."""
+    most = looks[-1]
+    d = rng.standard_normal((n, most, queries)) * sd_resid
+    d += rng.standard_normal((n, most, 1)) * sd_seed
+    d += rng.standard_normal((n, 1, queries)) * sd_query
+    d += mu
+    mean, ms_seed, ms_query, ms_resid = look_mean_squares(d, looks)
+    p = np.empty((len(looks), n))
+    p_eq = np.empty((len(looks), n))
+    for k, s in enumerate(looks):
+        scaled, df = mean_variance(ms_seed[k], ms_query[k], ms_resid[k], s, queries)
+        p[k], p_eq[k] = _look_pvalues(mean[k], np.sqrt(scaled / (s * queries)), df, margin, calibration)
+    return p, p_eq
+
+
 def simulate_sequential(rng: np.random.Generator, looks: Sequence[int], queries: int, sd_seed: float, sd_query: float,
                         sd_resid: float, mu: float, draws: int, *, margin: float | None, alpha: float = 0.05,
                         kind: str = "obrien_fleming", calibration: str = "t",
@@ -414,22 +505,13 @@ def simulate_sequential(rng: np.random.Generator, looks: Sequence[int], queries:
     first = fixed = fixed_eq = 0.0
     for start in range(0, draws, chunk):
         n = min(chunk, draws - start)
-        d = rng.standard_normal((n, most, queries)) * sd_resid
-        d += rng.standard_normal((n, most, 1)) * sd_seed
-        d += rng.standard_normal((n, 1, queries)) * sd_query
-        d += mu
-        mean, ms_seed, ms_query, ms_resid = look_mean_squares(d, looks)
-        crossed = np.empty((n_looks, n), dtype=bool)
-        crossed_eq = np.empty((n_looks, n), dtype=bool)
-        for k, s in enumerate(looks):
-            scaled, df = mean_variance(ms_seed[k], ms_query[k], ms_resid[k], s, queries)
-            p, p_eq = _look_pvalues(mean[k], np.sqrt(scaled / (s * queries)), df, margin, calibration)
-            crossed[k], crossed_eq[k] = p < design.difference[k], p_eq < design.equivalence[k]
-            if k == 0:
-                first += float(np.count_nonzero(p < alpha))
-            if k == n_looks - 1:
-                fixed += float(np.count_nonzero(p < alpha))
-                fixed_eq += float(np.count_nonzero(p_eq < alpha))
+        p, p_eq = simulated_look_pvalues(rng, looks, queries, sd_seed, sd_query, sd_resid, mu, n, margin=margin,
+                                         calibration=calibration)
+        crossed = p < np.asarray(design.difference)[:, None]
+        crossed_eq = p_eq < np.asarray(design.equivalence)[:, None]
+        first += float(np.count_nonzero(p[0] < alpha))
+        fixed += float(np.count_nonzero(p[-1] < alpha))
+        fixed_eq += float(np.count_nonzero(p_eq[-1] < alpha))
         decided = crossed | crossed_eq
         stop = np.where(decided.any(axis=0), decided.argmax(axis=0), n_looks)  # first crossing, or none
         at = np.minimum(stop, n_looks - 1)
@@ -443,7 +525,99 @@ def simulate_sequential(rng: np.random.Generator, looks: Sequence[int], queries:
                                 float(stopped[-1]) / draws, first / draws, fixed / draws, fixed_eq / draws)
 
 
-__all__ = ["CALIBRATIONS", "CONTINUE", "KINDS", "LOOKS", "SequentialDecision", "SequentialDesign",
-           "SequentialSimulation", "THRESHOLDS", "crossing_probabilities", "group_sequential_z",
-           "information_fractions", "look_mean_squares", "sequential_decision", "sequential_design",
-           "simulate_sequential", "spending", "spending_boundaries", "student_boundaries"]
+
+#: how :func:`simulate_family` shares alpha over its cells: the sequential Holm of :func:`holm_design`, a fixed
+#: Bonferroni split (alpha / hypotheses each), or none (every cell at alpha)
+FAMILY_RULES = ("holm", "bonferroni", "none")
+
+
+@dataclass(frozen=True)
+class FamilySimulation:
+    """What :func:`simulate_family` measured over ``draws`` simulated families of ``cells`` cells.
+
+    ``fwer``: the share of families in which some true null was rejected (a difference at a cell whose true effect is
+    0, or equivalence at a cell whose true effect lies at or beyond the margin), counting every hypothesis that
+    crossed at any look its cell reached under the last round's level, a superset of the verdicts' claims;
+    ``rejection`` / ``equivalence``: per cell, the share whose difference / equivalence hypothesis was so rejected;
+    ``decided``: the mean number of cells decided (either rejected); ``mean_seeds``: the seeds a cell trains on
+    average; ``hypotheses``: the family's size (two per cell)."""
+
+    draws: int
+    cells: int
+    hypotheses: int
+    rule: str
+    fwer: float
+    rejection: tuple[float, ...]
+    equivalence: tuple[float, ...]
+    decided: float
+    mean_seeds: float
+
+
+def _family_thresholds(looks: tuple[int, ...], hypotheses: int, alpha: float, kind: str, thresholds: str,
+                       rule: str) -> tuple[np.ndarray, np.ndarray]:
+    """(difference, equivalence) thresholds of shape (hypotheses + 1, looks): row r holds the design at alpha / r
+    for Holm, every row the design at alpha / hypotheses for Bonferroni and at alpha for none (row 0 unused)."""
+    levels = {"holm": [alpha / max(r, 1) for r in range(hypotheses + 1)],
+              "bonferroni": [alpha / hypotheses] * (hypotheses + 1),
+              "none": [alpha] * (hypotheses + 1)}[rule]
+    designs = {level: sequential_design(looks, level, kind, thresholds) for level in set(levels)}
+    return (np.array([designs[level].difference for level in levels]),
+            np.array([designs[level].equivalence for level in levels]))
+
+
+def simulate_family(rng: np.random.Generator, looks: Sequence[int], queries: int, sd_seed: float, sd_query: float,
+                    sd_resid: float, effects: Sequence[float], draws: int, *, margin: float, alpha: float = 0.05,
+                    kind: str = "obrien_fleming", rule: str = "holm", thresholds: str = "student") -> FamilySimulation:
+    """A study's rounds on ``draws`` simulated families of independent cells, cell c with true mean difference
+    ``effects[c]`` (the crossed normal model of :func:`simulate_sequential`; ``queries`` test queries, the SDs as
+    there), judged as ``curricula.rounds`` judges a study: after each round the hypotheses are tested on every look
+    each cell has reached (a cell decided at an earlier round keeps its looks and trains no more seeds) under the
+    family ``rule`` (:data:`FAMILY_RULES`; ``holm`` is :func:`holm_design`, step-down within each round), and a cell
+    with a crossing stops. The family-wise error, per-cell rejection and seeds of :class:`FamilySimulation`."""
+    if rule not in FAMILY_RULES:
+        raise ValueError(f"unknown rule {rule!r}; expected one of {', '.join(FAMILY_RULES)}")
+    looks = tuple(int(s) for s in looks)
+    information_fractions(looks)
+    if draws < 1 or not effects:
+        raise ValueError(f"need draws >= 1 and at least one cell, got {draws} and {len(effects)}")
+    n_looks, cells, hypotheses = len(looks), len(effects), 2 * len(effects)
+    diff_th, eq_th = _family_thresholds(looks, hypotheses, alpha, kind, thresholds, rule)
+    chunk = max(1, _CHUNK_BYTES // (8 * looks[-1] * queries))
+    p = np.empty((n_looks, draws, cells))
+    p_eq = np.empty((n_looks, draws, cells))
+    for c, mu in enumerate(effects):
+        for start in range(0, draws, chunk):
+            n = min(chunk, draws - start)
+            p[:, start:start + n, c], p_eq[:, start:start + n, c] = simulated_look_pvalues(
+                rng, looks, queries, sd_seed, sd_query, sd_resid, float(mu), n, margin=margin)
+    stop = np.full((draws, cells), n_looks)  # the round a cell was decided at; n_looks: still open
+    look_index = np.arange(n_looks)[:, None, None]
+    for round_ in range(n_looks):
+        reached = look_index <= np.minimum(stop, round_)[None]  # (looks, draws, cells)
+        remaining = np.full(draws, hypotheses if rule == "holm" else 1)
+        while True:
+            cross = (p < diff_th[remaining].T[:, :, None]) & reached
+            cross_eq = (p_eq < eq_th[remaining].T[:, :, None]) & reached
+            rejected, rejected_eq = cross.any(axis=0), cross_eq.any(axis=0)
+            if rule != "holm":
+                break
+            left = np.maximum(hypotheses - rejected.sum(axis=1) - rejected_eq.sum(axis=1), 1)
+            if np.array_equal(left, remaining):
+                break
+            remaining = left
+        stop[(stop == n_looks) & (rejected | rejected_eq)] = round_
+    effects_ = np.asarray(effects, dtype=np.float64)
+    null, null_eq = effects_ == 0, np.abs(effects_) >= margin
+    errors = (rejected & null).any(axis=1) | (rejected_eq & null_eq).any(axis=1)
+    seeds = np.append(np.asarray(looks, dtype=np.float64), looks[-1])[stop]
+    return FamilySimulation(draws, cells, hypotheses, rule, float(errors.mean()),
+                            tuple(float(x) for x in rejected.mean(axis=0)),
+                            tuple(float(x) for x in rejected_eq.mean(axis=0)),
+                            float((rejected | rejected_eq).sum(axis=1).mean()), float(seeds.mean()))
+
+__all__ = ["CALIBRATIONS", "CONTINUE", "crossing_probabilities", "crossings", "FAMILY_RULES", "FamilySimulation",
+           "group_sequential_z", "holm_design", "HolmDesign", "information_fractions", "KINDS", "look_mean_squares",
+           "look_tests", "LOOKS", "LookTests", "sequential_decision", "sequential_design",
+           "SEQUENTIAL_MULTIPLICITIES", "SequentialDecision", "SequentialDesign", "SequentialSimulation",
+           "simulate_family", "simulate_sequential", "simulated_look_pvalues", "spending", "spending_boundaries",
+           "student_boundaries", "THRESHOLDS"]

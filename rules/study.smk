@@ -29,7 +29,7 @@ if STUDY_LOOKS is not None:
         output:
             f"{STUDY_RESULTS}/rounds/round={{round}}.json",
         params:
-            claims=sequential_claims(STUDY_CLAIMS),
+            claims=STUDY_CLAIMS,  # all of them: the active-learning claims' share of alpha is left to them
             looks=list(STUDY_LOOKS),
             kind=STUDY_SETTINGS["sequential"]["kind"],
             alpha=STUDY_SETTINGS["alpha"],
@@ -37,6 +37,7 @@ if STUDY_LOOKS is not None:
             round_=lambda wildcards: int(wildcards.round),
             measure=STUDY_SETTINGS["measure"],
             margin=STUDY_SETTINGS["equivalence_margin"],
+            multiplicity=STUDY_SETTINGS["multiplicity"],
         wildcard_constraints:
             round=r"[1-9][0-9]*",
         log:

@@ -6,7 +6,8 @@ from snakemake.utils import validate
 
 from curricula.comparisons import BM25_SUFFIX, trained_experiment
 from curricula.config import side_folder
-from curricula.rounds import first_round_arms, look_seeds, read_round, sequential_claims, study_looks
+from curricula.rounds import first_round_arms, look_seeds, read_round, study_looks
+from curricula.sequential import SEQUENTIAL_MULTIPLICITIES
 from curricula.study import claim_differences, listed_claims, parse_active_name, study_configs
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
@@ -34,6 +35,10 @@ def sequential_looks(settings):
                 raise ValueError(f"study.max_seeds ({settings['max_seeds']}) caps the rounds of study.sequential; "
                                  "enable study.sequential or drop study.max_seeds")
             return None
+        if settings["multiplicity"] not in SEQUENTIAL_MULTIPLICITIES:
+            raise ValueError(f"study.multiplicity {settings['multiplicity']} with study.sequential: expected one of "
+                             f"{', '.join(SEQUENTIAL_MULTIPLICITIES)} (no sequential Benjamini-Hochberg is built; "
+                             f"Holm bounds the false discovery rate too)")
         return study_looks(settings["sequential"]["looks"], settings["max_seeds"])
     except ValueError as err:
         raise WorkflowError(f"config: {err}") from None

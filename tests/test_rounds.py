@@ -12,8 +12,8 @@ import pytest
 
 from curricula.findings import findings_table
 from curricula.comparisons import trained_experiment, with_seeds
-from curricula.rounds import (arms_to_extend, first_round_arms, look_seeds, read_round, sequential_claims,
-                              study_looks, study_round, study_round_stage)
+from curricula.rounds import (arms_to_extend, family_alpha, first_round_arms, look_seeds, read_round,
+                              sequential_claims, study_looks, study_round, study_round_stage)
 from curricula.sequential import CONTINUE, SequentialDecision, sequential_design
 from curricula.stats import INCONCLUSIVE, REPRODUCED
 
@@ -47,8 +47,10 @@ def _metrics(seeds: range | list[int], rng_seed: int = 0, arms: tuple[str, ...] 
     return pl.DataFrame(rows)
 
 
-def _design(looks=LOOKS, kind="pocock"):
-    return sequential_design(looks, 0.05, kind)
+def _round(metrics, previous, seeds, round_, multiplicity="none", previous_tests=None):
+    """study_round with the tests' design: Pocock spending over LOOKS at alpha 0.05, margin 2%."""
+    return study_round(metrics, CLAIMS, previous, previous_tests if previous_tests is not None else {}, LOOKS, 0.05,
+                       "pocock", seeds, round_, "AP", 0.02, multiplicity)
 
 
 def test_the_cap_drops_later_looks_and_a_cap_between_looks_becomes_the_last():
@@ -96,7 +98,7 @@ def test_only_the_arms_of_undecided_cells_get_more_seeds_and_a_shared_arm_if_any
 
 def test_a_cell_decided_at_the_first_look_gets_no_more_seeds():
     metrics = {"d": _metrics(range(1, 4))}
-    decisions = study_round(metrics, CLAIMS, {}, _design(), {"d": [1, 2, 3]}, 1, "AP", 0.02)
+    decisions = _round(metrics, {}, {"d": [1, 2, 3]}, 1).decisions
     assert list(decisions) == [("big", "d"), ("null", "d")]  # the active claim is left out
     big, null = decisions[("big", "d")], decisions[("null", "d")]
     assert big.verdict == REPRODUCED and big.look == 0 and big.seeds == 3 and big.p < big.p_boundary
@@ -106,14 +108,33 @@ def test_a_cell_decided_at_the_first_look_gets_no_more_seeds():
 
 def test_the_second_round_keeps_earlier_decisions_and_judges_the_open_cells_on_all_its_looks():
     full = _metrics(range(1, 7))
-    first = study_round({"d": with_seeds(full, [1, 2, 3])}, CLAIMS, {}, _design(), {"d": [1]}, 1, "AP", 0.02)
+    first = _round({"d": with_seeds(full, [1, 2, 3])}, {}, {"d": [1]}, 1)
     extended = full.filter(pl.col("experiment").is_in(["noisy", "baseline"]))  # big trains no seeds 4-6
-    second = study_round({"d": extended}, CLAIMS, first, _design(), {"d": [1]}, 2, "AP", 0.02)
-    assert second[("big", "d")] == first[("big", "d")]
-    null = second[("null", "d")]
+    second = _round({"d": extended}, first.decisions, {"d": [1]}, 2, previous_tests=first.tests)
+    assert second.decisions[("big", "d")] == first.decisions[("big", "d")]
+    assert second.tests[("big", "d")] == first.tests[("big", "d")] and len(second.tests[("null", "d")]) == 2
+    null = second.decisions[("null", "d")]
     assert null.verdict != CONTINUE and null.seeds == 6 and null.look == 1  # the last look decides every cell
     with pytest.raises(ValueError, match="no decision from round 1"):
-        study_round({"d": extended}, CLAIMS, {}, _design(), {"d": [1]}, 2, "AP", 0.02)
+        _round({"d": extended}, {}, {"d": [1]}, 2)
+    with pytest.raises(ValueError, match="its tests are not in that round's record"):
+        _round({"d": extended}, first.decisions, {"d": [1]}, 2)
+
+
+def test_holm_judges_the_open_cells_at_the_family_level_after_the_step_down():
+    """Two cells, four hypotheses: the large effect's difference crosses at alpha / 4, which lifts the level of the
+    other three to alpha / 3; the open cell is judged at that level."""
+    metrics = {"d": _metrics(range(1, 4))}
+    holm = _round(metrics, {}, {"d": [1, 2, 3]}, 1, "holm")
+    plain = _round(metrics, {}, {"d": [1, 2, 3]}, 1, "none")
+    assert holm.hypotheses == 4 and holm.rejected == 1
+    assert holm.design.alpha == pytest.approx(0.05 / 3) and plain.design.alpha == 0.05
+    assert holm.decisions[("big", "d")].verdict == REPRODUCED and holm.decisions[("null", "d")].verdict == CONTINUE
+    expected = sequential_design(LOOKS, 0.05 / 3, "pocock")
+    assert holm.decisions[("null", "d")].p_boundary == expected.difference[0] < plain.decisions[("null", "d")].p_boundary
+    with pytest.raises(ValueError, match="no sequential Benjamini-Hochberg"):
+        _round(metrics, {}, {"d": [1, 2, 3]}, 1, "bh")
+    assert family_alpha(CLAIMS, 0.05) == pytest.approx(0.05 * 2 / 3)  # the active-learning claim keeps a third
 
 
 def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tmp_path):
@@ -123,7 +144,8 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
         path = tmp_path / f"{arm}_{seed}.parquet"
         part.select("qid", "measure", "value").write_parquet(path)
         paths[("d", arm, seed)] = path
-    params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1, 2, 3]}, measure="AP", margin=0.02)
+    params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1, 2, 3]}, measure="AP", margin=0.02,
+                  multiplicity="holm")
     out = tmp_path / "round=1.json"
     record = study_round_stage(paths, None, out, looks=list(LOOKS), round_=1, **params)
     assert json.loads(out.read_text())["next"] == [{"dataset": "d", "arm": "noisy"},
@@ -132,6 +154,9 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
     assert back["next"] == [("d", "noisy"), ("d", "baseline")] and record["round"] == 1
     assert back["trained"] == {("d", "big"): 3, ("d", "baseline"): 3, ("d", "noisy"): 3}
     assert back["decisions"][("big", "d")].verdict == REPRODUCED
+    assert record["alpha"] == pytest.approx(0.05 * 2 / 3) and record["hypotheses"] == 4  # the rounds' share of alpha
+    assert record["level"] == pytest.approx(record["alpha"] / (4 - record["rejected"]))
+    assert back["tests"][("big", "d")] == [tuple(t) for t in record["decisions"][0]["tests"]]
     capped = study_looks(LOOKS, 3)  # a cap at the first look: the first round is the last
     last = study_round_stage(paths, None, tmp_path / "capped.json", looks=list(capped), round_=1, **params)
     assert last["next"] == [] and read_round(tmp_path / "capped.json")["decisions"][("null", "d")].verdict \

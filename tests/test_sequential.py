@@ -11,8 +11,9 @@ import pytest
 from scipy import stats
 
 from curricula.sequential import (CONTINUE, LOOKS, SequentialDesign, crossing_probabilities, group_sequential_z,
-                                  information_fractions, look_mean_squares, sequential_decision, sequential_design,
-                                  simulate_sequential, spending, spending_boundaries, student_boundaries)
+                                  holm_design, information_fractions, look_mean_squares, sequential_decision,
+                                  sequential_design, simulate_family, simulate_sequential, spending,
+                                  spending_boundaries, student_boundaries)
 from curricula.stats import (EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, BELOW_MARGIN, SeedAwareResult,
                              SeedQueryComponents, seed_query_components)
 
@@ -154,6 +155,56 @@ def test_power_at_a_true_effect_beats_the_first_look_and_saves_seeds():
     assert result.rejection > result.first_look_rejection + 0.3
     assert result.fixed_rejection - 0.05 < result.rejection <= result.fixed_rejection
     assert result.mean_seeds < 18.5 and sum(result.stops) + result.inconclusive == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------------------------- multiplicity
+def test_holm_steps_down_across_cells_and_re_tests_earlier_looks():
+    """Three cells on looks (5, 10), Pocock spending, normal thresholds: A's difference crosses at any level; B's p at
+    its first look lies between the thresholds at alpha / 6 and alpha / 5, so it crosses once A is rejected, on that
+    earlier look; C crosses nothing. Final level alpha / 4 with two rejections; a fixed Bonferroni split (alpha / 6)
+    would reject A alone."""
+    looks, alpha = (5, 10), 0.05
+    at = {r: sequential_design(looks, alpha / r, "pocock", "normal") for r in (4, 5, 6)}
+    between = (at[6].difference[0] + at[5].difference[0]) / 2
+    a = [(0.1, 1e-12, 1.0), (0.1, 1e-12, 1.0)]
+    b = [(0.02, between, 0.9), (0.02, 0.5, 0.9)]
+    c = [(0.0, 0.8, 0.4), (0.0, 0.9, 0.3)]
+    holm = holm_design([a, b, c], looks, alpha, "pocock", "normal")
+    assert holm.hypotheses == 6 and holm.rejected == 2
+    assert holm.design.alpha == pytest.approx(alpha / 4) and holm.design.difference == at[4].difference
+    assert holm_design([c, b, c], looks, alpha, "pocock", "normal").rejected == 0  # without A's, B stays open
+    decision = sequential_decision([_result(5, 0.02, 0.02 / stats.t.isf(between / 2, 4))], holm.design, "better",
+                                   0.001)
+    assert decision.verdict == REPRODUCED and decision.look == 0
+    with pytest.raises(ValueError, match="no cells"):
+        holm_design([], looks)
+
+
+FAMILY_DRAWS = 2000
+FAMILY_BOUND = 0.05 + 3 * math.sqrt(0.05 * 0.95 / FAMILY_DRAWS)  # 6.46%
+
+
+def _family(effects, rule, margin, sd_seed=0.01):
+    return simulate_family(np.random.default_rng(7), LOOKS, 100, sd_seed, SD_QUERY, SD_RESID, effects, FAMILY_DRAWS,
+                           margin=margin, rule=rule, thresholds="normal")
+
+
+def test_holm_over_the_rounds_holds_the_family_wise_error_where_no_adjustment_does_not():
+    """Eight cells with no true difference and a margin wide enough that their equivalence is shown (the worst case
+    for Holm: every rejected equivalence passes its alpha on to the differences, which are all true nulls): the
+    chance that any cell calls a difference stays within 5% + 3 SE over the four rounds, as it does for a fixed
+    Bonferroni split; judging each cell at alpha alone calls one in about a third of the families. With half the
+    cells at a large effect, Holm decides at least as many cells as Bonferroni."""
+    nulls = [0.0] * 8
+    holm = _family(nulls, "holm", margin=0.03)
+    assert holm.fwer <= FAMILY_BOUND, holm
+    assert min(holm.equivalence) > 0.5  # the equivalence hypotheses are rejected: their alpha moved on
+    assert _family(nulls, "bonferroni", margin=0.03).fwer <= FAMILY_BOUND
+    assert _family(nulls, "none", margin=0.03).fwer > 0.2
+    mixed = [0.0] * 4 + [0.03] * 4
+    holm_mixed, bonferroni = _family(mixed, "holm", 0.01, 0.02), _family(mixed, "bonferroni", 0.01, 0.02)
+    assert holm_mixed.fwer <= FAMILY_BOUND and holm_mixed.decided >= bonferroni.decided
+    assert holm_mixed.mean_seeds <= bonferroni.mean_seeds
 
 
 # ------------------------------------------------------------------------------------------------- decisions

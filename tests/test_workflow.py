@@ -410,6 +410,10 @@ def test_a_bad_study_stops_before_any_job(tmp_path):
     repeated["study"]["sequential"] = {"enabled": True, "looks": [5, 5]}
     out = snakemake(tmp_path, "-n", config=repeated)
     assert out.returncode != 0 and "study.sequential.looks must be strictly increasing" in out.stdout + out.stderr
+    adjusted = _study({"tiny": TINY["dataset"]})
+    adjusted["study"].update(sequential={"enabled": True, "looks": [2, 3]}, multiplicity="bh")
+    out = snakemake(tmp_path, "-n", config=adjusted)
+    assert out.returncode != 0 and "no sequential Benjamini-Hochberg is built" in out.stdout + out.stderr
     capped = _study({"tiny": TINY["dataset"]})
     capped["study"]["max_seeds"] = 10
     out = snakemake(tmp_path, "-n", config=capped)
@@ -451,6 +455,7 @@ def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_
     rounds = wd / "results" / "report" / "study" / "rounds"
     first = read_round(rounds / "round=1.json")
     assert first["round"] == 1 and first["looks"] == [2, 3]
+    assert first["multiplicity"] == "holm" and first["hypotheses"] == 6  # one family: 3 cells x 2 hypotheses
     assert set(first["decisions"]) == {("additivity", "tiny"), ("hinge", "tiny"), ("twin", "tiny")}
     assert first["decisions"][("twin", "tiny")].verdict == "equivalent"  # decided at look 1: twin trains no seed 3
     open_cells = [cell for cell, d in first["decisions"].items() if d.verdict == CONTINUE]

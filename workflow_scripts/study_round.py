@@ -7,4 +7,5 @@ with logged(snakemake.log[0]):
                       snakemake.input.previous if "previous" in snakemake.input.keys() else None, snakemake.output[0],
                       claims=snakemake.params.claims, looks=snakemake.params.looks, kind=snakemake.params.kind,
                       alpha=snakemake.params.alpha, seeds=snakemake.params.seeds, round_=snakemake.params.round_,
-                      measure=snakemake.params.measure, margin=snakemake.params.margin)
+                      measure=snakemake.params.measure, margin=snakemake.params.margin,
+                      multiplicity=snakemake.params.multiplicity)
