@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from curricula.sequential import FAMILY_RULES, LOOKS, simulate_family
+from curricula.sequential import FAMILY_RULES, LOOKS, SimulatedCell, simulate_family
 
 BASELINE = 0.5
 SD_QUERY, SD_RESID = 0.05, 0.25
@@ -59,9 +59,9 @@ def main() -> None:
     start = time.perf_counter()
     for s, (name, sd_seed, margin, effects) in enumerate(scenarios(args.cells)):
         for rule in FAMILY_RULES:
-            result = simulate_family(np.random.default_rng(args.seed + s), LOOKS, args.queries, sd_seed, SD_QUERY,
-                                     SD_RESID, effects, args.draws, margin=margin, alpha=args.alpha, rule=rule,
-                                     thresholds=args.thresholds)
+            cells = [SimulatedCell(mu, sd_seed, SD_QUERY, SD_RESID, args.queries, margin) for mu in effects]
+            result = simulate_family(np.random.default_rng(args.seed + s), LOOKS, cells, args.draws, alpha=args.alpha,
+                                     rule=rule, thresholds=args.thresholds)
             real = [r for r, mu in zip(result.rejection, effects) if mu != 0]
             power = f"{100 * float(np.mean(real)):.1f}%" if any(mu != 0 for mu in effects) else "–"
             print(f"| {name} | {sd_seed:g} | {rule} | {100 * result.fwer:.1f}% | {result.decided:.1f} of "

@@ -15,8 +15,13 @@ looks are 4 equal steps up to it (5, 10, 15, 20 for 20) and :func:`curricula.seq
 the chance that the group-sequential rule decides the cell (reproduced or not, or equivalent at the 2% margin) and
 the seeds it trains on average. Prints, per dataset and cap, the expected number of decided cells and the expected
 trainings (2 arms per cell's seed; a shared baseline counted once per claim, so an upper bound). ``--sd-seed``
-replaces a dataset's seed SD by another estimate (e.g. the study's own, pooled over its claims). Multiplicity
-(Holm over the 40 cells) is not simulated: the counts are of decisions before it.
+replaces a dataset's seed SD by another estimate (e.g. the study's own, pooled over its claims).
+
+``--family holm`` judges the cells as the study's rounds do (``study.multiplicity: holm``): the sequential claims'
+cells of every dataset given form one family, simulated together by :func:`curricula.sequential.simulate_family` at
+alpha 0.05 times 9 / 10 (the fixed-seed active-learning claim, Wang's, keeps its tenth and is not projected), and the
+counts are of the 9 sequential cells per dataset. ``--family none`` (the default) judges each cell alone at 0.05,
+before any adjustment. ``--thresholds normal`` swaps the exact-t thresholds for normal-theory ones (faster; tests).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import polars as pl
 
 from curricula.comparisons import experiment_files, load_metrics
 from curricula.report import pooled_components, power_table
-from curricula.sequential import simulate_sequential
+from curricula.sequential import SimulatedCell, simulate_family, simulate_sequential
 
 #: the study's relative effects (%, arm against the claim's compared arm) per claim and dataset, in the order of
 #: docs/findings.md's table: chitchat, wikiqa, semeval_cqa, dailydialog_pp
@@ -49,6 +54,7 @@ STUDY_EFFECTS = {
 }
 DATASETS = ("chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp")
 MARGIN = 0.02  # the study's equivalence margin, relative
+ACTIVE = ("wang_dasl",)  # fixed-seed claims: not in the rounds' family
 
 
 def dataset_components(source: str, measure: str = "AP") -> tuple[tuple[float, float, float], int, float]:
@@ -76,32 +82,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--caps", default="20,40", help="comma-separated seed caps (default 20,40)")
     parser.add_argument("--draws", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=45)
+    parser.add_argument("--family", default="none", choices=("none", "holm"))
+    parser.add_argument("--thresholds", default="student", choices=("student", "normal"))
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     caps = [int(c) for c in args.caps.split(",")]
     rows = []
     sd_seed = {name: float(value) for name, _, value in (item.partition("=") for item in args.sd_seed)}
+    measured = {}
     for item in args.dataset:
         name, _, source = item.partition("=")
         if name not in DATASETS:
             parser.error(f"--dataset {name}: expected one of {DATASETS}")
         (v_seed, v_query, v_resid), queries, base = dataset_components(source)
         v_seed = sd_seed[name] ** 2 if name in sd_seed else v_seed
-        column = DATASETS.index(name)
+        measured[name] = (np.sqrt(v_seed), np.sqrt(v_query), np.sqrt(v_resid), queries, base)
+    if args.family == "holm":
+        claims = [claim for claim in STUDY_EFFECTS if claim not in ACTIVE]
+        alpha = 0.05 * len(claims) / len(STUDY_EFFECTS)
         for cap in caps:
-            decided = seeds = 0.0
-            for effects in STUDY_EFFECTS.values():
-                sim = simulate_sequential(rng, looks_up_to(cap), queries, np.sqrt(v_seed), np.sqrt(v_query),
-                                          np.sqrt(v_resid), effects[column] / 100 * base, args.draws,
-                                          margin=MARGIN * base)
-                decided += sim.rejection + sim.equivalence
-                seeds += sim.mean_seeds
-            rows.append((name, f"{np.sqrt(v_seed):.4f}", queries, f"{base:.4f}", cap, f"{decided:.1f}",
-                         f"{seeds:.0f}", f"{2 * seeds:.0f}"))
-    print("| dataset | sd_seed | test queries | mean baseline AP | cap (seeds) | expected decided of 10 | "
-          "seeds over the 10 cells | trainings (upper bound) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for row in rows:
+            cells = [SimulatedCell(STUDY_EFFECTS[claim][DATASETS.index(name)] / 100 * base, sd, sq, sr, queries,
+                                   MARGIN * base)
+                     for name, (sd, sq, sr, queries, base) in measured.items() for claim in claims]
+            sim = simulate_family(rng, looks_up_to(cap), cells, args.draws, alpha=alpha, rule="holm",
+                                  thresholds=args.thresholds)
+            for d, name in enumerate(measured):
+                part = slice(d * len(claims), (d + 1) * len(claims))
+                rows.append((name, cap, sum(sim.decided_share[part]), sum(sim.seeds[part]), len(claims)))
+    else:
+        for name, (sd, sq, sr, queries, base) in measured.items():
+            for cap in caps:
+                decided = seeds = 0.0
+                for effects in STUDY_EFFECTS.values():
+                    sim = simulate_sequential(rng, looks_up_to(cap), queries, sd, sq, sr,
+                                              effects[DATASETS.index(name)] / 100 * base, args.draws,
+                                              margin=MARGIN * base)
+                    decided += sim.rejection + sim.equivalence
+                    seeds += sim.mean_seeds
+                rows.append((name, cap, decided, seeds, len(STUDY_EFFECTS)))
+    rows.sort(key=lambda row: (list(measured).index(row[0]), row[1]))
+    table = [(name, f"{measured[name][0]:.4f}", measured[name][3], f"{measured[name][4]:.4f}", cap, f"{decided:.1f}",
+              of, f"{seeds:.0f}", f"{2 * seeds:.0f}", args.family) for name, cap, decided, seeds, of in rows]
+    print("| dataset | sd_seed | test queries | mean baseline AP | cap (seeds) | expected decided | of | "
+          "seeds over those cells | trainings (upper bound) | adjustment |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in table:
         print("| " + " | ".join(str(x) for x in row) + " |")
     return 0
 

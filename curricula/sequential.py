@@ -532,15 +532,28 @@ FAMILY_RULES = ("holm", "bonferroni", "none")
 
 
 @dataclass(frozen=True)
+class SimulatedCell:
+    """One cell of :func:`simulate_family`: its true mean difference ``mu``, the SDs of the crossed normal model
+    (:func:`simulate_sequential`), its test queries and its absolute equivalence margin."""
+
+    mu: float
+    sd_seed: float
+    sd_query: float
+    sd_resid: float
+    queries: int
+    margin: float
+
+
+@dataclass(frozen=True)
 class FamilySimulation:
-    """What :func:`simulate_family` measured over ``draws`` simulated families of ``cells`` cells.
+    """What :func:`simulate_family` measured over ``draws`` simulated families of cells.
 
     ``fwer``: the share of families in which some true null was rejected (a difference at a cell whose true effect is
-    0, or equivalence at a cell whose true effect lies at or beyond the margin), counting every hypothesis that
-    crossed at any look its cell reached under the last round's level, a superset of the verdicts' claims;
-    ``rejection`` / ``equivalence``: per cell, the share whose difference / equivalence hypothesis was so rejected;
-    ``decided``: the mean number of cells decided (either rejected); ``mean_seeds``: the seeds a cell trains on
-    average; ``hypotheses``: the family's size (two per cell)."""
+    0, or equivalence at a cell whose true effect lies at or beyond its margin), counting every hypothesis that
+    crossed at any look its cell reached under the last round's level, a superset of the verdicts' claims; per cell,
+    in order: ``rejection`` / ``equivalence``, the share whose difference / equivalence hypothesis was so rejected,
+    ``decided_share`` the share decided (either), ``seeds`` the seeds it trained on average; ``decided``: the mean
+    number of cells decided; ``mean_seeds``: the seeds a cell trains on average; ``hypotheses``: two per cell."""
 
     draws: int
     cells: int
@@ -549,6 +562,8 @@ class FamilySimulation:
     fwer: float
     rejection: tuple[float, ...]
     equivalence: tuple[float, ...]
+    decided_share: tuple[float, ...]
+    seeds: tuple[float, ...]
     decided: float
     mean_seeds: float
 
@@ -565,32 +580,32 @@ def _family_thresholds(looks: tuple[int, ...], hypotheses: int, alpha: float, ki
             np.array([designs[level].equivalence for level in levels]))
 
 
-def simulate_family(rng: np.random.Generator, looks: Sequence[int], queries: int, sd_seed: float, sd_query: float,
-                    sd_resid: float, effects: Sequence[float], draws: int, *, margin: float, alpha: float = 0.05,
-                    kind: str = "obrien_fleming", rule: str = "holm", thresholds: str = "student") -> FamilySimulation:
-    """A study's rounds on ``draws`` simulated families of independent cells, cell c with true mean difference
-    ``effects[c]`` (the crossed normal model of :func:`simulate_sequential`; ``queries`` test queries, the SDs as
-    there), judged as ``curricula.rounds`` judges a study: after each round the hypotheses are tested on every look
-    each cell has reached (a cell decided at an earlier round keeps its looks and trains no more seeds) under the
-    family ``rule`` (:data:`FAMILY_RULES`; ``holm`` is :func:`holm_design`, step-down within each round), and a cell
-    with a crossing stops. The family-wise error, per-cell rejection and seeds of :class:`FamilySimulation`."""
+def simulate_family(rng: np.random.Generator, looks: Sequence[int], cells: Sequence[SimulatedCell], draws: int, *,
+                    alpha: float = 0.05, kind: str = "obrien_fleming", rule: str = "holm",
+                    thresholds: str = "student") -> FamilySimulation:
+    """A study's rounds on ``draws`` simulated families of independent ``cells`` (each its own crossed normal model,
+    :class:`SimulatedCell`), judged as ``curricula.rounds`` judges a study: after each round the hypotheses are tested
+    on every look each cell has reached (a cell decided at an earlier round keeps its looks and trains no more seeds)
+    under the family ``rule`` (:data:`FAMILY_RULES`; ``holm`` is :func:`holm_design`, step-down within each round),
+    and a cell with a crossing stops. The family-wise error, per-cell rejections and seeds of
+    :class:`FamilySimulation`."""
     if rule not in FAMILY_RULES:
         raise ValueError(f"unknown rule {rule!r}; expected one of {', '.join(FAMILY_RULES)}")
     looks = tuple(int(s) for s in looks)
     information_fractions(looks)
-    if draws < 1 or not effects:
-        raise ValueError(f"need draws >= 1 and at least one cell, got {draws} and {len(effects)}")
-    n_looks, cells, hypotheses = len(looks), len(effects), 2 * len(effects)
+    if draws < 1 or not cells:
+        raise ValueError(f"need draws >= 1 and at least one cell, got {draws} and {len(cells)}")
+    n_looks, n_cells, hypotheses = len(looks), len(cells), 2 * len(cells)
     diff_th, eq_th = _family_thresholds(looks, hypotheses, alpha, kind, thresholds, rule)
-    chunk = max(1, _CHUNK_BYTES // (8 * looks[-1] * queries))
-    p = np.empty((n_looks, draws, cells))
-    p_eq = np.empty((n_looks, draws, cells))
-    for c, mu in enumerate(effects):
+    p = np.empty((n_looks, draws, n_cells))
+    p_eq = np.empty((n_looks, draws, n_cells))
+    for c, cell in enumerate(cells):
+        chunk = max(1, _CHUNK_BYTES // (8 * looks[-1] * cell.queries))
         for start in range(0, draws, chunk):
             n = min(chunk, draws - start)
             p[:, start:start + n, c], p_eq[:, start:start + n, c] = simulated_look_pvalues(
-                rng, looks, queries, sd_seed, sd_query, sd_resid, float(mu), n, margin=margin)
-    stop = np.full((draws, cells), n_looks)  # the round a cell was decided at; n_looks: still open
+                rng, looks, cell.queries, cell.sd_seed, cell.sd_query, cell.sd_resid, cell.mu, n, margin=cell.margin)
+    stop = np.full((draws, n_cells), n_looks)  # the round a cell was decided at; n_looks: still open
     look_index = np.arange(n_looks)[:, None, None]
     for round_ in range(n_looks):
         reached = look_index <= np.minimum(stop, round_)[None]  # (looks, draws, cells)
@@ -606,18 +621,20 @@ def simulate_family(rng: np.random.Generator, looks: Sequence[int], queries: int
                 break
             remaining = left
         stop[(stop == n_looks) & (rejected | rejected_eq)] = round_
-    effects_ = np.asarray(effects, dtype=np.float64)
-    null, null_eq = effects_ == 0, np.abs(effects_) >= margin
+    mu = np.array([cell.mu for cell in cells])
+    null, null_eq = mu == 0, np.abs(mu) >= np.array([cell.margin for cell in cells])
     errors = (rejected & null).any(axis=1) | (rejected_eq & null_eq).any(axis=1)
     seeds = np.append(np.asarray(looks, dtype=np.float64), looks[-1])[stop]
-    return FamilySimulation(draws, cells, hypotheses, rule, float(errors.mean()),
+    decided = rejected | rejected_eq
+    return FamilySimulation(draws, n_cells, hypotheses, rule, float(errors.mean()),
                             tuple(float(x) for x in rejected.mean(axis=0)),
                             tuple(float(x) for x in rejected_eq.mean(axis=0)),
-                            float((rejected | rejected_eq).sum(axis=1).mean()), float(seeds.mean()))
+                            tuple(float(x) for x in decided.mean(axis=0)), tuple(float(x) for x in seeds.mean(axis=0)),
+                            float(decided.sum(axis=1).mean()), float(seeds.mean()))
 
 __all__ = ["CALIBRATIONS", "CONTINUE", "crossing_probabilities", "crossings", "FAMILY_RULES", "FamilySimulation",
            "group_sequential_z", "holm_design", "HolmDesign", "information_fractions", "KINDS", "look_mean_squares",
            "look_tests", "LOOKS", "LookTests", "sequential_decision", "sequential_design",
            "SEQUENTIAL_MULTIPLICITIES", "SequentialDecision", "SequentialDesign", "SequentialSimulation",
-           "simulate_family", "simulate_sequential", "simulated_look_pvalues", "spending", "spending_boundaries",
-           "student_boundaries", "THRESHOLDS"]
+           "simulate_family", "simulate_sequential", "simulated_look_pvalues", "SimulatedCell", "spending",
+           "spending_boundaries", "student_boundaries", "THRESHOLDS"]

@@ -12,7 +12,7 @@ from scipy import stats
 
 from curricula.sequential import (CONTINUE, LOOKS, SequentialDesign, crossing_probabilities, group_sequential_z,
                                   holm_design, information_fractions, look_mean_squares, sequential_decision,
-                                  sequential_design, simulate_family, simulate_sequential, spending,
+                                  sequential_design, SimulatedCell, simulate_family, simulate_sequential, spending,
                                   spending_boundaries, student_boundaries)
 from curricula.stats import (EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, BELOW_MARGIN, SeedAwareResult,
                              SeedQueryComponents, seed_query_components)
@@ -185,8 +185,8 @@ FAMILY_BOUND = 0.05 + 3 * math.sqrt(0.05 * 0.95 / FAMILY_DRAWS)  # 6.46%
 
 
 def _family(effects, rule, margin, sd_seed=0.01):
-    return simulate_family(np.random.default_rng(7), LOOKS, 100, sd_seed, SD_QUERY, SD_RESID, effects, FAMILY_DRAWS,
-                           margin=margin, rule=rule, thresholds="normal")
+    cells = [SimulatedCell(mu, sd_seed, SD_QUERY, SD_RESID, 100, margin) for mu in effects]
+    return simulate_family(np.random.default_rng(7), LOOKS, cells, FAMILY_DRAWS, rule=rule, thresholds="normal")
 
 
 def test_holm_over_the_rounds_holds_the_family_wise_error_where_no_adjustment_does_not():

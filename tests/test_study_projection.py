@@ -34,12 +34,18 @@ def test_the_projection_reads_components_and_counts_decisions_that_grow_with_the
     with pytest.raises(ValueError, match="at least 8 seeds"):
         projection.looks_up_to(6)
     assert projection.main(["--dataset", f"chitchat={FIXTURE}", "--caps", "8,40", "--draws", "300"]) == 0
-    (_, sd, _, _, cap8, few, *_), (*_, cap40, many, _, _) = rows(capsys.readouterr().out)
+    (_, sd, _, _, cap8, few, *_), (*_, cap40, many, _, _, _, _) = rows(capsys.readouterr().out)
     assert (sd, cap8, cap40) == ("0.0158", "8", "40")
     assert 0 <= float(few) < float(many) <= 10  # more seeds decide more of the 10 cells
     projection.main(["--dataset", f"chitchat={FIXTURE}", "--caps", "40", "--draws", "300", "--sd-seed",
                      "chitchat=0.08"])
-    (_, sd, *_, noisy, _, _), = rows(capsys.readouterr().out)
+    (_, sd, *_, noisy, _, _, _, _), = rows(capsys.readouterr().out)
     assert sd == "0.0800" and float(noisy) < float(many)  # a noisier model decides fewer
     with pytest.raises(SystemExit):
         projection.main(["--dataset", f"douban={FIXTURE}"])
+    # one family over the datasets given, as the rounds judge it: Holm over 9 sequential claims' cells per dataset
+    projection.main(["--dataset", f"chitchat={FIXTURE}", "--caps", "40", "--draws", "300", "--family", "holm",
+                     "--thresholds", "normal"])
+    (name, _, _, _, cap, adjusted, of, _, _, family), = rows(capsys.readouterr().out)
+    assert (name, cap, of, family) == ("chitchat", "40", "9", "holm")
+    assert float(adjusted) < float(many)  # the family's thresholds are stricter than one cell's
