@@ -54,7 +54,8 @@ def main() -> None:
     print(f"{args.cells} cells ({2 * args.cells} hypotheses), alpha {args.alpha:g}, looks {list(LOOKS)}, "
           f"{args.draws:,} families a row, {args.queries} queries, {args.thresholds} thresholds; MC SE near 5%: "
           f"{100 * se:.2f} points\n")
-    print("| scenario | seed SD | rule | family-wise error | cells decided | power (cells with an effect) | seeds a cell |")
+    print("| scenario | seed SD | rule | family-wise error | cells decided | power (cells with an effect) "
+          "| seeds a cell |")
     print("|---|---|---|---|---|---|---|")
     start = time.perf_counter()
     for s, (name, sd_seed, margin, effects) in enumerate(scenarios(args.cells)):

@@ -222,7 +222,8 @@ def round_record(round_: int, outcome: RoundOutcome, looks: Sequence[int], alpha
 
 def read_round(path: str | Path) -> dict[str, Any]:
     """A round's record as :func:`round_record` wrote it, with ``decisions`` as {(claim, dataset):
-    SequentialDecision}, ``tests`` as {(claim, dataset): [(effect, p, equivalence p) per look]}, ``trained`` as {(dataset, arm): seeds} and ``next`` as a list of (dataset, arm)."""
+    SequentialDecision}, ``tests`` as {(claim, dataset): [(effect, p, equivalence p) per look]}, ``trained`` as
+    {(dataset, arm): seeds} and ``next`` as a list of (dataset, arm)."""
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     fields = SequentialDecision.__dataclass_fields__
