@@ -339,9 +339,9 @@ def crossings(tests: Sequence[LookTests], design: SequentialDesign) -> tuple[boo
 
 @dataclass(frozen=True)
 class HolmDesign:
-    """The outcome of :func:`holm_design`: the design at the level every cell is judged at after the step-down
-    (``design.alpha`` = the family's alpha / the hypotheses not rejected), the family's size and the hypotheses it
-    rejected."""
+    """The outcome of :func:`holm_design`: the design at the level every open cell is judged at after the step-down
+    (``design.alpha`` = the family's alpha / the cells with a hypothesis not rejected), the family's size in
+    hypotheses (two per cell) and the hypotheses it rejected."""
 
     design: SequentialDesign
     hypotheses: int
@@ -351,34 +351,37 @@ class HolmDesign:
 def holm_design(cells: Sequence[Sequence[LookTests]], looks: Sequence[int], alpha: float = 0.05,
                 kind: str = "obrien_fleming", thresholds: str = "student") -> HolmDesign:
     """The sequential Holm procedure over a family of cells (Maurer & Bretz 2013, "Multiple testing in group
-    sequential trials using graphical approaches", *Statistics in Biopharmaceutical Research* 5: 311-320; Holm's
-    procedure is their graph with equal weights passed on equally). The family holds two hypotheses per cell, the
-    difference test's and the equivalence tests' (as the findings page's fixed Holm family does), each with its own
-    group-sequential thresholds (:func:`sequential_design`) at the level alpha / r, r the number of hypotheses not yet
-    rejected.
+    sequential trials using graphical approaches", *Statistics in Biopharmaceutical Research* 5: 311-320), with
+    Shaffer's count of the hypotheses that can be true together (Shaffer 1986, "Modified sequentially rejective
+    multiple test procedures", *JASA* 81: 826-831).
 
-    ``cells`` holds each cell's tests at the looks it has reached (:func:`look_tests`; a cell decided at an earlier
-    round keeps the looks it had and trains no more seeds). Starting from r = all hypotheses, every hypothesis that
-    crosses at any look it has reached (:func:`crossings`) is rejected, r drops by their number, and the others are
-    tested again at the larger level alpha / r, on all their looks, until none is added. Every open cell is then judged
-    by :func:`sequential_decision` at the final level: a hypothesis rejected on the way crosses there too, since each
+    The family holds two hypotheses per cell, the difference test's (true effect 0) and the equivalence tests' (true
+    effect at or beyond the margin), as the findings page's fixed family does. The two cannot both be true, so at most
+    one true null per cell: each hypothesis not yet rejected is tested with its own group-sequential thresholds
+    (:func:`sequential_design`) at the level alpha / r, r the number of cells that still have a hypothesis not
+    rejected. ``cells`` holds each cell's tests at the looks it has reached (:func:`look_tests`; a cell decided at an
+    earlier round keeps the looks it had and trains no more seeds). Starting from r = all cells, every hypothesis that
+    crosses at any look it has reached (:func:`crossings`) is rejected, r is counted again, and the others are tested
+    again at the larger level, on all their looks, until none is added. Every open cell is then judged by
+    :func:`sequential_decision` at the final level: a hypothesis rejected on the way crosses there too, since each
     look's threshold grows with the level.
 
-    The family-wise error holds at ``alpha`` whatever the dependence between cells: each hypothesis's thresholds form a
-    group-sequential test at its level whatever the other cells do, a cell that stops early only loses looks (fewer
-    chances to cross), and the step-down is the shortcut of the closed test of weighted Bonferroni intersection tests
-    (Maurer & Bretz 2013, sec. 3), which also lets a round re-test earlier looks at the larger level. Simulated at the
-    study's family size by :func:`simulate_family` (docs/sequential.md)."""
+    Why the family-wise error holds at ``alpha`` whatever the dependence between cells: while no true null has been
+    rejected, every cell with a true null still counts in r, so r is at least the number T of true nulls, and the first
+    true null rejected crossed its thresholds at a level at most alpha / T. The chance that any of the T does so is at
+    most T alpha / T (Bonferroni), since each hypothesis's thresholds form a group-sequential test at their level
+    whatever the other cells do and a cell that stops early only loses looks. Re-testing earlier looks at the larger
+    level is part of Maurer & Bretz's procedure. Simulated at the study's family size by :func:`simulate_family`
+    (docs/sequential.md)."""
     if not cells:
         raise ValueError("no cells to adjust over")
-    hypotheses = 2 * len(cells)
-    remaining = hypotheses
+    remaining = len(cells)
     while True:
         design = sequential_design(looks, alpha / remaining, kind, thresholds)
-        rejected = sum(sum(crossings(tests, design)) for tests in cells)
-        left = max(hypotheses - rejected, 1)
+        crossed = [crossings(tests, design) for tests in cells]
+        left = max(sum(1 for diff, eq in crossed if not (diff and eq)), 1)
         if left == remaining:
-            return HolmDesign(design, hypotheses, rejected)
+            return HolmDesign(design, 2 * len(cells), sum(diff + eq for diff, eq in crossed))
         remaining = left
 
 
@@ -526,9 +529,11 @@ def simulate_sequential(rng: np.random.Generator, looks: Sequence[int], queries:
 
 
 
-#: how :func:`simulate_family` shares alpha over its cells: the sequential Holm of :func:`holm_design`, a fixed
-#: Bonferroni split (alpha / hypotheses each), or none (every cell at alpha)
-FAMILY_RULES = ("holm", "bonferroni", "none")
+#: how :func:`simulate_family` shares alpha over its cells: ``holm``, the sequential Holm procedure of
+#: :func:`holm_design` (alpha / the cells with a hypothesis not rejected); ``holm_hypotheses``, the same counting
+#: hypotheses instead (alpha / the hypotheses not rejected, Holm without Shaffer's count); ``bonferroni``, a fixed split
+#: (alpha / cells); ``none``, every cell at alpha
+FAMILY_RULES = ("holm", "holm_hypotheses", "bonferroni", "none")
 
 
 @dataclass(frozen=True)
@@ -568,16 +573,19 @@ class FamilySimulation:
     mean_seeds: float
 
 
-def _family_thresholds(looks: tuple[int, ...], hypotheses: int, alpha: float, kind: str, thresholds: str,
-                       rule: str) -> tuple[np.ndarray, np.ndarray]:
+def _family_thresholds(looks: tuple[int, ...], hypotheses: int, cells: int, alpha: float, kind: str,
+                       thresholds: str, rule: str) -> tuple[np.ndarray, np.ndarray]:
     """(difference, equivalence) thresholds of shape (hypotheses + 1, looks): row r holds the design at alpha / r
-    for Holm, every row the design at alpha / hypotheses for Bonferroni and at alpha for none (row 0 unused)."""
+    for the Holm rules, every row the design at alpha / cells for Bonferroni and at alpha for none (row 0 unused)."""
     levels = {"holm": [alpha / max(r, 1) for r in range(hypotheses + 1)],
-              "bonferroni": [alpha / hypotheses] * (hypotheses + 1),
+              "holm_hypotheses": [alpha / max(r, 1) for r in range(hypotheses + 1)],
+              "bonferroni": [alpha / cells] * (hypotheses + 1),
               "none": [alpha] * (hypotheses + 1)}[rule]
-    designs = {level: sequential_design(looks, level, kind, thresholds) for level in set(levels)}
-    return (np.array([designs[level].difference for level in levels]),
-            np.array([designs[level].equivalence for level in levels]))
+    used = set(levels[1:cells + 1]) if rule == "holm" else set(levels[1:])
+    designs = {level: sequential_design(looks, level, kind, thresholds) for level in used}
+    fill = designs[next(iter(used))]
+    return (np.array([designs.get(level, fill).difference for level in levels]),
+            np.array([designs.get(level, fill).equivalence for level in levels]))
 
 
 def simulate_family(rng: np.random.Generator, looks: Sequence[int], cells: Sequence[SimulatedCell], draws: int, *,
@@ -596,7 +604,7 @@ def simulate_family(rng: np.random.Generator, looks: Sequence[int], cells: Seque
     if draws < 1 or not cells:
         raise ValueError(f"need draws >= 1 and at least one cell, got {draws} and {len(cells)}")
     n_looks, n_cells, hypotheses = len(looks), len(cells), 2 * len(cells)
-    diff_th, eq_th = _family_thresholds(looks, hypotheses, alpha, kind, thresholds, rule)
+    diff_th, eq_th = _family_thresholds(looks, hypotheses, n_cells, alpha, kind, thresholds, rule)
     p = np.empty((n_looks, draws, n_cells))
     p_eq = np.empty((n_looks, draws, n_cells))
     for c, cell in enumerate(cells):
@@ -609,14 +617,17 @@ def simulate_family(rng: np.random.Generator, looks: Sequence[int], cells: Seque
     look_index = np.arange(n_looks)[:, None, None]
     for round_ in range(n_looks):
         reached = look_index <= np.minimum(stop, round_)[None]  # (looks, draws, cells)
-        remaining = np.full(draws, hypotheses if rule == "holm" else 1)
+        remaining = np.full(draws, {"holm": n_cells, "holm_hypotheses": hypotheses}.get(rule, 1))
         while True:
             cross = (p < diff_th[remaining].T[:, :, None]) & reached
             cross_eq = (p_eq < eq_th[remaining].T[:, :, None]) & reached
             rejected, rejected_eq = cross.any(axis=0), cross_eq.any(axis=0)
-            if rule != "holm":
+            if rule == "holm":
+                left = np.maximum((~(rejected & rejected_eq)).sum(axis=1), 1)
+            elif rule == "holm_hypotheses":
+                left = np.maximum(hypotheses - rejected.sum(axis=1) - rejected_eq.sum(axis=1), 1)
+            else:
                 break
-            left = np.maximum(hypotheses - rejected.sum(axis=1) - rejected_eq.sum(axis=1), 1)
             if np.array_equal(left, remaining):
                 break
             remaining = left
