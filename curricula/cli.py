@@ -108,6 +108,18 @@ def length(roots: list[str], experiment: str) -> int:
     return 0
 
 
+def rounds(folder: str) -> int:
+    """Print a study's round records (``results/report/study/rounds/round=<k>.json``) as tables, in round order."""
+    from curricula.rounds import read_round, rounds_markdown
+
+    paths = sorted(Path(folder).glob("round=*.json"), key=lambda p: int(p.stem.removeprefix("round=")))
+    if not paths:
+        print(f"error: no round records (round=<k>.json) in {folder}", file=sys.stderr)
+        return 1
+    print("\n".join(rounds_markdown([read_round(p) for p in paths])))
+    return 0
+
+
 def configfiles_in(snakemake_args: list[str]) -> list[str]:
     """The files given to Snakemake's ``--configfile``/``--configfiles`` (each takes one or more files, up to the
     next option; ``--configfile=FILE`` too), in order."""
@@ -146,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     p_len = sub.add_parser("length", help="the training length an experiment converges in on dev (train.steps)")
     p_len.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/chitchat")
     p_len.add_argument("--experiment", default="baseline")
+    p_rounds = sub.add_parser("rounds", help="a study's seeds in rounds: each round's verdicts, seeds and thresholds")
+    p_rounds.add_argument("folder", nargs="?", default="results/report/study/rounds")
     args = parser.parse_args(argv)
+    if args.command == "rounds":
+        return rounds(args.folder)
     if args.command == "length":
         return length(args.results, args.experiment)
     if args.command == "plan":

@@ -266,6 +266,29 @@ def study_round_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], p
     return record
 
 
+def rounds_markdown(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rounds of a study as markdown lines (``python -m curricula.cli rounds``): per round (records as
+    :func:`read_round` returns them, in order) the family's level, hypotheses and rejections, and a table of every
+    cell's verdict, the seeds it rests on, its effect and p at its last look and the p threshold it was judged by;
+    then the arms each round sent on."""
+    lines: list[str] = []
+    for record in records:
+        lines += [f"## Round {record['round']} of {len(record['looks'])} (looks {record['looks']})", "",
+                  f"Family: {record.get('multiplicity', 'none')}, alpha {record['alpha']:.4g}, cells judged at level "
+                  f"{record.get('level', record['alpha']):.4g}; {record.get('rejected', 0)} of "
+                  f"{record.get('hypotheses', 0)} hypotheses rejected.", "",
+                  "| claim | dataset | verdict | seeds | effect | p | p threshold | equivalence p | its threshold |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for (claim, dataset), decision in record["decisions"].items():
+            effect = record["tests"][(claim, dataset)][decision.look][0]
+            lines.append(f"| {claim} | {dataset} | {decision.verdict} | {decision.seeds} | {effect:+.4f} | "
+                         f"{decision.p:.3g} | {decision.p_boundary:.3g} | {decision.p_equivalence:.3g} | "
+                         f"{decision.equivalence_boundary:.3g} |")
+        arms = ", ".join(f"{arm} ({dataset})" for dataset, arm in record["next"]) or "none"
+        lines += ["", f"Arms that train the next round's seeds: {arms}.", ""]
+    return lines
+
+
 def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float) -> float:
     """The rounds' share of the study's ``alpha``: alpha times the sequential claims' share of all claims (each
     claim holds two hypotheses on every dataset), the rest left to the fixed-seed active-learning claims."""
@@ -275,5 +298,5 @@ def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float) -> float:
 
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",
-           "look_results", "look_seeds", "read_round", "round_record", "RoundOutcome", "sequential_claims",
+           "look_results", "look_seeds", "read_round", "round_record", "RoundOutcome", "rounds_markdown", "sequential_claims",
            "study_looks", "study_round", "study_round_stage", "trained_seeds"]

@@ -1,5 +1,6 @@
 """``python -m curricula.cli``: Snakemake's --configfile arguments (``make run ARGS=...``) reach ``outputs``."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +113,23 @@ def test_logs_and_benchmarks_of_another_results_folder_are_kept_apart(tmp_path, 
     other.write_text("results: results_b\n")
     assert main(["outputs", str(REPO / "config.yaml"), str(other)]) == 0
     assert "Logs: logs/results_b/chitchat/  Benchmarks: benchmarks/results_b/chitchat/" in capsys.readouterr().out
+
+
+def test_rounds_prints_each_round_in_order_and_fails_on_an_empty_folder(tmp_path, capsys):
+    from curricula.sequential import SequentialDecision
+
+    for round_, verdict in ((2, "reproduced"), (1, "continue")):  # written out of order: read in round order
+        decision = SequentialDecision(verdict, round_ - 1, 5 * round_, 0.001, 0.9, 0.005, 0.005)
+        record = {"round": round_, "looks": [5, 10], "alpha": 0.045, "multiplicity": "holm", "level": 0.045,
+                  "hypotheses": 2, "rejected": round_ - 1,
+                  "decisions": [{"claim": "c", "dataset": "d", **decision.__dict__,
+                                 "tests": [[0.03, 0.01, 0.9]] * round_}],
+                  "trained": [{"dataset": "d", "arm": "a", "seeds": 5 * round_}],
+                  "next": [{"dataset": "d", "arm": "a"}] if round_ == 1 else []}
+        (tmp_path / f"round={round_}.json").write_text(json.dumps(record))
+    assert main(["rounds", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("## Round 1 of 2") < out.index("## Round 2 of 2")
+    assert "| c | d | reproduced | 10 | +0.0300 | 0.001 | 0.005 |" in out and "next round's seeds: a (d)." in out
+    assert main(["rounds", str(tmp_path / "none")]) == 1
+    assert "no round records" in capsys.readouterr().err

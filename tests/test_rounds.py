@@ -12,7 +12,7 @@ import pytest
 
 from curricula.findings import findings_table
 from curricula.comparisons import trained_experiment, with_seeds
-from curricula.rounds import (arms_to_extend, family_alpha, first_round_arms, look_seeds, read_round,
+from curricula.rounds import (arms_to_extend, family_alpha, first_round_arms, look_seeds, read_round, rounds_markdown,
                               sequential_claims, study_looks, study_round, study_round_stage)
 from curricula.sequential import CONTINUE, SequentialDecision, sequential_design
 from curricula.stats import INCONCLUSIVE, REPRODUCED
@@ -159,6 +159,10 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
     assert record["alpha"] == pytest.approx(0.05 * 2 / 3) and record["hypotheses"] == 4  # the rounds' share of alpha
     assert record["level"] == pytest.approx(record["alpha"] / 2)  # two cells, each may still hold a true null
     assert back["tests"][("big", "d")] == [tuple(t) for t in record["decisions"][0]["tests"]]
+    table = rounds_markdown([back])
+    assert table[0] == "## Round 1 of 2 (looks [3, 6])" and "cells judged at level 0.01667" in table[2]
+    assert any(line.startswith("| big | d | reproduced | 3 | +0.1") for line in table)
+    assert table[-2] == "Arms that train the next round's seeds: noisy (d), baseline (d)."
     capped = study_looks(LOOKS, 3)  # a cap at the first look: the first round is the last
     last = study_round_stage(paths, None, tmp_path / "capped.json", looks=list(capped), round_=1, **params)
     assert last["next"] == [] and read_round(tmp_path / "capped.json")["decisions"][("null", "d")].verdict \
