@@ -97,7 +97,8 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
     """A row per (claim, dataset) in claim then dataset order: :func:`claim_row` on that dataset's metrics, then the
     multiplicity adjustment (:func:`curricula.stats.adjust` by ``multiplicity``: ``holm``, ``bh`` or ``none``) over
     one family holding *both* p values of every row, the difference test's ``p`` and the equivalence test's
-    ``p_equivalence``, as ``p_adjusted`` and ``p_equivalence_adjusted``. ``survives`` is true for a decided verdict
+    ``p_equivalence``, as ``p_adjusted`` and ``p_equivalence_adjusted``; Holm counts rows, of which at most one null
+    each is true (Shaffer's count, :func:`curricula.stats.holm`'s groups). ``survives`` is true for a decided verdict
     every p value of which (:func:`curricula.stats.verdict_pvalues`) stays below ``alpha`` after adjustment.
 
     Taking only the p behind each verdict (the TOST p for an equivalent row) would let a true null judged equivalent
@@ -131,7 +132,10 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
                          "expect": claim["expect"], "measure": measure, **row,
                          "differing_keys": None if keys is None else ", ".join(keys),
                          **sequential_columns(decision)})
-    adjusted = adjust([r[k] for r in rows for k in ("p", "p_equivalence")], multiplicity)
+    # a cell's difference null (effect 0) and equivalence null (effect beyond the margin) cannot both be true: Holm
+    # counts cells, not p values (stats.holm's groups; the rounds count them alike, sequential.holm_design)
+    adjusted = adjust([r[k] for r in rows for k in ("p", "p_equivalence")], multiplicity,
+                      groups=[i for i in range(len(rows)) for _ in range(2)])
     for i, r in enumerate(rows):
         r["p_adjusted"], r["p_equivalence_adjusted"] = adjusted[2 * i], adjusted[2 * i + 1]
         behind = verdict_pvalues(r["verdict"], r["p_adjusted"], r["p_equivalence_adjusted"])
@@ -347,7 +351,10 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
         f"Multiplicity: the family is every claim x dataset, {len(claims)} claims x {len(datasets)} datasets = "
         f"{table.height} rows; each contributes both its p values, the difference test's and the equivalence "
         f"test's, so the family holds {2 * table.height} tests (a null judged equivalent cannot leave it and lower "
-        f"the bar for the others), adjusted by {MULTIPLICITY_NAMES[multiplicity]} (study.multiplicity: "
+        f"the bar for the others), adjusted by {MULTIPLICITY_NAMES[multiplicity]}"
+        + (" counting rows, not tests: a row's two nulls (no difference, a difference beyond the margin) cannot both "
+           "be true, so a row leaves the count only when both its tests are rejected (Shaffer 1986)"
+           if multiplicity == "holm" else "") + f" (study.multiplicity: "
         f"{multiplicity}). A decided verdict survives when every p it rests on (p for {REPRODUCED} and "
         f"{NOT_REPRODUCED}, p_equiv for {EQUIVALENT}, both for {BELOW_MARGIN[2:]}) stays below {alpha:g} after "
         f"adjustment: " + ", ".join(
