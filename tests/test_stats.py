@@ -11,9 +11,10 @@ import pytest
 from scipy import stats
 
 from curricula.stats import (adjust, cheapest, design_mde, design_queries, design_seeds, equivalence_pvalue, holm,
-                             mde, mean_variance, paired_pvalue, paired_randomization, paired_ttest, paired_wilcoxon, plan,
-                             pool_components, queries_needed, seed_aware_mde, seed_aware_test, seed_query_components,
-                             rejection_rate, seed_sd_interval, simulate_mean_squares, with_seed_sd)
+                             mde, mean_variance, paired_pvalue, paired_randomization, paired_ttest, paired_wilcoxon,
+                             plan, pool_components, queries_needed, seed_aware_mde, seed_aware_test,
+                             seed_query_components, rejection_rate, seed_sd_interval, simulate_mean_squares,
+                             with_seed_sd)
 from curricula.report import plan_sentence
 
 
