@@ -643,6 +643,7 @@ def simulate_family(rng: np.random.Generator, looks: Sequence[int], cells: Seque
                             tuple(float(x) for x in decided.mean(axis=0)), tuple(float(x) for x in seeds.mean(axis=0)),
                             float(decided.sum(axis=1).mean()), float(seeds.mean()))
 
+
 __all__ = ["CALIBRATIONS", "CONTINUE", "crossing_probabilities", "crossings", "FAMILY_RULES", "FamilySimulation",
            "group_sequential_z", "holm_design", "HolmDesign", "information_fractions", "KINDS", "look_mean_squares",
            "look_tests", "LOOKS", "LookTests", "sequential_decision", "sequential_design",
