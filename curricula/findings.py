@@ -226,7 +226,8 @@ def sequential_paragraph(alpha: float, multiplicity: str = "none") -> list[str]:
     family = (f"The rounds adjust for the number of cells by the sequential Holm procedure (curricula.sequential."
               f"holm_design; Maurer & Bretz 2013): every cell's difference and equivalence hypotheses form one family "
               f"at alpha {alpha:g} times the sequential claims' share of all claims, each hypothesis tested at the "
-              f"family's alpha over the hypotheses not yet rejected, so the p boundary shown is already adjusted. "
+              f"family's alpha over the cells still holding a hypothesis not rejected (a cell's two nulls cannot both "
+              f"be true; Shaffer 1986), so the p boundary shown is already adjusted. "
               if multiplicity == "holm" else
               "The rounds do not adjust for the number of cells (study.multiplicity none). ")
     return [f"Seeds in rounds (study.sequential): each cell was tested after each round of seeds and trained more "
