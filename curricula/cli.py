@@ -108,6 +108,34 @@ def length(roots: list[str], experiment: str) -> int:
     return 0
 
 
+def pair_lengths(roots: list[str], split: str, budgets: list[int], model: str) -> int:
+    """Print, per dataset results folder, the length in word pieces of every (query, candidate) pair of ``split`` as
+    the cross-encoder sees it before truncation (its quantiles), and the share of pairs each ``max_length`` in
+    ``budgets`` keeps whole: where a dataset's ``train.max_length`` can be set from its data."""
+    import numpy as np
+
+    from curricula.hf import load_tokenizer, resolve_model_dir
+    from curricula.models.cross_encoder import full_pair_lengths, length_coverage
+    from curricula.tables import CANDIDATES, DOCS
+
+    tokenizer = load_tokenizer(resolve_model_dir(model))
+    for root in roots:
+        data = Path(root) / "data"
+        queries = read_table(data / "queries.parquet", QUERIES, ["qid", "split", "text"]).filter(
+            pl.col("split") == split)
+        pairs = (read_table(data / "candidates.parquet", CANDIDATES).join(queries, on="qid")
+                 .join(read_table(data / "docs.parquet", DOCS).rename({"text": "doc"}), on="docid"))
+        if pairs.is_empty():
+            print(f"error: {data}: no candidate pairs of {split} queries", file=sys.stderr)
+            return 1
+        lengths = full_pair_lengths(tokenizer, pairs["text"].to_list(), pairs["doc"].to_list())
+        q = np.percentile(lengths, [50, 90, 95, 99])
+        kept = ", ".join(f"{b}: {100 * share:.1f}%" for b, share in length_coverage(lengths, budgets).items())
+        print(f"{root}: {len(lengths)} {split} pairs, word pieces median {q[0]:.0f}, 90% {q[1]:.0f}, 95% {q[2]:.0f}, "
+              f"99% {q[3]:.0f}, max {lengths.max()}; kept whole at max_length {kept}")
+    return 0
+
+
 def rounds(folder: str) -> int:
     """Print a study's round records (``results/report/study/rounds/round=<k>.json``) as tables, in round order."""
     from curricula.rounds import read_round, rounds_markdown
@@ -158,11 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     p_len = sub.add_parser("length", help="the training length an experiment converges in on dev (train.steps)")
     p_len.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/chitchat")
     p_len.add_argument("--experiment", default="baseline")
+    p_pairs = sub.add_parser("pair-lengths", help="a cross-encoder's pair lengths in word pieces per dataset "
+                             "(train.max_length)")
+    p_pairs.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/wikiqa")
+    p_pairs.add_argument("--split", default="train", choices=["train", "dev", "test"])
+    p_pairs.add_argument("--lengths", default="64,128,256", help="max_length values to report, comma-separated")
+    p_pairs.add_argument("--model", default="minilm", help="the tokenizer's model (train.model)")
     p_rounds = sub.add_parser("rounds", help="a study's seeds in rounds: each round's verdicts, seeds and thresholds")
     p_rounds.add_argument("folder", nargs="?", default="results/report/study/rounds")
     args = parser.parse_args(argv)
     if args.command == "rounds":
         return rounds(args.folder)
+    if args.command == "pair-lengths":
+        return pair_lengths(args.results, args.split, [int(x) for x in args.lengths.split(",")], args.model)
     if args.command == "length":
         return length(args.results, args.experiment)
     if args.command == "plan":

@@ -133,3 +133,34 @@ def test_rounds_prints_each_round_in_order_and_fails_on_an_empty_folder(tmp_path
     assert "| c | d | reproduced | 10 | +0.0300 | 0.001 | 0.005 |" in out and "next round's seeds: a (d)." in out
     assert main(["rounds", str(tmp_path / "none")]) == 1
     assert "no round records" in capsys.readouterr().err
+
+
+def test_pair_lengths_reports_the_share_each_max_length_keeps_whole_on_real_wikiqa(tmp_path, capsys, shared_data):
+    """``pair-lengths`` on the real WikiQA sample: the untruncated pair lengths are the tokenizer's own, and the
+    share kept whole at each max_length counts them."""
+    from curricula.data import wikiqa
+    from curricula.hf import load_tokenizer, resolve_model_dir
+    from curricula.models.cross_encoder import full_pair_lengths, length_coverage
+    from curricula.tables import CANDIDATES, DOCS, QUERIES
+    from tests.conftest import shared_file
+
+    files = {s: shared_file(shared_data, "wikiqa", f"WikiQA-{s}.tsv") for s in ("train", "dev")}
+    data = wikiqa.load(files).validate("wikiqa")
+    (tmp_path / "data").mkdir()
+    for frame, spec, name in ((data.queries, QUERIES, "queries"), (data.docs, DOCS, "docs"),
+                              (data.candidates, CANDIDATES, "candidates")):
+        write_table(frame, tmp_path / "data" / f"{name}.parquet", spec)
+    assert main(["pair-lengths", str(tmp_path), "--split", "dev", "--lengths", "32,64"]) == 0
+    out = capsys.readouterr().out
+    pairs = (data.candidates.join(data.queries.filter(pl.col("split") == "dev"), on="qid")
+             .join(data.docs.rename({"text": "doc"}), on="docid"))
+    tokenizer = load_tokenizer(resolve_model_dir("minilm"))
+    lengths = full_pair_lengths(tokenizer, pairs["text"].to_list(), pairs["doc"].to_list())
+    # the tokenizer's own untruncated [CLS] q [SEP] a [SEP] on a sample of pairs
+    for i in range(0, pairs.height, 97):
+        assert lengths[i] == len(tokenizer(pairs["text"][i], pairs["doc"][i])["input_ids"])
+    shares = length_coverage(lengths, [32, 64])
+    assert 0 < shares[32] < shares[64] <= 1
+    assert f"{pairs.height} dev pairs" in out and f"64: {100 * shares[64]:.1f}%" in out
+    with pytest.raises(ValueError, match="no pairs"):
+        length_coverage(np.array([], dtype=np.int64), [64])

@@ -85,6 +85,23 @@ def distinct_token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
     return [of[t] for t in texts]
 
 
+def full_pair_lengths(tokenizer, contexts: Sequence[str], responses: Sequence[str]) -> np.ndarray:
+    """The length in word pieces of each ``[CLS] ctx [SEP] resp [SEP]`` pair before any truncation (both sides whole
+    plus the 3 special tokens): the ``max_length`` a pair needs to be seen whole."""
+    ctx_ids = distinct_token_ids(tokenizer, contexts)
+    rsp_ids = distinct_token_ids(tokenizer, responses)
+    return np.fromiter((len(c) + len(r) + 3 for c, r in zip(ctx_ids, rsp_ids)), dtype=np.int64, count=len(ctx_ids))
+
+
+def length_coverage(lengths: np.ndarray, budgets: Sequence[int]) -> dict[int, float]:
+    """{max_length: the share of pairs (0-1) it keeps whole} for each budget in ``budgets``: the pairs of length at
+    most the budget. Batches are padded to their longest pair (:func:`collate`), so a larger budget costs only where
+    pairs are longer than the smaller one."""
+    if len(lengths) == 0:
+        raise ValueError("no pairs to measure")
+    return {int(b): float(np.mean(lengths <= b)) for b in budgets}
+
+
 def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
     """Pad a batch of ``[CLS] a [SEP] b [SEP]`` id lists; token types are 0 up to the first SEP, then 1."""
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
