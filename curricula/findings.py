@@ -25,7 +25,7 @@ from curricula.sequential import SequentialDecision
 from curricula.stats import (BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, SEEDS_PLANNED,
                              VERDICTS, adjust, cheapest, equivalence_pvalue, equivalence_reachable, paired_ttest,
                              plan, seed_aware_mde, seed_aware_test, verdict, verdict_pvalues)
-from curricula.study import ACTIVE_PREFIX
+from curricula.study import ACTIVE_PREFIX, claim_datasets
 
 MULTIPLICITY_NAMES = {"holm": "Holm's step-down adjustment (family-wise error)",
                       "bh": "the Benjamini-Hochberg adjustment (false discovery rate)", "none": "no adjustment"}
@@ -94,7 +94,8 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
                    alpha: float = 0.05, power: float = 0.8, *, inference: str = "seed_aware", margin: float = 0.02,
                    multiplicity: str = "holm", differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
                    sequential: Mapping[tuple[str, str], SequentialCell] | None = None) -> pl.DataFrame:
-    """A row per (claim, dataset) in claim then dataset order: :func:`claim_row` on that dataset's metrics, then the
+    """A row per (claim, dataset) in claim then dataset order, over the datasets each claim is tested on
+    (:func:`curricula.study.claim_datasets`): :func:`claim_row` on that dataset's metrics, then the
     multiplicity adjustment (:func:`curricula.stats.adjust` by ``multiplicity``: ``holm``, ``bh`` or ``none``) over
     one family holding *both* p values of every row, the difference test's ``p`` and the equivalence test's
     ``p_equivalence``, as ``p_adjusted`` and ``p_equivalence_adjusted``; Holm counts rows, of which at most one null
@@ -116,7 +117,8 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
     """
     rows = []
     for claim in claims:
-        for dataset, frame in metrics.items():
+        for dataset in claim_datasets(claim, list(metrics)):
+            frame = metrics[dataset]
             if measure not in set(frame["measure"]):
                 raise ValueError(f"study.measure {measure!r} was not evaluated on {dataset} "
                                  f"(evaluated: {sorted(set(frame['measure']))})")
@@ -349,7 +351,9 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
     listed = [v for v in VERDICTS if tally.get(v) or not v.endswith(BELOW_MARGIN)]
     lines += ["", f"Over {table.height} (claim, dataset) tests: " + ", ".join(
         f"{tally.get(v, 0)} {v}" for v in listed) + ".", "",
-        f"Multiplicity: the family is every claim x dataset, {len(claims)} claims x {len(datasets)} datasets = "
+        "Multiplicity: the family is every claim x dataset, " + (
+            f"{len(claims)} claims x {len(datasets)} datasets = " if len(claims) * len(datasets) == table.height else
+            f"each claim on the datasets it is tested on ({len(claims)} claims, {len(datasets)} datasets): ") +
         f"{table.height} rows; each contributes both its p values, the difference test's and the equivalence "
         f"test's, so the family holds {2 * table.height} tests (a null judged equivalent cannot leave it and lower "
         f"the bar for the others), adjusted by {MULTIPLICITY_NAMES[multiplicity]}"

@@ -37,7 +37,7 @@ from curricula.comparisons import _paired, seed_aware_result, with_seeds
 from curricula.sequential import (CONTINUE, SEQUENTIAL_MULTIPLICITIES, LookTests, SequentialDecision, SequentialDesign,
                                   holm_design, look_tests, sequential_decision, sequential_design)
 from curricula.stats import SeedAwareResult
-from curricula.study import is_active_claim
+from curricula.study import claim_datasets, is_active_claim
 
 #: a cell's key in a round's record: (claim id, dataset)
 Cell = tuple[str, str]
@@ -81,9 +81,10 @@ def sequential_claims(claims: Sequence[Mapping[str, Any]]) -> list[Mapping[str, 
 
 
 def first_round_arms(claims: Sequence[Mapping[str, Any]], datasets: Sequence[str]) -> list[Arm]:
-    """Every arm of every sequential claim on every dataset, in claim then dataset order: the first round's."""
-    return list(dict.fromkeys((dataset, claim[arm]) for claim in sequential_claims(claims) for dataset in datasets
-                              for arm in ("experiment", "against")))
+    """Every arm of every sequential claim on every dataset it is tested on (:func:`curricula.study.claim_datasets`),
+    in claim then dataset order: the first round's."""
+    return list(dict.fromkeys((dataset, claim[arm]) for claim in sequential_claims(claims)
+                              for dataset in claim_datasets(claim, datasets) for arm in ("experiment", "against")))
 
 
 def arms_to_extend(decisions: Mapping[Cell, SequentialDecision], claims: Sequence[Mapping[str, Any]]) -> list[Arm]:
@@ -168,7 +169,7 @@ def study_round(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[st
     tests: dict[Cell, list[LookTests]] = {}
     open_cells: dict[Cell, tuple[list[SeedAwareResult], float, str]] = {}
     for claim in sequential_claims(claims):
-        for dataset in seeds:
+        for dataset in claim_datasets(claim, list(seeds)):
             cell = (claim["id"], dataset)
             if cell in previous and previous[cell].verdict != CONTINUE:
                 if cell not in previous_tests:
@@ -256,7 +257,7 @@ def study_round_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], p
     for (dataset, arm, seed), path in metric_paths.items():
         by_dataset.setdefault(dataset, {})[(arm, seed)] = path
     metrics = {dataset: load_metrics(paths) for dataset, paths in by_dataset.items()}
-    level = family_alpha(claims, alpha) if multiplicity == "holm" else alpha
+    level = family_alpha(claims, alpha, list(seeds)) if multiplicity == "holm" else alpha
     outcome = study_round(metrics, claims, previous["decisions"], previous["tests"], looks, level, kind, seeds, round_,
                           measure, margin, multiplicity)
     extended = list(dict.fromkeys((dataset, arm) for dataset, arm, _ in metric_paths))
@@ -289,12 +290,14 @@ def rounds_markdown(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float) -> float:
-    """The rounds' share of the study's ``alpha``: alpha times the sequential claims' share of all claims (each
-    claim holds two hypotheses on every dataset), the rest left to the fixed-seed active-learning claims."""
-    if not claims:
-        raise ValueError("a study needs at least one claim")
-    return alpha * len(sequential_claims(claims)) / len(claims)
+def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float, datasets: Sequence[str]) -> float:
+    """The rounds' share of the study's ``alpha``: alpha times the sequential claims' share of all (claim, dataset)
+    cells over ``datasets`` (each cell holds two hypotheses; a claim counts on the datasets it is tested on,
+    :func:`curricula.study.claim_datasets`), the rest left to the fixed-seed active-learning claims."""
+    cells = [len(claim_datasets(claim, datasets)) for claim in claims]
+    if not sum(cells):
+        raise ValueError("a study needs at least one claim tested on one of its datasets")
+    return alpha * sum(len(claim_datasets(claim, datasets)) for claim in sequential_claims(claims)) / sum(cells)
 
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",

@@ -49,7 +49,8 @@ def dataset_config(key: str, entry: Any, default: Mapping[str, Any], common: Map
     """One dataset's config: ``default`` <- its preset <- ``common`` (the study file's own keys) <- its overrides.
 
     ``entry`` is ``None`` (the default config's dataset), a preset path, or a mapping of overrides with an optional
-    ``preset`` path. ``study_wide`` holds the values of :data:`STUDY_WIDE` every dataset must share; a preset or an
+    ``preset`` path. Overrides of ``experiments`` patch the study's grid (:func:`patch_experiments`) instead of
+    replacing it, as a config file's would. ``study_wide`` holds the values of :data:`STUDY_WIDE` every dataset must share; a preset or an
     override giving another value is refused. The result's ``dataset.name`` is ``key``.
     """
     where = f"study.datasets.{key}"
@@ -72,10 +73,32 @@ def dataset_config(key: str, entry: Any, default: Mapping[str, Any], common: Map
             if name in layer and layer[name] != study_wide.get(name):
                 raise ValueError(f"{where}: {source} sets {name}: {layer[name]!r}, but {name} is the study's "
                                  f"({study_wide.get(name)!r}); every dataset of a study shares it")
+    patch = overrides.pop("experiments", None)
     config = merge(merge(merge(dict(default), preset), common), overrides)
+    if patch is not None:
+        config["experiments"] = patch_experiments(config.get("experiments") or {}, patch, where)
     config["dataset"] = {**config["dataset"], "name": key}
     config.update({name: value for name, value in study_wide.items() if value is not None})
     return config
+
+
+def patch_experiments(grid: Mapping[str, Any], patch: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The study's experiment ``grid`` with a dataset's ``patch`` ({experiment: knobs}) merged into the named
+    experiments' specs: a knob changed on that dataset alone (e.g. MacAvaney's m for a ranker that converges in fewer
+    steps). Every dataset runs the same experiments, so a name not in the grid, or a patch that is not a mapping of
+    knobs, is refused (ValueError naming ``where``)."""
+    if not isinstance(patch, Mapping):
+        raise ValueError(f"{where}.experiments: expected a mapping of experiment -> knobs to change, got "
+                         f"{type(patch).__name__}")
+    for name, knobs in patch.items():
+        if name not in grid:
+            raise ValueError(f"{where}.experiments: {name} is not an experiment of the study's grid "
+                             f"({', '.join(grid) or 'none'}); a dataset's overrides change an experiment's knobs, "
+                             f"they cannot add or drop one")
+        if not isinstance(knobs, Mapping):
+            raise ValueError(f"{where}.experiments.{name}: expected a mapping of knobs to change, got "
+                             f"{type(knobs).__name__}")
+    return {name: merge(spec, patch[name]) if name in patch else spec for name, spec in grid.items()}
 
 
 def study_configs(default: Mapping[str, Any], overlay: Mapping[str, Any],
@@ -177,6 +200,23 @@ def _value(flat: Mapping[str, Any], key: str) -> str:
     return repr(flat[key]) if key in flat else "absent"
 
 
+def claim_datasets(claim: Mapping[str, Any], datasets: Sequence[str]) -> list[str]:
+    """The datasets of ``datasets`` (in their order) a claim is tested on: those its ``datasets`` lists, or all of
+    them when it lists none."""
+    listed = claim.get("datasets")
+    return list(datasets) if listed is None else [d for d in datasets if d in listed]
+
+
+def check_claim_datasets(claims: Sequence[Mapping[str, Any]], datasets: Sequence[str]) -> None:
+    """Refuse a claim whose ``datasets`` names a key that is not among the study's ``datasets`` (all of them, before
+    ``study.only`` keeps some), naming the claim and the keys (ValueError)."""
+    for claim in claims:
+        unknown = [d for d in claim.get("datasets") or [] if d not in datasets]
+        if unknown:
+            raise ValueError(f"study.claims.{claim['id']}.datasets: {', '.join(map(str, unknown))} not among "
+                             f"study.datasets ({', '.join(datasets)})")
+
+
 def is_active_claim(claim: Mapping[str, Any]) -> bool:
     """Whether both arms of a claim are active-learning results: the loop's acquisition method is then the factor."""
     return all(parse_active_name(claim[arm]) is not None for arm in ("experiment", "against"))
@@ -185,7 +225,8 @@ def is_active_claim(claim: Mapping[str, Any]) -> bool:
 def claim_differences(claims: Sequence[Mapping[str, Any]], runs: Mapping[str, Mapping[str, Mapping[str, Any]]]
                       ) -> dict[str, dict[str, list[str]]]:
     """{claim id: {dataset: the dotted keys in which its two arms' specs differ}} over every dataset of ``runs``
-    ({dataset: :func:`curricula.experiments.experiment_runs` of its config}).
+    ({dataset: :func:`curricula.experiments.experiment_runs` of its config}) the claim is tested on
+    (:func:`claim_datasets`).
 
     A claim declares the factors it tests (``factors``: dotted key prefixes, e.g. ``[weighting]`` or ``[scoring,
     pacing]``); an arm pair that differs on a dataset in a key no factor covers is refused (ValueError naming the
@@ -201,7 +242,8 @@ def claim_differences(claims: Sequence[Mapping[str, Any]], runs: Mapping[str, Ma
             raise ValueError(f"{where}: a claim declares the factors its arms differ in (factors: [<dotted key "
                              f"prefix>, ...], e.g. [weighting] or [scoring, pacing])")
         out[claim["id"]] = {}
-        for dataset, runs_of in runs.items():
+        for dataset in claim_datasets(claim, list(runs)):
+            runs_of = runs[dataset]
             try:
                 a, b = (arm_spec(claim[arm], runs_of) for arm in ("experiment", "against"))
             except ValueError as err:

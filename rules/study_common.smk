@@ -8,7 +8,8 @@ from curricula.comparisons import BM25_SUFFIX, trained_experiment
 from curricula.config import side_folder
 from curricula.rounds import first_round_arms, look_seeds, read_round, study_looks
 from curricula.sequential import SEQUENTIAL_MULTIPLICITIES
-from curricula.study import claim_differences, listed_claims, parse_active_name, study_configs
+from curricula.study import (check_claim_datasets, claim_datasets, claim_differences, listed_claims,
+                             parse_active_name, study_configs)
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
@@ -24,6 +25,10 @@ CONDA_ENVS_STUDY = {"cpu": "../envs/cpu.yaml"}
 
 STUDY_SETTINGS = config["study"]
 STUDY_CLAIMS = listed_claims(STUDY_SETTINGS["claims"])
+try:
+    check_claim_datasets(STUDY_CLAIMS, list(STUDY_SETTINGS["datasets"]))
+except ValueError as err:
+    raise WorkflowError(f"config: {err}") from None
 
 
 def sequential_looks(settings):
@@ -67,23 +72,28 @@ def study_namespace(dataset):
 def study_claim_metrics():
     """{"metrics|<dataset>|<experiment>|<seed>": path} of every experiment a claim names, and
     {"active|<dataset>|<method>|<seed>": path} of every active-learning method a claim names (active:<method>@<round>),
-    on every dataset; a claim naming what a dataset does not run stops the run before any job."""
-    named = {name for claim in STUDY_CLAIMS for name in (claim["experiment"], claim["against"])}
+    on every dataset it is tested on (study.claims.<id>.datasets, default all); a claim naming what such a dataset
+    does not run stops the run before any job."""
     try:
-        active = {name: parse_active_name(name) for name in named}
+        parsed = {name: parse_active_name(name) for claim in STUDY_CLAIMS for name in (claim["experiment"],
+                                                                                         claim["against"])}
     except ValueError as err:
         raise WorkflowError(f"config: study.claims: {err}") from None
-    active = {name: parsed for name, parsed in active.items() if parsed is not None}
-    named -= set(active)
     out = {}
     for dataset in STUDY:
+        # what the claims tested on this dataset name (study.claims.<id>.datasets)
+        here = {name for claim in STUDY_CLAIMS if claim_datasets(claim, [dataset])
+                for name in (claim["experiment"], claim["against"])}
+        active = {name: parsed[name] for name in here if parsed[name] is not None}
+        named = here - set(active)
         settings = STUDY[dataset]["active"]  # validated (defaults filled) when its module was loaded
         for name, (method, rnd) in active.items():
             rounds = 1 if method == "all" else settings["rounds"]
             if not settings["enabled"] or method not in settings["methods"] or rnd >= rounds:
                 raise WorkflowError(f"config: study.claims name {name}, which {dataset} does not run (active: "
                                     f"enabled {settings['enabled']}, methods {settings['methods']}, "
-                                    f"rounds 0-{rounds - 1}; all has round 0 only)")
+                                    f"rounds 0-{rounds - 1}; all has round 0 only; a claim tested on some datasets "
+                                    f"only lists them in study.claims.<id>.datasets)")
             for seed in settings["seeds"]:
                 out[f"active|{dataset}|{method}|{seed}"] = study_namespace(dataset).active_outputs(
                     method, seed)["test_metrics"]

@@ -120,6 +120,12 @@ def test_findings_page_has_a_verdict_per_claim_and_dataset(tmp_path):
     page = findings_markdown(table)
     assert "The arms' training specs differ on every dataset in `scoring`, `pacing.name`." in page
     assert "The arms' training specs differ in `weighting.m` on one; nothing on two." in page
+    # a claim tested on one dataset only (study.claims.<id>.datasets): no row elsewhere, a dash in the matrix
+    table = findings_table(frames, [CLAIMS[0], {**CLAIMS[1], "datasets": ["two"]}], "AP")
+    assert table.select("paper", "dataset").rows() == [("P", "one"), ("P", "two"), ("Q", "two")]
+    page = findings_markdown(table)
+    assert "| Q | y is worse than x | – | reproduced" in page
+    assert "each claim on the datasets it is tested on (2 claims, 2 datasets): 3 rows" in page
 
 
 def test_findings_stage_writes_every_file_from_metric_files(tmp_path):

@@ -136,7 +136,25 @@ def test_holm_judges_the_open_cells_at_the_family_level_after_the_step_down():
     assert null_boundary == expected.difference[0] < plain.decisions[("null", "d")].p_boundary
     with pytest.raises(ValueError, match="no sequential Benjamini-Hochberg"):
         _round(metrics, {}, {"d": [1, 2, 3]}, 1, "bh")
-    assert family_alpha(CLAIMS, 0.05) == pytest.approx(0.05 * 2 / 3)  # the active-learning claim keeps a third
+    assert family_alpha(CLAIMS, 0.05, ["d"]) == pytest.approx(0.05 * 2 / 3)  # the active-learning claim: a third
+
+
+def test_a_claim_tested_on_some_datasets_gets_arms_cells_and_alpha_there_only():
+    # a dataset added a second time with another ranker ("d_ce"): the active-learning claim is tested on "d" alone,
+    # the "null" claim on "d_ce" alone, so the rounds never train its arms on "d" and the cells count accordingly
+    claims = [CLAIMS[0], {**CLAIMS[1], "datasets": ["d_ce"]}, {**CLAIMS[2], "datasets": ["d"]}]
+    assert first_round_arms(claims, ["d", "d_ce"]) == [("d", "big"), ("d", "baseline"), ("d_ce", "big"),
+                                                       ("d_ce", "baseline"), ("d_ce", "noisy")]
+    # 3 sequential cells (big on both, null on d_ce) and 1 active-learning cell: the rounds hold 3 of 4 shares
+    assert family_alpha(claims, 0.05, ["d", "d_ce"]) == pytest.approx(0.05 * 3 / 4)
+    # under study.only the shares count the datasets that run
+    assert family_alpha(claims, 0.05, ["d_ce"]) == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="at least one claim tested"):
+        family_alpha([CLAIMS[2] | {"datasets": ["d"]}], 0.05, ["d_ce"])
+    metrics = {"d": _metrics(range(1, 4), arms=("baseline", "big")), "d_ce": _metrics(range(1, 4), rng_seed=1)}
+    outcome = study_round(metrics, claims, {}, {}, LOOKS, 0.05, "pocock", {"d": [1, 2, 3], "d_ce": [1, 2, 3]}, 1,
+                          "AP", 0.02, "holm")
+    assert list(outcome.decisions) == [("big", "d"), ("big", "d_ce"), ("null", "d_ce")]
 
 
 def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tmp_path):

@@ -10,8 +10,8 @@ import yaml
 
 from curricula.config import merge, validate_config
 from curricula.experiments import experiment_runs
-from curricula.study import (arm_spec, claim_differences, dataset_config, flatten, listed_claims, spec_differences,
-                             study_configs)
+from curricula.study import (arm_spec, check_claim_datasets, claim_datasets, claim_differences, dataset_config,
+                             flatten, listed_claims, spec_differences, study_configs)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -35,6 +35,22 @@ def test_a_dataset_config_layers_default_preset_study_then_overrides(tmp_path):
     validate_config(cfg)
     plain = dataset_config("chitchat", None, DEFAULT, common, WIDE)    # null: config.yaml's dataset
     assert plain["dataset"]["format"] == "chitchat" and plain["dataset"]["options"] == DEFAULT["dataset"]["options"]
+
+
+def test_a_dataset_override_patches_the_study_grid_and_cannot_add_or_drop_an_experiment():
+    # a config file's experiments replace the grid (curricula.config.merge); a dataset's override changes knobs of the
+    # study's experiments on that dataset alone and leaves the rest of the grid as the study has it
+    common = {"experiments": {"kde": {"weighting": {"scoring": "kde", "m": 20, "iteration_steps": 32}},
+                              "penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}}}
+    cfg = dataset_config("ce", {"experiments": {"kde": {"weighting": {"m": 5}}}}, DEFAULT, common, WIDE)
+    assert cfg["experiments"] == {"kde": {"weighting": {"scoring": "kde", "m": 5, "iteration_steps": 32}},
+                                  "penha": common["experiments"]["penha"]}
+    validate_config(cfg)
+    with pytest.raises(ValueError, match=r"study.datasets.ce.experiments: hcl is not an experiment of the study's "
+                                         r"grid \(kde, penha\); a dataset's overrides change"):
+        dataset_config("ce", {"experiments": {"hcl": {"scoring": "hcl_corpus"}}}, DEFAULT, common, WIDE)
+    with pytest.raises(ValueError, match=r"study.datasets.ce.experiments.kde: expected a mapping of knobs"):
+        dataset_config("ce", {"experiments": {"kde": None}}, DEFAULT, common, WIDE)
 
 
 def test_a_dataset_may_not_move_what_the_study_shares(tmp_path):
@@ -166,6 +182,17 @@ def test_a_claim_with_an_undeclared_difference_is_refused(monkeypatch):
     assert claim_differences([bm25], runs)["kde"]["chitchat"] == ["additivity"]
     dasl = {**confounded, "experiment": "active:dasl@1", "against": "active:random@2", "factors": None}
     assert claim_differences([dasl], runs)["kde"]["chitchat"] == ["active.method", "active.round"]
+    # a claim tested on some datasets only is checked there only: the confounded chitchat arms are not looked at
+    assert list(claim_differences([{**confounded, "datasets": ["wikiqa"]}], runs)["kde"]) == ["wikiqa"]
+
+
+def test_a_claim_lists_the_datasets_it_is_tested_on_and_an_unknown_one_is_refused():
+    claim = {"id": "al", "experiment": "active:dasl@1", "against": "active:random@1"}
+    assert claim_datasets(claim, ["a", "b"]) == ["a", "b"]
+    assert claim_datasets({**claim, "datasets": ["b", "c"]}, ["a", "b"]) == ["b"]   # c is left out by study.only
+    check_claim_datasets([{**claim, "datasets": ["b", "c"]}], ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"study.claims.al.datasets: wikiqa_ce not among study.datasets \(a, b\)"):
+        check_claim_datasets([{**claim, "datasets": ["a", "wikiqa_ce"]}], ["a", "b"])
 
 
 def test_a_tuned_arm_differs_in_the_knob_it_tunes():
@@ -188,3 +215,4 @@ def test_the_schema_requires_factors_unless_both_arms_are_active():
     validate_config(study(c={**claim, "experiment": "active:dasl@1", "against": "active:random@1"}))
     with pytest.raises(Exception, match="'factors' is a required property"):
         validate_config(study(c={**claim, "experiment": "active:dasl@1"}))
+
