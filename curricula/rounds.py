@@ -294,10 +294,12 @@ def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float, datasets: Se
     """The rounds' share of the study's ``alpha``: alpha times the sequential claims' share of all (claim, dataset)
     cells over ``datasets`` (each cell holds two hypotheses; a claim counts on the datasets it is tested on,
     :func:`curricula.study.claim_datasets`), the rest left to the fixed-seed active-learning claims."""
-    cells = [len(claim_datasets(claim, datasets)) for claim in claims]
-    if not sum(cells):
+    def cells(of: Sequence[Mapping[str, Any]]) -> int:
+        return sum(len(claim_datasets(claim, datasets)) for claim in of)
+
+    if not cells(claims):
         raise ValueError("a study needs at least one claim tested on one of its datasets")
-    return alpha * sum(len(claim_datasets(claim, datasets)) for claim in sequential_claims(claims)) / sum(cells)
+    return alpha * cells(sequential_claims(claims)) / cells(claims)
 
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",

@@ -50,8 +50,8 @@ def dataset_config(key: str, entry: Any, default: Mapping[str, Any], common: Map
 
     ``entry`` is ``None`` (the default config's dataset), a preset path, or a mapping of overrides with an optional
     ``preset`` path. Overrides of ``experiments`` patch the study's grid (:func:`patch_experiments`) instead of
-    replacing it, as a config file's would. ``study_wide`` holds the values of :data:`STUDY_WIDE` every dataset must share; a preset or an
-    override giving another value is refused. The result's ``dataset.name`` is ``key``.
+    replacing it, as a config file's would. ``study_wide`` holds the values of :data:`STUDY_WIDE` every dataset
+    must share; a preset or an override giving another value is refused. The result's ``dataset.name`` is ``key``.
     """
     where = f"study.datasets.{key}"
     if not KEY.match(key):
