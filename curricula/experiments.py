@@ -44,7 +44,7 @@ RUNTIME_KNOBS = ("threads",)
 #: the grid's model-selection knobs (issue 45), the same for every arm (an experiment may not set them): the
 #: diagnostic test column of the dev curve and the weight average. Left out of a resolved spec while idle
 #: (:func:`drop_idle_knobs`), so a config written before they existed keeps its train jobs' params and outputs
-SELECTION_KNOBS = ("diagnostic_test", "diagnostic_averages", "averaging", "ema_decay")
+SELECTION_KNOBS = ("diagnostic_test", "diagnostic_averages", "averaging", "ema_decay", "keep")
 
 
 def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
 def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
     """Remove (in place; returned) the :data:`SELECTION_KNOBS` that change nothing: ``diagnostic_test`` when false,
     ``diagnostic_averages`` when empty, ``averaging`` when ``none``, ``ema_decay`` unless an EMA uses it
-    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``). A train job's params then hold only the knobs
+    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``), ``keep`` when ``best``. A train job's params then hold only the knobs
     that change its output, and the schema's defaults leave every spec, params and checkpoint fingerprint as before
     these knobs existed."""
     if not spec.get("diagnostic_test"):
@@ -77,6 +77,8 @@ def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
         spec.pop("averaging", None)
     if spec.get("averaging") != "ema" and "ema" not in (spec.get("diagnostic_averages") or ()):
         spec.pop("ema_decay", None)
+    if (spec.get("keep") or "best") == "best":
+        spec.pop("keep", None)
     return spec
 
 
@@ -155,6 +157,9 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
                 resolve_ranker(spec)
             except ValueError as err:
                 raise ValueError(f"experiments.{name}: {err}") from None
+            if spec.get("keep") == "last" and spec.get("patience"):
+                raise ValueError(f"experiments.{name}: train.keep last keeps the weights after the whole budget, but "
+                                 f"patience {spec['patience']} stops early, selecting on dev; set patience null")
             out[name][run] = spec
     set_min_steps(out, train.get("min_steps"))
     return out

@@ -54,6 +54,8 @@ SCHEDULES = ("constant", "linear")
 AVERAGING = ("none", *SHADOW_KINDS)
 #: the EMA's decay per step when a spec names none (a window of about 1 / (1 - 0.999) = 1,000 steps)
 DEFAULT_EMA_DECAY = 0.999
+#: which weights a run keeps (:attr:`FitConfig.keep`): its best dev evaluation's, or those after its last step
+KEEP = ("best", "last")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,10 @@ class FitConfig:
     (0, 1)) after every step, ``swa`` a uniform average at every evaluation step (every ``eval_every`` steps and the
     last); both take in only the weights after step ``average_from`` and later (steps done, at most ``steps``).
     ``none`` (the default) trains exactly as before averaging existed.
+
+    ``keep`` (:data:`KEEP`) is which weights a run ends with: ``best`` (the default) the weights of its best dev
+    evaluation, ``last`` those after its last step (the average there, with ``averaging``), with no selection on
+    dev; dev evaluations still draw the curve. ``last`` needs ``patience`` off: early stopping selects on dev too.
 
     ``shadow_averages`` (kinds of :data:`AVERAGING` other than ``none``, each at most once; a diagnostic, issue 45)
     keeps such averages of the trained weights beside them from the same ``average_from`` and with the same
@@ -101,6 +107,7 @@ class FitConfig:
     ema_decay: float = DEFAULT_EMA_DECAY
     average_from: int = 0
     shadow_averages: tuple[str, ...] = ()
+    keep: str = "best"
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -126,6 +133,11 @@ class FitConfig:
             raise ValueError(f"ema_decay={self.ema_decay}: expected a decay per step in (0, 1)")
         if not 0 <= self.average_from <= self.steps:
             raise ValueError(f"average_from={self.average_from}: expected between 0 and steps={self.steps}")
+        if self.keep not in KEEP:
+            raise ValueError(f"keep {self.keep!r}: expected one of {list(KEEP)}")
+        if self.keep == "last" and self.patience:
+            raise ValueError(f"keep last with patience={self.patience}: early stopping selects a model on dev; "
+                             f"set patience null to keep the weights after the whole budget")
         shadows = list(self.shadow_averages)
         if any(kind not in AVERAGING[1:] for kind in shadows) or len(set(shadows)) != len(shadows):
             raise ValueError(f"shadow_averages {shadows}: expected distinct kinds among {list(AVERAGING[1:])}")
@@ -152,7 +164,8 @@ class FitConfig:
                  "averaging": spec.get("averaging") or "none",
                  "ema_decay": float(spec.get("ema_decay") or DEFAULT_EMA_DECAY),
                  "average_from": average_start(spec, length),
-                 "shadow_averages": tuple(spec.get("diagnostic_averages") or ())}
+                 "shadow_averages": tuple(spec.get("diagnostic_averages") or ()),
+                 "keep": spec.get("keep") or "best"}
         return cls(**{**knobs, **overrides})
 
 
@@ -414,7 +427,8 @@ def fit(
     progress: bool = True,
     desc: str = "train",
 ) -> FitResult:
-    """Train ``module`` for ``cfg.steps`` steps of ``step_loss``; leave it in eval mode with the best-on-dev weights.
+    """Train ``module`` for ``cfg.steps`` steps of ``step_loss``; leave it in eval mode with the best-on-dev weights
+    (with ``cfg.keep`` ``last``: the weights after the last step).
 
     ``step_loss(step)`` (0-based step) returns the scalar loss of that step's batch with the module in train mode.
     ``evaluate(done)`` (steps done so far) returns a dict with the dev metric under ``"value"`` (higher = better)
@@ -484,7 +498,7 @@ def fit(
             averaged = average is not None and average.state is not None  # evaluate (and keep) the average
             trained = swapped_in(module, average.state, frozen) if averaged else None
             row = {"step": done, **evaluate(done), "train_loss": float(np.mean(result.losses[since:]))}
-            if row["value"] > result.best_value:
+            if cfg.keep == "best" and row["value"] > result.best_value:
                 best_state = state_dict_cpu(module, frozen)
                 result.best_step, result.best_value = done, float(row["value"])
             if trained is not None:
@@ -520,6 +534,8 @@ def fit(
         if stop:
             break
     bar.close()
+    if cfg.keep == "last" and result.curve:  # the last evaluation (after the last step) is the kept one
+        result.best_step, result.best_value = int(result.curve[-1]["step"]), float(result.curve[-1]["value"])
     if best_state is None and average is not None and average.state is not None:
         best_state = average.state  # no evaluation chose: the final average is the model
     if best_state is not None:

@@ -113,6 +113,33 @@ def test_rollback_restores_the_best_dev_weights_and_records_the_curve():
     assert not all(torch.equal(a, b) for a, b in zip(snapshots[4], snapshots[8]))
 
 
+def test_keep_last_ends_with_the_weights_after_the_last_step_and_marks_that_evaluation():
+    net = model()
+    dev = iter([0.2, 0.5, 0.4, 0.3])  # the best is the 2nd evaluation; keep last ignores it
+    snapshots = {}
+    result = fit(net, lambda step: batch_loss(net, np.arange(step, step + 8)), FitConfig(steps=8, lr=0.05,
+                 eval_every=2, keep="last"), seed=1, progress=False, evaluate=lambda done: {"value": next(dev)},
+                 on_step=lambda done: snapshots.__setitem__(done, weights(net)))
+    assert (result.best_step, result.best_value) == (8, 0.3)
+    assert all(torch.equal(a, b) for a, b in zip(weights(net), snapshots[8]))
+    # the same run keeping its best evaluation: the same training, another kept model
+    best = model()
+    dev = iter([0.2, 0.5, 0.4, 0.3])
+    kept = fit(best, lambda step: batch_loss(best, np.arange(step, step + 8)), FitConfig(steps=8, lr=0.05,
+               eval_every=2), seed=1, progress=False, evaluate=lambda done: {"value": next(dev)})
+    assert kept.losses == result.losses and kept.best_step == 4
+    # with an average, the average after the last step is kept
+    net, result, trained, seen = averaging_fit("swa", 5, keep="last", falling=True)
+    assert result.best_step == 10 and same(net.state_dict(), seen[10])
+    assert averaging_fit("swa", 5, falling=True)[1].best_step == 3  # keeping the best: the first evaluation
+    with pytest.raises(ValueError, match="keep last with patience=2: early stopping selects"):
+        FitConfig(steps=8, lr=0.05, eval_every=2, patience=2, keep="last")
+    with pytest.raises(ValueError, match="keep 'first'"):
+        FitConfig(steps=8, lr=0.05, keep="first")
+    assert FitConfig.from_spec({**SPEC, "patience": None, "keep": "last"}).keep == "last"
+    assert FitConfig.from_spec(SPEC).keep == "best"
+
+
 def test_the_last_step_is_always_evaluated():
     net = model()
     result = fit(net, lambda step: batch_loss(net, np.arange(8)), FitConfig(steps=5, lr=0.01, eval_every=2),
@@ -362,9 +389,11 @@ def test_ema_and_swa_against_hand_values():
         WeightAverage("none")
 
 
-def averaging_fit(averaging: str, average_from: int, *, evaluate: bool = True, tmp_path=None, kill_at=None):
-    """A 10-step fit evaluated every 3 steps (and at 10) on a dev value that rises with the step, so the last
-    evaluation is kept; returns the result, the weights after each step and the weights each evaluation saw."""
+def averaging_fit(averaging: str, average_from: int, *, evaluate: bool = True, tmp_path=None, kill_at=None,
+                  keep: str = "best", falling: bool = False):
+    """A 10-step fit evaluated every 3 steps (and at 10) on a dev value that rises with the step (falls with
+    ``falling``), so the last (first) evaluation is the best; returns the result, the weights after each step and the
+    weights each evaluation saw."""
     net, trained, seen = model(), {}, {}
 
     def hook(done: int) -> None:
@@ -374,10 +403,10 @@ def averaging_fit(averaging: str, average_from: int, *, evaluate: bool = True, t
 
     def dev(done: int) -> dict[str, float]:
         seen[done] = {k: v.detach().clone() for k, v in net.state_dict().items()}
-        return {"value": float(done)}
+        return {"value": -float(done) if falling else float(done)}
 
     cfg = FitConfig(steps=10, lr=0.05, eval_every=3, checkpoint_every=4, averaging=averaging, ema_decay=0.9,
-                    average_from=average_from)
+                    average_from=average_from, keep=keep)
     result = fit(net, lambda step: batch_loss(net, np.arange(step, step + 8) % 64), cfg, seed=3, progress=False,
                  evaluate=dev if evaluate else None, on_step=hook,
                  checkpoint=Checkpointer(tmp_path, "avg") if tmp_path is not None else None)

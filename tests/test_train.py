@@ -753,11 +753,18 @@ def test_the_selection_knobs_stay_out_of_specs_while_idle_and_are_the_grids():
     assert all(spec["diagnostic_averages"] == ["ema", "swa"] and spec["ema_decay"] == 0.99 and spec["min_steps"] == 6
                for spec in shadows.values())  # the shadow EMA reads ema_decay; the replays read min_steps
     assert experiment_specs({"train": {**TRAIN, "diagnostic_averages": []}, "experiments": experiments}) == before
-    for key, value in (("averaging", "ema"), ("diagnostic_test", True), ("diagnostic_averages", ["swa"])):
+    assert experiment_specs({"train": {**TRAIN, "keep": "best"}, "experiments": experiments}) == before
+    last = experiment_specs({"train": {**TRAIN, "keep": "last", "patience": None}, "experiments": experiments})
+    assert {spec["keep"] for spec in last.values()} == {"last"}
+    with pytest.raises(ValueError, match="experiments.baseline: train.keep last keeps the weights after the whole "
+                                         "budget, but patience 2 stops early"):
+        experiment_runs({"train": {**TRAIN, "keep": "last", "patience": 2}, "experiments": experiments})
+    for key, value in (("averaging", "ema"), ("diagnostic_test", True), ("diagnostic_averages", ["swa"]),
+                       ("keep", "last")):
         with pytest.raises(ValueError, match=f"experiments.root2.{key}: every arm of a grid is selected alike"):
             experiment_runs({"train": TRAIN, "experiments": {"root2": {**experiments["root2"], key: value}}})
     with pytest.raises(ValueError, match="min_steps=12 is above max_steps=6"):
         experiment_specs({"train": {**TRAIN, "averaging": "swa", "min_steps": 12}, "experiments": {}})
     # the active-learning ranker keeps its own selection: the grid's knobs in `train` are not its
-    config = {"train": {**TRAIN, "averaging": "ema", "diagnostic_test": True}, "active": {}}
-    assert not {"averaging", "diagnostic_test", "ema_decay"} & set(active_spec(config))
+    config = {"train": {**TRAIN, "averaging": "ema", "diagnostic_test": True, "keep": "last"}, "active": {}}
+    assert not {"averaging", "diagnostic_test", "ema_decay", "keep"} & set(active_spec(config))
