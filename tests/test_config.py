@@ -81,7 +81,9 @@ def test_bad_experiment_config_names_the_key(patch, needle):
 
 
 # presets that overlay another preset, not the default alone
-OVERLAYS = {"study_curricula.yaml": ["study.yaml"], "study_rounds.yaml": ["study.yaml"]}
+OVERLAYS = {"study_curricula.yaml": ["study.yaml"], "study_rounds.yaml": ["study.yaml"],
+            "study_cross_encoder.yaml": ["study.yaml"],
+            "selection_noise_cross_encoder.yaml": ["wikiqa.yaml", "selection_noise.yaml"]}
 
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))

@@ -216,3 +216,29 @@ def test_the_schema_requires_factors_unless_both_arms_are_active():
     with pytest.raises(Exception, match="'factors' is a required property"):
         validate_config(study(c={**claim, "experiment": "active:dasl@1"}))
 
+
+def test_the_cross_encoder_overlay_adds_a_copy_whose_claims_differ_in_their_factors_alone(monkeypatch):
+    """configs/study_cross_encoder.yaml over configs/study.yaml: WikiQA a second time with the cross-encoder,
+    MacAvaney's m patched to 5 there only, Wang's loop on the first copies only, and every claim's arms still
+    differing in its factor alone on all five datasets."""
+    monkeypatch.chdir(REPO)
+    overlay = merge(yaml.safe_load((REPO / "configs" / "study.yaml").read_text()),
+                    yaml.safe_load((REPO / "configs" / "study_cross_encoder.yaml").read_text()))
+    configs = {d: validate_config(c) for d, c in study_configs(DEFAULT, overlay, WIDE).items()}
+    assert list(configs) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp", "wikiqa_ce"]
+    ce, plain = configs["wikiqa_ce"], configs["wikiqa"]
+    assert ce["train"]["ranker"] == "cross_encoder" and plain["train"]["ranker"] == "convknrm"
+    assert ce["dataset"]["files"] == plain["dataset"]["files"] and ce["seeds"] == plain["seeds"]
+    assert ce["active"]["enabled"] is False and plain["active"]["enabled"] is True
+    assert list(ce["experiments"]) == list(plain["experiments"])
+    assert {n: e["weighting"]["m"] for n, e in ce["experiments"].items() if "weighting" in e} == {
+        "macavaney_kde": 5, "macavaney_kde_anti": 5, "macavaney_kde_minf": "inf", "composed_teacher_kde": 5}
+    assert plain["experiments"]["macavaney_kde"]["weighting"]["m"] == 20
+    claims = listed_claims(overlay["study"]["claims"])
+    check_claim_datasets(claims, list(configs))
+    runs = {d: experiment_runs(c) for d, c in configs.items()}
+    keys = claim_differences(claims, runs)
+    assert list(keys["wang_dasl"]) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp"]
+    assert list(keys["penha_root2"]) == list(configs)
+    assert keys["macavaney_minf"]["wikiqa_ce"] == ["weighting.m"]
+    assert keys["su_ic"]["wikiqa_ce"] == keys["su_ic"]["wikiqa"]
