@@ -66,9 +66,9 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
 def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
     """Remove (in place; returned) the :data:`SELECTION_KNOBS` that change nothing: ``diagnostic_test`` when false,
     ``diagnostic_averages`` when empty, ``averaging`` when ``none``, ``ema_decay`` unless an EMA uses it
-    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``), ``keep`` when ``best``. A train job's params then hold only the knobs
-    that change its output, and the schema's defaults leave every spec, params and checkpoint fingerprint as before
-    these knobs existed."""
+    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``), ``keep`` when ``best``. A train job's params
+    then hold only the knobs that change its output, and the schema's defaults leave every spec, params and
+    checkpoint fingerprint as before these knobs existed."""
     if not spec.get("diagnostic_test"):
         spec.pop("diagnostic_test", None)
     if not spec.get("diagnostic_averages"):
