@@ -157,12 +157,21 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
                 resolve_ranker(spec)
             except ValueError as err:
                 raise ValueError(f"experiments.{name}: {err}") from None
-            if spec.get("keep") == "last" and spec.get("patience"):
-                raise ValueError(f"experiments.{name}: train.keep last keeps the weights after the whole budget, but "
-                                 f"patience {spec['patience']} stops early, selecting on dev; set patience null")
+            try:
+                check_keep(spec.get("keep") or "best", spec.get("patience"))
+            except ValueError as err:
+                raise ValueError(f"experiments.{name}: train.{err}") from None
             out[name][run] = spec
     set_min_steps(out, train.get("min_steps"))
     return out
+
+
+def check_keep(keep: str, patience: int | None) -> None:
+    """ValueError when ``keep`` (:attr:`curricula.fitting.FitConfig.keep`) is ``last`` beside ``patience`` (None or 0
+    = off): early stopping selects a model on dev, which keeping the weights after the whole budget forgoes."""
+    if keep == "last" and patience:
+        raise ValueError(f"keep last with patience={patience}: early stopping selects a model on dev; set patience "
+                         f"null to keep the weights after the whole budget")
 
 
 def check_min_steps(min_steps: int | None, total: int) -> None:

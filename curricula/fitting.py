@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from curricula.experiments import averages, check_min_steps
+from curricula.experiments import averages, check_keep, check_min_steps
 from curricula.tables import SHADOW_KINDS
 
 log = logging.getLogger(__name__)
@@ -135,9 +135,7 @@ class FitConfig:
             raise ValueError(f"average_from={self.average_from}: expected between 0 and steps={self.steps}")
         if self.keep not in KEEP:
             raise ValueError(f"keep {self.keep!r}: expected one of {list(KEEP)}")
-        if self.keep == "last" and self.patience:
-            raise ValueError(f"keep last with patience={self.patience}: early stopping selects a model on dev; "
-                             f"set patience null to keep the weights after the whole budget")
+        check_keep(self.keep, self.patience)
         shadows = list(self.shadow_averages)
         if any(kind not in AVERAGING[1:] for kind in shadows) or len(set(shadows)) != len(shadows):
             raise ValueError(f"shadow_averages {shadows}: expected distinct kinds among {list(AVERAGING[1:])}")

@@ -756,8 +756,8 @@ def test_the_selection_knobs_stay_out_of_specs_while_idle_and_are_the_grids():
     assert experiment_specs({"train": {**TRAIN, "keep": "best"}, "experiments": experiments}) == before
     last = experiment_specs({"train": {**TRAIN, "keep": "last", "patience": None}, "experiments": experiments})
     assert {spec["keep"] for spec in last.values()} == {"last"}
-    with pytest.raises(ValueError, match="experiments.baseline: train.keep last keeps the weights after the whole "
-                                         "budget, but patience 2 stops early"):
+    with pytest.raises(ValueError, match="experiments.baseline: train.keep last with patience=2: early stopping "
+                                         "selects a model on dev"):
         experiment_runs({"train": {**TRAIN, "keep": "last", "patience": 2}, "experiments": experiments})
     for key, value in (("averaging", "ema"), ("diagnostic_test", True), ("diagnostic_averages", ["swa"]),
                        ("keep", "last")):
