@@ -62,7 +62,8 @@ def study_outputs(config: dict) -> int:
     findings = results / "report" / "study" / "findings.md"
     if findings.is_file():
         print(f"\nFindings: {findings}  (table: {findings.with_suffix('.csv')}, figure: "
-              f"{findings.with_suffix('.png')}; HTML report: snakemake --report report.html --configfile ...)\n")
+              f"{findings.with_suffix('.png')}, cost per dataset: {findings.parent / 'costs.csv'}; HTML report: "
+              "snakemake --report report.html --configfile ...)\n")
         print(findings.read_text(encoding="utf-8"))
     return 0
 

@@ -295,10 +295,14 @@ def differing_keys_sentence(rows: pl.DataFrame) -> str:
 
 def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float = 0.8, title: str = "",
                       inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
-                      plans: pl.DataFrame | None = None, max_queries: int | None = None) -> str:
+                      plans: pl.DataFrame | None = None, max_queries: int | None = None,
+                      costs: pl.DataFrame | None = None, changes: pl.DataFrame | None = None,
+                      previous: str = "") -> str:
     """The findings page: how to read it, a verdict matrix (claim x dataset), the family and its multiplicity
-    adjustment, then one table per claim with each dataset's means, effect, CI, p (and the per-query p), MDE,
-    equivalence p and verdict, and the planner (``plans``, :func:`dataset_plans`)."""
+    adjustment, the verdicts that changed since the last study (``changes``, :func:`verdict_changes` against the file
+    ``previous``), the cost per dataset (``costs``, :func:`curricula.costs.dataset_costs`), then one table per claim
+    with each dataset's means, effect, CI, p (and the per-query p), MDE, equivalence p and verdict, and the planner
+    (``plans``, :func:`dataset_plans`)."""
     if table.is_empty():
         return f"# {title or 'Findings'}\n\nThe study lists no claims (study.claims).\n"
     datasets = list(dict.fromkeys(table["dataset"]))
@@ -365,6 +369,10 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
         f"adjustment: " + ", ".join(
             f"{kept.get(v, 0)} of {tally.get(v, 0)} {v}" for v in decided if tally.get(v)) + " (column "
         "\"survives\").", ""]
+    if changes is not None:
+        lines += verdict_changes_markdown(changes, previous)
+    if costs is not None:
+        lines += costs_markdown(costs)
     for paper, claim in claims:
         rows = table.filter((pl.col("paper") == paper) & (pl.col("claim") == claim))
         first = rows.row(0, named=True)
@@ -392,6 +400,116 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
     if plans is not None:
         lines += plan_markdown(plans, measure, alpha, power, max_queries)
     return "\n".join(lines)
+
+
+#: The columns a previous study's findings table (findings.parquet or findings.csv) needs for :func:`verdict_changes`.
+PREVIOUS_COLUMNS = ("paper", "claim", "dataset", "verdict", "seeds")
+#: How a cell compares with the last study (:func:`verdict_changes`'s ``change``).
+SAME, CHANGED, NEW, GONE = "same", "changed", "new", "gone"
+
+
+def shown_verdicts(table: pl.DataFrame) -> pl.DataFrame:
+    """Each cell's verdict as the verdict matrix reads it, without the effect: (paper, claim, dataset, verdict,
+    seeds). A cell judged in rounds shows its sequential verdict and the seeds of its look; a fixed-seed cell its
+    verdict, marked :data:`NOT_SURVIVING` when decided but not surviving the multiplicity adjustment, and its seeds.
+    A table without the optional columns (``sequential_verdict``, ``look_seeds``, ``survives``) reads as fixed-seed
+    and surviving."""
+    rows = []
+    for r in table.iter_rows(named=True):
+        if r.get("sequential_verdict") is not None:
+            rows.append((r["paper"], r["claim"], r["dataset"], r["sequential_verdict"], r["look_seeds"]))
+            continue
+        fails = r["verdict"] != INCONCLUSIVE and r.get("survives") is False
+        rows.append((r["paper"], r["claim"], r["dataset"], r["verdict"] + (NOT_SURVIVING if fails else ""),
+                     r["seeds"]))
+    return pl.DataFrame(rows, schema={"paper": pl.String, "claim": pl.String, "dataset": pl.String,
+                                      "verdict": pl.String, "seeds": pl.Int64}, orient="row")
+
+
+def read_previous_findings(path: str | Path) -> pl.DataFrame:
+    """A previous study's findings table, the ``findings.parquet`` or ``findings.csv`` its ``report_study`` wrote
+    (study.previous), read for :func:`verdict_changes`; a file that is missing, of another format or without the
+    columns :data:`PREVIOUS_COLUMNS` is an :class:`~curricula.errors.InputFormatError` naming it."""
+    from curricula.errors import InputFormatError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputFormatError(path, None, "study.previous: no such file (a findings.parquet or findings.csv of an "
+                                           "earlier study)")
+    if path.suffix not in (".parquet", ".csv"):
+        raise InputFormatError(path, None, f"study.previous: expected a findings .parquet or .csv, got {path.suffix!r}")
+    try:
+        frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+    except (pl.exceptions.PolarsError, OSError) as err:
+        raise InputFormatError(path, None, f"study.previous: not a readable {path.suffix[1:]} table ({err})") from None
+    missing = [c for c in PREVIOUS_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputFormatError(path, None, f"study.previous: not a findings table: no column {missing} (it has "
+                                           f"{frame.columns})")
+    for column in ("sequential_verdict", "look_seeds", "survives"):
+        if column in frame.columns and frame[column].dtype == pl.String:  # a CSV's empty cells
+            frame = frame.with_columns(pl.col(column).replace("", None))
+    return frame
+
+
+def verdict_changes(table: pl.DataFrame, previous: pl.DataFrame) -> pl.DataFrame:
+    """This study's verdicts (``table``) cell by cell against a previous study's (``previous``), both as the verdict
+    matrix shows them (:func:`shown_verdicts`), matched on (paper, claim, dataset): ``previous_verdict``,
+    ``previous_seeds``, ``verdict``, ``seeds`` and ``change``: :data:`SAME` or :data:`CHANGED` verdict, :data:`NEW`
+    (no such cell before) or :data:`GONE` (not in this study). In this study's cell order, gone cells last."""
+    key = ["paper", "claim", "dataset"]
+    now = shown_verdicts(table).with_row_index("order")
+    before = shown_verdicts(previous).rename({"verdict": "previous_verdict", "seeds": "previous_seeds"})
+    joined = now.join(before, on=key, how="full", coalesce=True)
+    change = (pl.when(pl.col("verdict").is_null()).then(pl.lit(GONE))
+              .when(pl.col("previous_verdict").is_null()).then(pl.lit(NEW))
+              .when(pl.col("verdict") == pl.col("previous_verdict")).then(pl.lit(SAME))
+              .otherwise(pl.lit(CHANGED)))
+    return (joined.with_columns(change=change).sort("order", nulls_last=True, maintain_order=True)
+            .select(*key, "previous_verdict", "previous_seeds", "verdict", "seeds", "change"))
+
+
+def verdict_changes_markdown(changes: pl.DataFrame, previous: str = "") -> list[str]:
+    """The findings page's section on the verdicts that changed since the last study (a :func:`verdict_changes`
+    table read from ``previous``): the counts, then a row per changed, new or gone cell."""
+    counts = {c: n for c, n in changes.group_by("change").len().iter_rows()}
+    source = f" (`{previous}`, study.previous)" if previous else ""
+    lines = ["## Verdicts against the last study", "",
+             f"Against the last study's findings{source}, cell by cell as each verdict matrix shows it (a sequential "
+             f"verdict with the seeds of its look): {counts.get(CHANGED, 0)} changed, {counts.get(SAME, 0)} the "
+             f"same, {counts.get(NEW, 0)} new, {counts.get(GONE, 0)} no longer tested.", ""]
+    shown = changes.filter(pl.col("change") != SAME)
+    if shown.is_empty():
+        return lines
+    lines += ["| paper | claim | dataset | last study (seeds) | this study (seeds) | change |",
+              "|---|---|---|---|---|---|"]
+
+    def cell(verdict: str | None, seeds: int | None) -> str:
+        return "–" if verdict is None else f"{verdict} ({seeds})"
+
+    for r in shown.iter_rows(named=True):
+        before = cell(r["previous_verdict"], r["previous_seeds"])
+        lines.append(f"| {r['paper']} | {r['claim']} | {r['dataset']} | {before} | {cell(r['verdict'], r['seeds'])} | "
+                     f"{r['change']} |")
+    return lines + [""]
+
+
+def costs_markdown(costs: pl.DataFrame) -> list[str]:
+    """The findings page's cost section: per dataset, the core-hours of the stages before training and of the runs
+    the page rests on (a :func:`curricula.costs.dataset_costs` table)."""
+    lines = ["## Cost", "",
+             "CPU time of the jobs per dataset, in core-hours (3,600 CPU seconds; Snakemake's benchmark files, each "
+             "job's latest run, curricula/costs.py): the stages before training (BM25, embeddings, teacher, "
+             "difficulty, curricula, references and the dataset's report), and the runs this page rests on (each "
+             "claim arm's training and evaluation for every seed it reads). A run without a benchmark file (trained "
+             "elsewhere, or its files deleted) is counted as unmeasured and adds nothing.", "",
+             "| dataset | stage jobs | stages, core-hours | runs | runs, core-hours | unmeasured runs | core-hours |",
+             "|---|---|---|---|---|---|---|"]
+    for r in costs.iter_rows(named=True):
+        lines.append(f"| {r['dataset']} | {r['stage_jobs']} | {r['stage_core_hours']:.2f} | {r['runs']} | "
+                     f"{r['run_core_hours']:.2f} | {r['runs_unmeasured']} | {r['core_hours']:.2f} |")
+    total = costs["core_hours"].sum() if costs.height else 0.0
+    return lines + ["", f"All datasets: {total:.2f} core-hours.", ""]
 
 
 def plot_findings(table: pl.DataFrame, path: str | Path, columns: int = 2) -> Path:
@@ -451,7 +569,9 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
                    inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
                    plan_max_queries: int | None = None,
                    differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-                   rounds: str | Path | None = None, seeds: Mapping[str, Sequence[int]] | None = None) -> pl.DataFrame:
+                   rounds: str | Path | None = None, seeds: Mapping[str, Sequence[int]] | None = None,
+                   benchmarks: Mapping[str, str | Path] | None = None,
+                   previous: str | Path | None = None) -> pl.DataFrame:
     """Rule ``report_study``: the findings table from every dataset's per-query test metrics, keyed (dataset,
     experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed),
     written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically.
@@ -459,8 +579,11 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
     with the planner (:func:`dataset_plans`, at most ``plan_max_queries`` test queries). ``rounds``, the last
     round's record of a study with seeds in rounds (:func:`curricula.rounds.read_round`), gives each cell its
     sequential decision, judged on the first seeds of ``seeds`` ({dataset: its seed list, extended by
-    :func:`curricula.rounds.look_seeds`})."""
-    from curricula.comparisons import load_metrics
+    :func:`curricula.rounds.look_seeds`}). ``benchmarks`` ({dataset: its benchmark folder}) adds the cost per dataset
+    (:func:`curricula.costs.dataset_costs`; also written as ``costs``, .csv, when that output is given);
+    ``previous``, an earlier study's findings table (:func:`read_previous_findings`), adds the verdict changes."""
+    from curricula.comparisons import load_metrics, trained_experiment
+    from curricula.costs import dataset_costs
     from curricula.tables import write_file_atomically, write_text_atomically
 
     by_dataset: dict[str, dict[tuple[str, str], str | Path]] = {}
@@ -485,9 +608,22 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
     table = findings_table(metrics, claims, measure, alpha, power, inference=inference, margin=margin,
                            multiplicity=multiplicity, differing_keys=differing_keys, sequential=sequential)
     plans = dataset_plans(table, alpha, power, plan_max_queries)
+    costs = None
+    if benchmarks is not None:
+        runs: dict[str, list[tuple[str, str]]] = {}
+        for dataset, experiment, seed in metric_paths:
+            runs.setdefault(dataset, []).append((trained_experiment(experiment), str(seed)))
+        active_runs: dict[str, list[tuple[str, str]]] = {}
+        for dataset, method, seed in (active_paths or {}):
+            active_runs.setdefault(dataset, []).append((method, str(seed)))
+        costs = dataset_costs({d: benchmarks[d] for d in metrics}, runs, active_runs)
+    changes = None if previous is None else verdict_changes(table, read_previous_findings(previous))
     write_text_atomically(outputs["findings"], findings_markdown(
         table, alpha=alpha, power=power, title=title, inference=inference, margin=margin, multiplicity=multiplicity,
-        plans=plans, max_queries=plan_max_queries))
+        plans=plans, max_queries=plan_max_queries, costs=costs, changes=changes,
+        previous="" if previous is None else str(previous)))
+    if costs is not None and "costs" in outputs.keys():  # a Namedlist's `in` looks at its values
+        write_file_atomically(outputs["costs"], costs.write_csv)
     write_file_atomically(outputs["table"], table.write_csv)
     write_file_atomically(outputs["parquet"], table.write_parquet)
     plot_findings(table, outputs["figure"])

@@ -54,7 +54,8 @@ if STUDY_LOOKS is not None:
 
 rule report_study:
     """The findings page: each paper's claim on each dataset (effect, CI, seed-aware and per-query p, MDE,
-    equivalence, verdict, multiplicity), the planner per dataset, and its forest plot."""
+    equivalence, verdict, multiplicity), the verdicts changed since the last study, the cost per dataset in
+    core-hours, the planner per dataset, and its forest plot."""
     input:
         unpack(study_report_inputs),
     output:
@@ -62,6 +63,7 @@ rule report_study:
         table=study_report_outputs()["table"],
         parquet=study_report_outputs()["parquet"],
         figure=report(study_report_outputs()["figure"], caption="../report/study_figure.rst", category="Study"),
+        costs=study_report_outputs()["costs"],
     params:
         claims=STUDY_CLAIMS,
         differing_keys=study_claim_differences(),
@@ -72,6 +74,7 @@ rule report_study:
         margin=STUDY_SETTINGS["equivalence_margin"],
         multiplicity=STUDY_SETTINGS["multiplicity"],
         plan_max_queries=STUDY_SETTINGS["plan_max_queries"],
+        benchmarks=study_benchmark_folders(),
         **({"seeds": STUDY_SEEDS} if STUDY_LOOKS is not None else {}),
     log:
         f"{side_folder(config, 'logs', 'study')}/report_study.log",

@@ -132,7 +132,20 @@ def study_report_outputs():
         "table": f"{STUDY_RESULTS}/findings.csv",
         "parquet": f"{STUDY_RESULTS}/findings.parquet",
         "figure": f"{STUDY_RESULTS}/findings.png",
+        "costs": f"{STUDY_RESULTS}/costs.csv",
     }
+
+
+if STUDY_SETTINGS["previous"] is not None and os.path.normpath(STUDY_SETTINGS["previous"]) in {
+        os.path.normpath(path) for path in study_report_outputs().values()}:
+    raise WorkflowError(f"config: study.previous {STUDY_SETTINGS['previous']} is this study's own findings table, "
+                        "which the re-run replaces: copy it aside first (e.g. to findings-previous.parquet) and name "
+                        "the copy")
+
+
+def study_benchmark_folders():
+    """{dataset: its benchmark folder}, where the findings page reads each dataset's cost (curricula/costs.py)."""
+    return {name: side_folder(dataset_config, "benchmarks") for name, dataset_config in STUDY.items()}
 
 
 def study_outputs():
@@ -185,9 +198,10 @@ def study_final_round():
 def study_report_inputs(wildcards):
     """The findings page's inputs: without rounds the claims' metrics for every seed (study_claim_metrics); with
     rounds the last round's record and every claim arm's metrics for the seeds it trained, plus the fixed-seed
-    active-learning claims' metrics."""
+    active-learning claims' metrics; and the last study's findings table when study.previous names one."""
+    previous = {} if STUDY_SETTINGS["previous"] is None else {"previous": STUDY_SETTINGS["previous"]}
     if STUDY_LOOKS is None:
-        return STUDY_CLAIM_METRICS
+        return {**STUDY_CLAIM_METRICS, **previous}
     final = study_final_round()
     active = {key: path for key, path in STUDY_CLAIM_METRICS.items() if key.startswith("active|")}
-    return {"rounds": final, **study_arms_metrics(read_round(final)["trained"]), **active}
+    return {"rounds": final, **study_arms_metrics(read_round(final)["trained"]), **active, **previous}

@@ -306,3 +306,75 @@ def test_the_findings_page_carries_the_planner_per_dataset(tmp_path):
     assert cheapest(plan(components, 5 * row["effect"])) is not None  # a 10% effect is not
     page = findings_markdown(table, plans=plans)
     assert "## Seeds and test queries for a 2% effect" in page and "| one | 3 x 300 |" in page
+
+
+def _cells(rows: list[tuple]) -> pl.DataFrame:
+    """A findings table's verdict columns: (dataset, claim, verdict, seeds, survives, sequential_verdict,
+    look_seeds)."""
+    return pl.DataFrame([{"paper": "P", "claim": c, "dataset": d, "verdict": v, "seeds": s, "survives": ok,
+                          "sequential_verdict": sv, "look_seeds": ls} for d, c, v, s, ok, sv, ls in rows],
+                        schema={"paper": pl.String, "claim": pl.String, "dataset": pl.String, "verdict": pl.String,
+                                "seeds": pl.Int64, "survives": pl.Boolean, "sequential_verdict": pl.String,
+                                "look_seeds": pl.Int64})
+
+
+def test_verdict_changes_compare_the_cells_as_each_matrix_shows_them():
+    """The last study's verdicts against this one's, on (paper, claim, dataset): a sequential cell reads as its
+    sequential verdict at its look's seeds, a fixed one as its verdict with the multiplicity mark."""
+    from curricula.findings import CHANGED, GONE, NEW, SAME, verdict_changes, verdict_changes_markdown
+
+    before = _cells([("wikiqa", "a", REPRODUCED, 5, True, None, None),
+                     ("wikiqa", "b", REPRODUCED, 5, False, None, None),       # decided, did not survive Holm
+                     ("wikiqa", "c", INCONCLUSIVE, 20, None, INCONCLUSIVE, 20),
+                     ("chitchat", "a", EQUIVALENT, 5, True, None, None)])
+    now = _cells([("wikiqa", "a", REPRODUCED, 10, True, None, None),           # same verdict, more seeds
+                  ("wikiqa", "b", REPRODUCED, 5, True, None, None),            # now survives: the page reads anew
+                  ("wikiqa", "c", REPRODUCED, 20, True, EQUIVALENT, 15),       # the sequential verdict counts
+                  ("wikiqa_ce", "a", INCONCLUSIVE, 5, False, None, None)])
+    changes = verdict_changes(now, before)
+    assert changes.select("claim", "dataset", "previous_verdict", "verdict", "change").rows() == [
+        ("a", "wikiqa", REPRODUCED, REPRODUCED, SAME),
+        ("b", "wikiqa", REPRODUCED + "°", REPRODUCED, CHANGED),
+        ("c", "wikiqa", INCONCLUSIVE, EQUIVALENT, CHANGED),
+        ("a", "wikiqa_ce", None, INCONCLUSIVE, NEW),
+        ("a", "chitchat", EQUIVALENT, None, GONE)]
+    assert changes["previous_seeds"].to_list() == [5, 5, 20, None, 5]
+    assert changes["seeds"].to_list() == [10, 5, 15, 5, None]
+    page = "\n".join(verdict_changes_markdown(changes, "old/findings.parquet"))
+    assert "(`old/findings.parquet`, study.previous)" in page and "2 changed, 1 the same, 1 new, 1 no longer" in page
+    assert f"| P | c | wikiqa | {INCONCLUSIVE} (20) | {EQUIVALENT} (15) | changed |" in page
+    assert f"| P | a | chitchat | {EQUIVALENT} (5) | – | gone |" in page
+    assert "| P | a | wikiqa |" not in page  # unchanged cells are counted, not listed
+
+
+def test_the_last_study_is_read_from_its_parquet_or_csv_and_a_wrong_file_is_named(tmp_path):
+    from curricula.errors import InputFormatError
+    from curricula.findings import read_previous_findings, verdict_changes
+
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.2, 0.8, 50)
+    paths = {}
+    for dataset, shift in (("one", 0.05), ("two", 0.0)):
+        long = _metrics({"baseline": base, "x": base + shift, "y": base})
+        for (experiment, seed), part in long.group_by("experiment", "seed"):
+            path = tmp_path / dataset / f"{experiment}-{seed}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            part.select("qid", "measure", "value").write_parquet(path)
+            paths[(dataset, experiment, seed)] = path
+    out = {"findings": tmp_path / "s" / "findings.md", "table": tmp_path / "s" / "findings.csv",
+           "parquet": tmp_path / "s" / "findings.parquet", "figure": tmp_path / "s" / "findings.png"}
+    table = findings_stage(paths, CLAIMS, out, measure="AP")
+    for name in ("findings.parquet", "findings.csv"):
+        previous = read_previous_findings(tmp_path / "s" / name)
+        assert set(verdict_changes(table, previous)["change"]) == {"same"}, name
+    again = {**out, "findings": tmp_path / "t" / "findings.md"}
+    findings_stage(paths, CLAIMS, again, measure="AP", previous=tmp_path / "s" / "findings.csv")
+    assert "0 changed, 4 the same, 0 new, 0 no longer tested" in again["findings"].read_text()
+    with pytest.raises(InputFormatError, match="study.previous: no such file"):
+        read_previous_findings(tmp_path / "none.parquet")
+    (tmp_path / "metrics.csv").write_text("qid,value\nq1,0.5\n")
+    with pytest.raises(InputFormatError, match=r"not a findings table: no column \['paper', 'claim', 'dataset', "):
+        read_previous_findings(tmp_path / "metrics.csv")
+    (tmp_path / "findings.md").write_text("# Findings\n")
+    with pytest.raises(InputFormatError, match="expected a findings .parquet or .csv"):
+        read_previous_findings(tmp_path / "findings.md")

@@ -368,7 +368,23 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
     assert table["dataset"].to_list() == ["tiny", "tiny_b"]
     assert set(table["verdict"]) <= {"reproduced", "not reproduced", "equivalent", "inconclusive"}
     assert (study / "findings.png").stat().st_size > 0
+    # the cost per dataset, from the benchmark files Snakemake wrote: tiny's copied from the shared run, tiny_b's here
+    costs = pl.read_csv(study / "costs.csv")
+    assert costs["dataset"].to_list() == ["tiny", "tiny_b"]
+    assert costs["runs"].to_list() == [1, 1] and costs["runs_unmeasured"].to_list() == [0, 0]
+    assert (costs["stage_jobs"] > 5).all() and (costs["run_core_hours"] > 0).all()
+    assert "## Cost" in page and "| tiny_b | " in page.split("## Cost")[1]
+    assert "## Verdicts against the last study" not in page
     assert jobs_of(snakemake(wd, "-n", config=two).stdout) == set()          # nothing left to do
+    # against the last study: its findings copied aside, named by study.previous; only the page is made again
+    shutil.copy(study / "findings.parquet", wd / "previous.parquet")
+    again = {**two, "study": {**two["study"], "previous": "previous.parquet"}}
+    assert jobs_of(snakemake(wd, "-n", config=again).stdout) == {"report_study", "all"}
+    assert snakemake(wd, config=again).returncode == 0
+    assert "0 changed, 2 the same, 0 new, 0 no longer tested" in (study / "findings.md").read_text()
+    own = {**two, "study": {**two["study"], "previous": "results/report/study/findings.parquet"}}
+    out = snakemake(wd, "-n", config=own)
+    assert out.returncode != 0 and "is this study's own findings table" in out.stdout + out.stderr
     html = wd / "report.html"
     out = snakemake(wd, "--report", str(html), config=two)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -10,4 +10,5 @@ with logged(snakemake.log[0]):
                    plan_max_queries=snakemake.params.plan_max_queries,
                    differing_keys=snakemake.params.differing_keys,
                    rounds=snakemake.input.rounds if "rounds" in snakemake.input.keys() else None,
-                   seeds=snakemake.params.get("seeds"))
+                   seeds=snakemake.params.get("seeds"), benchmarks=snakemake.params.get("benchmarks"),
+                   previous=snakemake.input.previous if "previous" in snakemake.input.keys() else None)
