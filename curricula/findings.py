@@ -270,7 +270,8 @@ def plan_markdown(plans: pl.DataFrame, measure: str, alpha: float = 0.05, power:
         own = (f"{_count(r['seeds_needed'])} ({_count(r['seeds_needed_low'])}–{_count(r['seeds_needed_high'])})"
                if math.isfinite(r["sd_seed_low"]) else "–")
         lines.append(f"| {r['dataset']} | {r['seeds']} x {r['queries']:,} | {r['sd_seed']:.4f} "
-                     f"({r['sd_seed_low']:.4f}–{r['sd_seed_high']:.4f}) | {r['sd_query']:.4f} | {r['sd_resid']:.4f} | {r['effect']:.4f} | "
+                     f"({r['sd_seed_low']:.4f}–{r['sd_seed_high']:.4f}) | {r['sd_query']:.4f} | "
+                     f"{r['sd_resid']:.4f} | {r['effect']:.4f} | "
                      + " | ".join(_count(r[f"seeds_{s}"]) for s in SEEDS_PLANNED) + f" | {best} | {own} |")
     return [*lines, ""]
 

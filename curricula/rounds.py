@@ -303,5 +303,5 @@ def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float, datasets: Se
 
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",
-           "look_results", "look_seeds", "read_round", "round_record", "RoundOutcome", "rounds_markdown", "sequential_claims",
-           "study_looks", "study_round", "study_round_stage", "trained_seeds"]
+           "look_results", "look_seeds", "read_round", "round_record", "RoundOutcome", "rounds_markdown",
+           "sequential_claims", "study_looks", "study_round", "study_round_stage", "trained_seeds"]

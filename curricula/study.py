@@ -40,7 +40,8 @@ def _read_preset(path: str, where: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: preset file {path} must hold a mapping of config keys")
     if "study" in data:
-        raise ValueError(f"{where}: preset file {path} holds a study section; a dataset's preset configures one dataset")
+        raise ValueError(f"{where}: preset file {path} holds a study section; a dataset's preset configures one "
+                         "dataset")
     return dict(data)
 
 
