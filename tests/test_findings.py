@@ -128,11 +128,13 @@ def test_findings_page_has_a_verdict_per_claim_and_dataset(tmp_path):
     assert "each claim on the datasets it is tested on (2 claims, 2 datasets): 3 rows" in page
 
 
-def test_findings_stage_writes_every_file_from_metric_files(tmp_path):
+def _stage_files(tmp_path: Path, shift_two: float) -> tuple[dict, dict]:
+    """Per-query metric files of two datasets (``x`` beats the baseline by 0.05 on ``one``, by ``shift_two`` on
+    ``two``; ``y`` equals the baseline), keyed (dataset, experiment, seed), and the findings stage's output paths."""
     rng = np.random.default_rng(3)
     base = rng.uniform(0.2, 0.8, 50)
     paths = {}
-    for dataset, shift in (("one", 0.05), ("two", -0.05)):
+    for dataset, shift in (("one", 0.05), ("two", shift_two)):
         long = _metrics({"baseline": base, "x": base + shift, "y": base})
         for (experiment, seed), part in long.group_by("experiment", "seed"):
             path = tmp_path / dataset / f"{experiment}-{seed}.parquet"
@@ -141,6 +143,11 @@ def test_findings_stage_writes_every_file_from_metric_files(tmp_path):
             paths[(dataset, experiment, seed)] = path
     out = {"findings": tmp_path / "s" / "findings.md", "table": tmp_path / "s" / "findings.csv",
            "parquet": tmp_path / "s" / "findings.parquet", "figure": tmp_path / "s" / "findings.png"}
+    return paths, out
+
+
+def test_findings_stage_writes_every_file_from_metric_files(tmp_path):
+    paths, out = _stage_files(tmp_path, -0.05)
     table = findings_stage(paths, CLAIMS, out, measure="AP")
     assert all(Path(p).is_file() for p in out.values())
     assert pl.read_parquet(out["parquet"]).equals(table)
@@ -351,18 +358,7 @@ def test_the_last_study_is_read_from_its_parquet_or_csv_and_a_wrong_file_is_name
     from curricula.errors import InputFormatError
     from curricula.findings import read_previous_findings, verdict_changes
 
-    rng = np.random.default_rng(3)
-    base = rng.uniform(0.2, 0.8, 50)
-    paths = {}
-    for dataset, shift in (("one", 0.05), ("two", 0.0)):
-        long = _metrics({"baseline": base, "x": base + shift, "y": base})
-        for (experiment, seed), part in long.group_by("experiment", "seed"):
-            path = tmp_path / dataset / f"{experiment}-{seed}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part.select("qid", "measure", "value").write_parquet(path)
-            paths[(dataset, experiment, seed)] = path
-    out = {"findings": tmp_path / "s" / "findings.md", "table": tmp_path / "s" / "findings.csv",
-           "parquet": tmp_path / "s" / "findings.parquet", "figure": tmp_path / "s" / "findings.png"}
+    paths, out = _stage_files(tmp_path, 0.0)
     table = findings_stage(paths, CLAIMS, out, measure="AP")
     for name in ("findings.parquet", "findings.csv"):
         previous = read_previous_findings(tmp_path / "s" / name)
