@@ -18,6 +18,7 @@ Runs of the grid that no claim names are left out: they are the dataset's own re
 
 from __future__ import annotations
 
+import glob
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -73,14 +74,9 @@ def run_benchmark_files(folder: str | Path, experiment: str, seed: str | int) ->
     folder = Path(folder)
     name = f"seed={seed}.tsv"
     files = [folder / "train" / experiment / name]
-    files += sorted(p for p in (folder / "train").glob(f"{glob_escape(experiment)}@*/{name}"))
+    files += sorted(p for p in (folder / "train").glob(f"{glob.escape(experiment)}@*/{name}"))
     files += [folder / "select_tuned" / experiment / name, folder / "evaluate" / experiment / name]
     return [p for p in files if p.is_file()]
-
-
-def glob_escape(text: str) -> str:
-    """``text`` with the glob characters ``*``, ``?`` and ``[`` matched literally."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 def stage_benchmark_files(folder: str | Path) -> list[Path]:

@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from curricula.comparisons import _paired, check_inference, seed_aware_result, with_seeds
+from curricula.errors import InputFormatError
 from curricula.report import RELATIVE_EFFECT, _finite, pooled_components, seeds_range
 from curricula.sequential import SequentialDecision
 from curricula.stats import (BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, SEEDS_PLANNED,
@@ -210,8 +211,13 @@ def verdict_cell(row: Mapping[str, Any]) -> str:
         inside = f"{effect}, {seeds}" if effect else seeds
         return f"{row['sequential_verdict']} ({inside})"
     cell = f"{row['verdict']} ({effect})" if effect else row["verdict"]
-    fails = row["verdict"] != INCONCLUSIVE and row.get("survives") is False
-    return cell + NOT_SURVIVING if fails else cell
+    return cell + NOT_SURVIVING if fails_adjustment(row) else cell
+
+
+def fails_adjustment(row: Mapping[str, Any]) -> bool:
+    """Whether a row's verdict is decided but does not survive the multiplicity adjustment (the page marks it
+    :data:`NOT_SURVIVING`); a row without ``survives`` does not fail."""
+    return row["verdict"] != INCONCLUSIVE and row.get("survives") is False
 
 
 def sequential_cell(row: Mapping[str, Any]) -> str:
@@ -420,9 +426,8 @@ def shown_verdicts(table: pl.DataFrame) -> pl.DataFrame:
         if r.get("sequential_verdict") is not None:
             rows.append((r["paper"], r["claim"], r["dataset"], r["sequential_verdict"], r["look_seeds"]))
             continue
-        fails = r["verdict"] != INCONCLUSIVE and r.get("survives") is False
-        rows.append((r["paper"], r["claim"], r["dataset"], r["verdict"] + (NOT_SURVIVING if fails else ""),
-                     r["seeds"]))
+        rows.append((r["paper"], r["claim"], r["dataset"],
+                     r["verdict"] + (NOT_SURVIVING if fails_adjustment(r) else ""), r["seeds"]))
     return pl.DataFrame(rows, schema={"paper": pl.String, "claim": pl.String, "dataset": pl.String,
                                       "verdict": pl.String, "seeds": pl.Int64}, orient="row")
 
@@ -431,8 +436,6 @@ def read_previous_findings(path: str | Path) -> pl.DataFrame:
     """A previous study's findings table, the ``findings.parquet`` or ``findings.csv`` its ``report_study`` wrote
     (study.previous), read for :func:`verdict_changes`; a file that is missing, of another format or without the
     columns :data:`PREVIOUS_COLUMNS` is an :class:`~curricula.errors.InputFormatError` naming it."""
-    from curricula.errors import InputFormatError
-
     path = Path(path)
     if not path.is_file():
         raise InputFormatError(path, None, "study.previous: no such file (a findings.parquet or findings.csv of an "
@@ -447,9 +450,6 @@ def read_previous_findings(path: str | Path) -> pl.DataFrame:
     if missing:
         raise InputFormatError(path, None, f"study.previous: not a findings table: no column {missing} (it has "
                                            f"{frame.columns})")
-    for column in ("sequential_verdict", "look_seeds", "survives"):
-        if column in frame.columns and frame[column].dtype == pl.String:  # a CSV's empty cells
-            frame = frame.with_columns(pl.col(column).replace("", None))
     return frame
 
 
