@@ -51,19 +51,20 @@ def present_averages(curves) -> list[str]:
     return [a for a in AVERAGES if all(set(curve_columns(a)) <= c for c in columns)]
 
 
-def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list, list]:
+def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list, list, list]:
     """Per (average, rule) of ``kept`` (in its order; its ``average`` column added), the SD ratio of its paired
     differences to the ``reference`` (``<average>:<rule>``) ones, seed by seed, with the Pitman-Morgan 95% interval
     (as text) and p value (:func:`curricula.stats.pitman_morgan`; null for the reference itself, or where the two
-    share fewer than 3 seeds or one is constant)."""
+    share fewer than 3 seeds or one is constant), and the correlation of the two rules' paired differences across
+    seeds (what the test's power depends on besides the ratio: :func:`curricula.stats.pitman_morgan_power`)."""
     average, _, rule = reference.partition(":")
     ref = kept.filter(pl.col("average") == average)
     if ref.is_empty() or rule not in ref["rule"].to_list():
         keys = kept.select("average", "rule").unique(maintain_order=True).rows()
-        return [None] * len(keys), [None] * len(keys), [None] * len(keys)
+        return [None] * len(keys), [None] * len(keys), [None] * len(keys), [None] * len(keys)
     ref_seeds, x, y = paired_values(ref, arms[0], arms[1], rule)
     ref_diff = dict(zip(ref_seeds, y - x))
-    ratios, cis, ps = [], [], []
+    ratios, cis, ps, rs = [], [], [], []
     for avg, name in kept.select("average", "rule").unique(maintain_order=True).rows():
         seeds, a, b = paired_values(kept.filter(pl.col("average") == avg), arms[0], arms[1], name)
         both = [i for i, s in enumerate(seeds) if s in ref_diff]
@@ -76,7 +77,8 @@ def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list
         ratios.append(float(np.std(diff, ddof=1) / max(np.std(base, ddof=1), 1e-300)) if len(both) > 1 else None)
         cis.append(f"{res.low:.2f}-{res.high:.2f}" if res else None)
         ps.append(res.p if res else None)
-    return ratios, cis, ps
+        rs.append(float(np.corrcoef(base, diff)[0, 1]) if res else None)
+    return ratios, cis, ps, rs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,14 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         kept_all.append(kept.with_columns(average=pl.lit(average)))
         tables.append(selection_noise(kept, *arms).with_columns(average=pl.lit(average)))
     table = pl.concat(tables)
-    ratio, ci, p = ratio_columns(pl.concat(kept_all), arms, args.reference)
+    ratio, ci, p, r = ratio_columns(pl.concat(kept_all), arms, args.reference)
     table = table.with_columns(pl.Series("ratio", ratio, pl.Float64), pl.Series("ratio_ci", ci, pl.String),
-                               pl.Series("ratio_p", p, pl.Float64))
-    table = table.select("average", "rule", "seeds", "sd_difference", "ratio", "ratio_ci", "ratio_p",
+                               pl.Series("ratio_p", p, pl.Float64), pl.Series("ratio_r", r, pl.Float64))
+    table = table.select("average", "rule", "seeds", "sd_difference", "ratio", "ratio_ci", "ratio_p", "ratio_r",
                          "mean_difference", "test_baseline", "test_arm", "sd_baseline", "sd_arm", "rho")
     table = table.rename({"test_baseline": f"test {arms[0]}", "test_arm": f"test {arms[1]}",
                           "sd_difference": "SD of paired differences", "ratio": f"SD / {args.reference}'s",
-                          "ratio_ci": "95% CI", "ratio_p": "p (Pitman-Morgan)",
+                          "ratio_ci": "95% CI", "ratio_p": "p (Pitman-Morgan)", "ratio_r": "r with reference",
                           "mean_difference": "mean effect", "sd_baseline": f"SD {arms[0]}",
                           "sd_arm": f"SD {arms[1]}"})
     metric = next(iter(next(iter(curves.values())).values()))["metric"][0]

@@ -259,6 +259,26 @@ def pitman_morgan(x: Sequence[float], y: Sequence[float], level: float = 0.95) -
     return VarianceRatio(sb / sa, p, bound(crit), bound(-crit), level)
 
 
+def pitman_morgan_power(ratio: float, rho: float, seeds: int, draws: int = 2000, alpha: float = 0.05,
+                        seed: int = 45) -> float:
+    """The chance that :func:`pitman_morgan` finds ``p < alpha`` when two paired samples of ``seeds`` pairs have a
+    true SD ratio ``ratio`` (``SD(y) / SD(x)``) and correlation ``rho``, by simulation of ``draws`` bivariate normal
+    samples (the test is exact under normality, so at ``ratio`` 1 this is its level). Here a pair is one seed's paired
+    difference under two model-selection rules, and ``rho`` their correlation across seeds (the
+    ``r with reference`` column of ``bench/selection_noise.py``): how many seeds a selection-noise grid needs to tell
+    a given cut of the SD from none. ValueError for fewer than 3 seeds, ``ratio <= 0`` or ``|rho| >= 1``."""
+    if seeds < 3 or ratio <= 0 or not -1 < rho < 1:
+        raise ValueError(f"pitman_morgan_power: seeds={seeds}, ratio={ratio}, rho={rho}: expected seeds >= 3, "
+                         f"ratio > 0 and -1 < rho < 1")
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(draws):
+        x = rng.standard_normal(seeds)
+        y = ratio * (rho * x + math.sqrt(1 - rho * rho) * rng.standard_normal(seeds))
+        hits += pitman_morgan(x, y).p < alpha
+    return hits / draws
+
+
 # ------------------------------------------------------------------------------------------------ multiplicity
 def holm(pvalues: Sequence[float], groups: Sequence[Any] | None = None) -> list[float]:
     """Holm-Bonferroni adjusted p values (step-down, monotone, capped at 1), in the input order.

@@ -219,8 +219,9 @@ def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"## {tmp_path}: arm - baseline, test AP of the evaluation each rule keeps (min_steps 0)"
     assert lines[2] == ("| average | rule | seeds | SD of paired differences | SD / none:best_dev's | 95% CI | "
-                        "p (Pitman-Morgan) | mean effect | test baseline | test arm | SD baseline | SD arm | rho |")
-    assert lines[4].startswith("| none | best_dev | 3 | 0.2082 | 1.0000 | – | – | 0.0333 | 0.6167 | 0.6500 |")
+                        "p (Pitman-Morgan) | r with reference | mean effect | test baseline | test arm | SD baseline | "
+                        "SD arm | rho |")
+    assert lines[4].startswith("| none | best_dev | 3 | 0.2082 | 1.0000 | – | – | – | 0.0333 | 0.6167 | 0.6500 |")
     # the swa curves: the same kept evaluations (its dev values are the trained ones' times 2 or 1), arm halved
     assert lines[6].startswith("| swa | best_dev | 3 | ")
     assert "| swa | fixed_budget:100 | 3 |" in lines[7] and len(lines) == 8
@@ -228,8 +229,9 @@ def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp
     from curricula.stats import pitman_morgan
 
     fixed = pitman_morgan([0.10, 0.20, -0.20], [0.20, -0.25, 0.05])
+    r = np.corrcoef([0.10, 0.20, -0.20], [0.20, -0.25, 0.05])[0, 1]  # the two rules' differences across seeds
     assert lines[5].startswith(f"| none | fixed_budget:100 | 3 | 0.2291 | {fixed.ratio:.4f} | "
-                               f"{fixed.low:.2f}-{fixed.high:.2f} | {fixed.p:.4f} |")
+                               f"{fixed.low:.2f}-{fixed.high:.2f} | {fixed.p:.4f} | {r:.4f} |")
     # the default rules: patience replays need the runs' min_steps; the fixed budget is the last common step (200)
     bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--per-seed"])
     out = capsys.readouterr().out

@@ -484,3 +484,18 @@ def test_pitman_morgan_against_hand_values_and_its_level_and_interval_by_simulat
         covered += w.low <= 0.5 <= w.high
     se = np.sqrt(0.05 * 0.95 / draws)
     assert abs(rejections / draws - 0.05) < 3 * se and abs(covered / draws - 0.95) < 3 * se
+
+
+def test_pitman_morgan_power_is_its_level_at_equal_sds_and_matches_fishers_z_where_that_holds():
+    from curricula.stats import pitman_morgan_power
+
+    draws, se = 2000, np.sqrt(0.05 * 0.95 / 2000)
+    assert abs(pitman_morgan_power(1.0, 0.63, 8, draws) - 0.05) < 3 * se
+    # the test is the correlation t test of (x + y, y - x); at 32 pairs Fisher's z gives its power to about 0.02
+    c, rho, n = 0.75, 0.63, 32
+    r_uv = (c * c - 1) / np.sqrt((1 + c * c) ** 2 - 4 * c * c * rho * rho)
+    fisher = stats.norm.cdf(abs(np.arctanh(r_uv)) * np.sqrt(n - 3) - stats.norm.ppf(0.975))
+    assert pitman_morgan_power(c, rho, n, draws) == pytest.approx(fisher, abs=0.05)
+    assert pitman_morgan_power(0.75, rho, 8, draws) < pitman_morgan_power(0.5, rho, 8, draws)
+    with pytest.raises(ValueError, match="seeds >= 3"):
+        pitman_morgan_power(0.5, 1.0, 8)
