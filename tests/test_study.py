@@ -218,14 +218,20 @@ def test_the_schema_requires_factors_unless_both_arms_are_active():
 
 
 def test_the_cross_encoder_overlay_adds_a_copy_whose_claims_differ_in_their_factors_alone(monkeypatch):
-    """configs/study_cross_encoder.yaml over configs/study.yaml: WikiQA a second time with the cross-encoder,
-    MacAvaney's m patched to 5 there only, Wang's loop on the first copies only, and every claim's arms still
-    differing in its factor alone on all five datasets."""
+    """configs/study_cross_encoder.yaml over configs/study.yaml: WikiQA and DailyDialog++ a second time with the
+    cross-encoder, MacAvaney's m patched to 5 there only, Wang's loop on the first copies only, and every claim's arms
+    still differing in its factor alone on all six datasets."""
     monkeypatch.chdir(REPO)
     overlay = merge(yaml.safe_load((REPO / "configs" / "study.yaml").read_text()),
                     yaml.safe_load((REPO / "configs" / "study_cross_encoder.yaml").read_text()))
     configs = {d: validate_config(c) for d, c in study_configs(DEFAULT, overlay, WIDE).items()}
-    assert list(configs) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp", "wikiqa_ce"]
+    assert list(configs) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp", "wikiqa_ce", "dailydialog_pp_ce"]
+    # the DailyDialog++ copy: the same ranker knobs (one YAML anchor), its own length and max_length
+    dd = configs["dailydialog_pp_ce"]
+    assert {k: v for k, v in dd["train"].items() if k not in ("steps", "max_length", "negatives")} == {
+        k: v for k, v in configs["wikiqa_ce"]["train"].items() if k not in ("steps", "max_length", "negatives")}
+    assert (dd["train"]["steps"], dd["train"]["max_length"]) == (950, 128)
+    assert dd["dataset"]["files"] == configs["dailydialog_pp"]["dataset"]["files"] and dd["active"]["enabled"] is False
     ce, plain = configs["wikiqa_ce"], configs["wikiqa"]
     assert ce["train"]["ranker"] == "cross_encoder" and plain["train"]["ranker"] == "convknrm"
     assert ce["dataset"]["files"] == plain["dataset"]["files"] and ce["seeds"] == plain["seeds"]
@@ -242,3 +248,4 @@ def test_the_cross_encoder_overlay_adds_a_copy_whose_claims_differ_in_their_fact
     assert list(keys["penha_root2"]) == list(configs)
     assert keys["macavaney_minf"]["wikiqa_ce"] == ["weighting.m"]
     assert keys["su_ic"]["wikiqa_ce"] == keys["su_ic"]["wikiqa"]
+    assert keys["macavaney_minf"]["dailydialog_pp_ce"] == ["weighting.m"]
