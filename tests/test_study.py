@@ -228,8 +228,8 @@ def test_the_cross_encoder_overlay_adds_a_copy_whose_claims_differ_in_their_fact
     assert list(configs) == ["chitchat", "wikiqa", "semeval_cqa", "dailydialog_pp", "wikiqa_ce", "dailydialog_pp_ce"]
     # the DailyDialog++ copy: the same ranker knobs (one YAML anchor), its own length and max_length
     dd = configs["dailydialog_pp_ce"]
-    assert {k: v for k, v in dd["train"].items() if k not in ("steps", "max_length", "negatives")} == {
-        k: v for k, v in configs["wikiqa_ce"]["train"].items() if k not in ("steps", "max_length", "negatives")}
+    assert {k: v for k, v in dd["train"].items() if k not in ("steps", "max_length")} == {
+        k: v for k, v in configs["wikiqa_ce"]["train"].items() if k not in ("steps", "max_length")}
     assert (dd["train"]["steps"], dd["train"]["max_length"]) == (950, 128)
     assert dd["dataset"]["files"] == configs["dailydialog_pp"]["dataset"]["files"] and dd["active"]["enabled"] is False
     ce, plain = configs["wikiqa_ce"], configs["wikiqa"]
