@@ -36,7 +36,7 @@ import polars as pl
 
 from curricula.comparisons import experiment_files, load_metrics
 from curricula.report import pooled_components, power_table
-from curricula.sequential import SequentialSimulation, SimulatedCell, simulate_family, simulate_sequential
+from curricula.sequential import SimulatedCell, simulate_family, simulate_sequential
 
 #: the study's relative effects (%, arm against the claim's compared arm) per claim and dataset, in the order of
 #: docs/findings.md's table: chitchat, wikiqa, semeval_cqa, dailydialog_pp
@@ -73,13 +73,6 @@ def looks_up_to(cap: int) -> tuple[int, ...]:
     if cap < 8:
         raise ValueError(f"cap {cap}: four looks need at least 8 seeds (the first at 2)")
     return tuple(int(round(cap * k / 4)) for k in range(1, 5))
-
-
-def decided_share(sim: SequentialSimulation) -> float:
-    """The share of a cell's simulated draws that a look decided: all but the inconclusive ones. Not ``rejection +
-    equivalence``: a draw whose difference and equivalence tests both cross at its stopping look (an effect inside the
-    margin, measured precisely) is one decided cell."""
-    return 1.0 - sim.inconclusive
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     sim = simulate_sequential(rng, looks_up_to(cap), queries, sd, sq, sr,
                                               effects[DATASETS.index(name)] / 100 * base, args.draws,
                                               margin=MARGIN * base)
-                    decided += decided_share(sim)
+                    decided += sim.decided
                     seeds += sim.mean_seeds
                 rows.append((name, cap, decided, seeds, len(STUDY_EFFECTS)))
     rows.sort(key=lambda row: (list(measured).index(row[0]), row[1]))

@@ -438,6 +438,13 @@ class SequentialSimulation:
     fixed_rejection: float
     fixed_equivalence: float
 
+    @property
+    def decided(self) -> float:
+        """The share decided at some look: ``1 - inconclusive``. Not ``rejection + equivalence``: a draw whose
+        difference and equivalence tests both cross at its stopping look (an effect inside the margin, measured
+        precisely) is one decided cell."""
+        return 1.0 - self.inconclusive
+
 
 def _look_pvalues(mean: np.ndarray, se: np.ndarray, df: np.ndarray, margin: float | None,
                   calibration: str) -> tuple[np.ndarray, np.ndarray]:

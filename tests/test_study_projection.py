@@ -50,11 +50,3 @@ def test_the_projection_reads_components_and_counts_decisions_that_grow_with_the
     assert (name, cap, of, family) == ("chitchat", "40", "9", "holm")
     assert float(adjusted) < float(many)  # the family's thresholds are stricter than one cell's
 
-
-def test_a_draw_whose_difference_and_equivalence_both_cross_is_one_decided_cell():
-    from curricula.sequential import SequentialSimulation
-
-    # 60% of draws crossed the difference test, 50% the equivalence tests, 20% neither: 80% decided, not 110%
-    sim = SequentialSimulation(draws=100, rejection=0.6, equivalence=0.5, mean_seeds=12.0, stops=(0.5, 0.3),
-                               inconclusive=0.2, first_look_rejection=0.3, fixed_rejection=0.6, fixed_equivalence=0.5)
-    assert bench().decided_share(sim) == pytest.approx(0.8)
