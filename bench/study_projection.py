@@ -17,6 +17,12 @@ the seeds it trains on average. Prints, per dataset and cap, the expected number
 trainings (2 arms per cell's seed; a shared baseline counted once per claim, so an upper bound). ``--sd-seed``
 replaces a dataset's seed SD by another estimate (e.g. the study's own, pooled over its claims).
 
+``--effects FINDINGS`` takes the cells from a study's findings table instead (``results/report/study/
+findings.parquet``; any dataset key of it, e.g. the cross-encoder copy ``wikiqa_ce``): each of the dataset's rows is a
+cell whose true effect is the row's measured ``effect`` and whose margin is its ``margin`` (both in AP), the
+active-learning rows (``active:`` arms, fixed seeds) left out. A dataset's source may then be the findings table itself:
+its components are pooled over its rows (:func:`findings_components`).
+
 ``--family holm`` judges the cells as the study's rounds do (``study.multiplicity: holm``): the sequential claims'
 cells of every dataset given form one family, simulated together by :func:`curricula.sequential.simulate_family` at
 alpha 0.05 times 9 / 10 (the fixed-seed active-learning claim, Wang's, keeps its tenth and is not projected), and the
@@ -68,6 +74,41 @@ def dataset_components(source: str, measure: str = "AP") -> tuple[tuple[float, f
     return components, int(table["queries"].max()), float(table["baseline_mean"].mean())
 
 
+def findings_rows(path: str | Path, dataset: str, measure: str = "AP") -> pl.DataFrame:
+    """The rows of ``dataset`` (and ``measure``) in a study findings table; ValueError naming the file when it has none
+    or lacks the columns the projection reads."""
+    table = pl.read_parquet(path)
+    needed = {"dataset", "experiment", "measure", "effect", "margin", "queries", "against_mean", "seeds", "sd_seed"}
+    if missing := sorted(needed - set(table.columns)):
+        raise ValueError(f"{path}: not a study findings table (no column {', '.join(missing)})")
+    rows = table.filter((pl.col("dataset") == dataset) & (pl.col("measure") == measure))
+    if rows.is_empty():
+        raise ValueError(f"{path}: no {measure} rows for dataset {dataset!r} "
+                         f"(it has {', '.join(sorted(table['dataset'].unique()))})")
+    return rows
+
+
+def findings_cells(path: str | Path, dataset: str, measure: str = "AP") -> tuple[list[tuple[float, float]], int]:
+    """(true effect, margin) in AP of each sequential cell of ``dataset`` in a findings table (its measured effect
+    taken as the truth, its equivalence margin), and the number of fixed-seed active-learning cells left out."""
+    rows = findings_rows(path, dataset, measure)
+    active = pl.col("experiment").str.starts_with("active:")
+    cells = [(float(e), float(m)) for e, m in rows.filter(~active).select("effect", "margin").iter_rows()]
+    return cells, rows.filter(active).height
+
+
+def findings_components(path: str | Path, dataset: str, measure: str = "AP"
+                        ) -> tuple[tuple[float, float, float], int, float]:
+    """As :func:`dataset_components`, from a findings table's rows of ``dataset``: the components pooled over its
+    comparisons (:func:`curricula.report.pooled_components`), its test queries, and the mean of the compared arms'
+    means (``against_mean``)."""
+    rows = findings_rows(path, dataset, measure)
+    components = pooled_components(rows)
+    if components is None:
+        raise ValueError(f"{path}: no comparison of {dataset!r} has variance components")
+    return components, int(rows["queries"].max()), float(rows["against_mean"].mean())
+
+
 def looks_up_to(cap: int) -> tuple[int, ...]:
     """Four equal looks up to ``cap`` seeds (5, 10, 15, 20 for 20); ValueError below 8 (the first look needs 2)."""
     if cap < 8:
@@ -84,42 +125,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--family", default="none", choices=("none", "holm"))
     parser.add_argument("--thresholds", default="student", choices=("student", "normal"))
+    parser.add_argument("--effects", help="a study findings table: the cells and their true effects come from it")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     caps = [int(c) for c in args.caps.split(",")]
     rows = []
     sd_seed = {name: float(value) for name, _, value in (item.partition("=") for item in args.sd_seed)}
     measured = {}
+    cells, active = {}, 0  # per dataset: (true effect, margin) of each sequential cell, in AP
     for item in args.dataset:
         name, _, source = item.partition("=")
-        if name not in DATASETS:
-            parser.error(f"--dataset {name}: expected one of {DATASETS}")
-        (v_seed, v_query, v_resid), queries, base = dataset_components(source)
+        if args.effects is None and name not in DATASETS:
+            parser.error(f"--dataset {name}: expected one of {DATASETS} (or a dataset of --effects' findings)")
+        try:
+            from_findings = Path(source).is_file() and "dataset" in pl.read_parquet_schema(source)
+            (v_seed, v_query, v_resid), queries, base = (findings_components(source, name) if from_findings
+                                                         else dataset_components(source))
+            if args.effects is not None:
+                cells[name], left_out = findings_cells(args.effects, name)
+                active += left_out
+            else:
+                cells[name] = [(effects[DATASETS.index(name)] / 100 * base, MARGIN * base)
+                               for claim, effects in STUDY_EFFECTS.items()
+                               if args.family == "none" or claim not in ACTIVE]
+                active += len(ACTIVE) if args.family == "holm" else 0
+        except ValueError as error:
+            parser.error(f"--dataset {item}: {error}")
         v_seed = sd_seed[name] ** 2 if name in sd_seed else v_seed
         measured[name] = (np.sqrt(v_seed), np.sqrt(v_query), np.sqrt(v_resid), queries, base)
     if args.family == "holm":
-        claims = [claim for claim in STUDY_EFFECTS if claim not in ACTIVE]
-        alpha = 0.05 * len(claims) / len(STUDY_EFFECTS)
+        sequential = sum(len(c) for c in cells.values())
+        alpha = 0.05 * sequential / (sequential + active)  # the rounds' share (curricula.rounds.family_alpha)
         for cap in caps:
-            cells = [SimulatedCell(STUDY_EFFECTS[claim][DATASETS.index(name)] / 100 * base, sd, sq, sr, queries,
-                                   MARGIN * base)
-                     for name, (sd, sq, sr, queries, base) in measured.items() for claim in claims]
-            sim = simulate_family(rng, looks_up_to(cap), cells, args.draws, alpha=alpha, rule="holm",
+            family = [SimulatedCell(mu, sd, sq, sr, queries, margin)
+                      for name, (sd, sq, sr, queries, base) in measured.items() for mu, margin in cells[name]]
+            sim = simulate_family(rng, looks_up_to(cap), family, args.draws, alpha=alpha, rule="holm",
                                   thresholds=args.thresholds)
-            for d, name in enumerate(measured):
-                part = slice(d * len(claims), (d + 1) * len(claims))
-                rows.append((name, cap, sum(sim.decided_share[part]), sum(sim.seeds[part]), len(claims)))
+            start = 0
+            for name in measured:
+                part = slice(start, start + len(cells[name]))
+                start += len(cells[name])
+                rows.append((name, cap, sum(sim.decided_share[part]), sum(sim.seeds[part]), len(cells[name])))
     else:
         for name, (sd, sq, sr, queries, base) in measured.items():
             for cap in caps:
                 decided = seeds = 0.0
-                for effects in STUDY_EFFECTS.values():
-                    sim = simulate_sequential(rng, looks_up_to(cap), queries, sd, sq, sr,
-                                              effects[DATASETS.index(name)] / 100 * base, args.draws,
-                                              margin=MARGIN * base)
+                for mu, margin in cells[name]:
+                    sim = simulate_sequential(rng, looks_up_to(cap), queries, sd, sq, sr, mu, args.draws,
+                                              margin=margin)
                     decided += sim.decided
                     seeds += sim.mean_seeds
-                rows.append((name, cap, decided, seeds, len(STUDY_EFFECTS)))
+                rows.append((name, cap, decided, seeds, len(cells[name])))
     rows.sort(key=lambda row: (list(measured).index(row[0]), row[1]))
     table = [(name, f"{measured[name][0]:.4f}", measured[name][3], f"{measured[name][4]:.4f}", cap, f"{decided:.1f}",
               of, f"{seeds:.0f}", f"{2 * seeds:.0f}", args.family) for name, cap, decided, seeds, of in rows]

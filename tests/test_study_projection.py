@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+import polars as pl
 import pytest
 
 from tests.conftest import REPO
@@ -50,3 +51,41 @@ def test_the_projection_reads_components_and_counts_decisions_that_grow_with_the
     assert (name, cap, of, family) == ("chitchat", "40", "9", "holm")
     assert float(adjusted) < float(many)  # the family's thresholds are stricter than one cell's
 
+
+
+FINDINGS = REPO / "tests" / "data" / "study_findings_wikiqa.parquet"
+
+
+def test_a_findings_table_gives_each_cell_its_measured_effect_and_margin_and_leaves_the_active_claim_out():
+    projection = bench()
+    cells, active = projection.findings_cells(FINDINGS, "wikiqa_ce")
+    assert (len(cells), active) == (9, 0)  # the cross-encoder copy has no active-learning claim
+    assert cells[0] == pytest.approx((-0.002612, 0.014094), abs=1e-6)  # Penha's row: -0.4% of 0.7047, margin 2%
+    cells, active = projection.findings_cells(FINDINGS, "wikiqa")
+    assert (len(cells), active) == (9, 1)  # Wang's DASL row keeps fixed seeds
+    (v_seed, v_query, v_resid), queries, base = projection.findings_components(FINDINGS, "wikiqa_ce")
+    assert queries == 259 and 0.65 < base < 0.72 and 0.01 < v_seed ** 0.5 < 0.04 and v_resid > v_query > 0
+    with pytest.raises(ValueError, match=r"study_findings_wikiqa.parquet: no AP rows for dataset 'semeval_cqa' "
+                                         r"\(it has wikiqa, wikiqa_ce\)"):
+        projection.findings_cells(FINDINGS, "semeval_cqa")
+    with pytest.raises(ValueError, match="chitchat_ap_4seeds.parquet: not a study findings table"):
+        projection.findings_cells(FIXTURE, "chitchat")
+
+
+def test_the_projection_from_findings_follows_the_rows_effects(tmp_path, capsys):
+    projection = bench()
+    projection.main(["--effects", str(FINDINGS), "--dataset", f"wikiqa_ce={FINDINGS}", "--dataset",
+                     f"wikiqa={FINDINGS}", "--caps", "8", "--draws", "300", "--family", "holm",
+                     "--thresholds", "normal"])
+    (ce, _, queries, _, cap, measured, of, *_), (convknrm, *_, of_convknrm, _, _, _) = rows(capsys.readouterr().out)
+    assert (ce, queries, cap, of, convknrm, of_convknrm) == ("wikiqa_ce", "259", "8", "9", "wikiqa", "9")
+    # the same cells with effects of 20% of the compared arm's mean: every one is decided at 8 seeds
+    table = pl.read_parquet(FINDINGS)
+    large = tmp_path / "large.parquet"
+    table.with_columns(effect=0.2 * pl.col("against_mean")).write_parquet(large)
+    projection.main(["--effects", str(large), "--dataset", f"wikiqa_ce={FINDINGS}", "--caps", "8", "--draws", "300",
+                     "--family", "holm", "--thresholds", "normal"])
+    (*_, decided, of, _, _, _), = rows(capsys.readouterr().out)
+    assert float(decided) > 8.9 > float(measured) and of == "9"
+    with pytest.raises(SystemExit):  # a dataset the findings table does not have
+        projection.main(["--effects", str(FINDINGS), "--dataset", f"dailydialog_pp_ce={FINDINGS}"])
