@@ -43,6 +43,7 @@ import polars as pl
 from curricula.comparisons import experiment_files, load_metrics
 from curricula.report import pooled_components, power_table
 from curricula.sequential import SimulatedCell, simulate_family, simulate_sequential
+from curricula.study import ACTIVE_PREFIX
 
 #: the study's relative effects (%, arm against the claim's compared arm) per claim and dataset, in the order of
 #: docs/findings.md's table: chitchat, wikiqa, semeval_cqa, dailydialog_pp
@@ -92,7 +93,7 @@ def findings_cells(path: str | Path, dataset: str, measure: str = "AP") -> tuple
     """(true effect, margin) in AP of each sequential cell of ``dataset`` in a findings table (its measured effect
     taken as the truth, its equivalence margin), and the number of fixed-seed active-learning cells left out."""
     rows = findings_rows(path, dataset, measure)
-    active = pl.col("experiment").str.starts_with("active:")
+    active = pl.col("experiment").str.starts_with(ACTIVE_PREFIX)
     cells = [(float(e), float(m)) for e, m in rows.filter(~active).select("effect", "margin").iter_rows()]
     return cells, rows.filter(active).height
 

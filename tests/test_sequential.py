@@ -157,7 +157,6 @@ def test_power_at_a_true_effect_beats_the_first_look_and_saves_seeds():
     assert result.mean_seeds < 18.5 and sum(result.stops) + result.inconclusive == pytest.approx(1.0)
 
 
-
 def test_a_cell_whose_difference_and_equivalence_both_cross_counts_once_as_decided():
     """An effect inside the margin, measured precisely (0.005 AP against a 0.01 margin, 2,000 test queries): most
     draws cross the difference test and the equivalence tests at the same look. ``decided`` counts each draw once
@@ -165,6 +164,7 @@ def test_a_cell_whose_difference_and_equivalence_both_cross_counts_once_as_decid
     result = simulate_sequential(np.random.default_rng(1), LOOKS, 2000, 0.002, 0.0, 0.1, 0.005, DRAWS, margin=0.01)
     assert result.rejection + result.equivalence > 1.5
     assert result.decided == pytest.approx(sum(result.stops)) and result.decided == pytest.approx(1.0)
+
 
 # --------------------------------------------------------------------------------------------- multiplicity
 def test_holm_steps_down_across_cells_and_re_tests_earlier_looks():

@@ -52,7 +52,6 @@ def test_the_projection_reads_components_and_counts_decisions_that_grow_with_the
     assert float(adjusted) < float(many)  # the family's thresholds are stricter than one cell's
 
 
-
 FINDINGS = REPO / "tests" / "data" / "study_findings_wikiqa.parquet"
 
 
