@@ -15,7 +15,13 @@ default protocol, patience 3 on evaluations every 100 steps), ``smoothed_best`` 
 ``fixed_budget`` at the last step every seed of both arms reached, each where every curve has enough
 evaluations. The averages are ``none`` (the trained weights) and each shadow average the curves hold
 (``train.diagnostic_averages``). Prints a Markdown table, one row per (average, rule); with ``--per-seed`` also each
-seed's kept step, dev value and test value. More dev queries are other runs: give their results folder as ``--root``.
+seed's kept step, dev value and test value.
+
+``--dev-subsets DRAWS:SIZE`` (e.g. ``200:100``) also replays every rule on ``DRAWS`` random subsets of ``SIZE`` dev
+queries (the curves' per-query dev values; :func:`curricula.selection.dev_subset_noise`) and prints, per (average,
+rule), the SD of the paired differences with all dev queries beside its median and 5-95% range over the subsets:
+what selecting on fewer dev queries does to the noise, from the same runs. More dev queries than a split holds are
+other runs: give their results folder as ``--root``.
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ import numpy as np
 import polars as pl
 
 from curricula.report import to_markdown
-from curricula.selection import (AVERAGES, Rule, curve_columns, grid_min_steps, kept_values, last_common_step,
-                                 load_curves, paired_values, parse_rule, selection_noise)
+from curricula.selection import (AVERAGES, NOISE_COLUMNS, Rule, curve_columns, dev_query_count, dev_subset_noise,
+                                 grid_min_steps, kept_values, last_common_step, load_curves, paired_values,
+                                 parse_rule, selection_noise)
 from curricula.stats import pitman_morgan
 
 #: the rule the ratio column divides by: the default protocol replayed on a 50-step diagnostic grid
@@ -81,6 +88,24 @@ def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list
     return ratios, cis, ps, rs
 
 
+def subset_summary(full: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
+    """Per (average, rule) of ``full`` (the all-dev-queries table, :func:`curricula.selection.selection_noise` with an
+    ``average`` column), its SD of the paired differences (``sd_all``) beside the median, 5% and 95% quantiles of the
+    SD over the dev subsets' tables (``subsets``: the same columns plus ``draw``), the ratio of ``sd_all`` to that
+    median, the share of draws whose SD is above ``sd_all``, and the median effect over the draws."""
+    joined = subsets.join(full.select("average", "rule", sd_all=pl.col("sd_difference")), on=["average", "rule"],
+                          how="left", maintain_order="left")
+    return joined.group_by("average", "rule", maintain_order=True).agg(
+        pl.col("sd_all").first(),
+        sd_median=pl.col("sd_difference").median(),
+        sd_q05=pl.col("sd_difference").quantile(0.05, "linear"),
+        sd_q95=pl.col("sd_difference").quantile(0.95, "linear"),
+        all_over_median=pl.col("sd_all").first() / pl.col("sd_difference").median(),
+        share_above=(pl.col("sd_difference") > pl.col("sd_all")).mean(),
+        effect_median=pl.col("mean_difference").median(),
+        draws=pl.len())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, help="a dataset's results folder, e.g. results/chitchat")
@@ -89,10 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reference", default=REFERENCE,
                         help=f"<average>:<rule> whose SD the ratio column divides by (default {REFERENCE})")
     parser.add_argument("--per-seed", action="store_true", help="also print each seed's kept evaluation per rule")
+    parser.add_argument("--dev-subsets", metavar="DRAWS:SIZE",
+                        help="also replay every rule on DRAWS random subsets of SIZE dev queries (e.g. 200:100)")
     args = parser.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if len(arms) != 2:
         parser.error(f"--arms: expected two experiments, baseline first (got {arms})")
+    subsets = None
+    if args.dev_subsets:
+        draws, _, size = args.dev_subsets.partition(":")
+        if not (draws.isdigit() and size.isdigit() and int(draws) > 0 and int(size) > 0):
+            parser.error(f"--dev-subsets {args.dev_subsets!r}: expected DRAWS:SIZE, two positive integers")
+        subsets = int(draws), int(size)
     curves = load_curves(args.root, arms)
     fewest = min(curve.height for of in curves.values() for curve in of.values())
     rules = ([parse_rule(r) for r in args.rules.split(",")] if args.rules
@@ -119,6 +152,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"## {args.root}: {arms[1]} - {arms[0]}, test {metric} of the evaluation each rule keeps "
           f"(min_steps {min_steps})\n")
     print(to_markdown(table, "average"), end="")
+    if subsets is not None:
+        draws, size = subsets
+        full = pl.concat(tables).select("average", *NOISE_COLUMNS)
+        replayed = pl.concat([dev_subset_noise(curves, rules, *arms, size=size, draws=draws, average=average,
+                                               min_steps=min_steps).with_columns(average=pl.lit(average))
+                              for average in present_averages(curves)])
+        summary = subset_summary(full, replayed.select("average", *NOISE_COLUMNS, "draw"))
+        print(f"\n## the same rules selecting on {size} random dev queries ({draws} draws; sd_all: all "
+              f"{dev_query_count(curves)} dev queries)\n")
+        print(to_markdown(summary, "average"), end="")
     if args.per_seed:
         print()
         kept = pl.concat(kept_all).sort("average", "rule", "arm", "seed", maintain_order=True)

@@ -366,8 +366,8 @@ def swapped_in(module: torch.nn.Module, state: Mapping[str, torch.Tensor], skip:
 
 
 #: the dev-curve keys a shadow average's evaluation records, as ``<kind>_<key>`` (the dev value and the diagnostic
-#: test value; the others, e.g. the curriculum's ``allowed``, are the trained run's)
-SHADOW_KEYS = ("value", "test_value")
+#: test value and per-query dev values; the others, e.g. the curriculum's ``allowed``, are the trained run's)
+SHADOW_KEYS = ("value", "test_value", "dev_query_values")
 
 
 def shadow_columns(module: torch.nn.Module, shadows: Mapping[str, WeightAverage],

@@ -33,8 +33,11 @@ their SD over seeds (``ddof = 1``), their mean (the effect) and each arm's mean 
 less noisy. A run with ``patience`` records its curve only up to its stop, so every rule sees that part only: run
 the diagnostic with the whole budget (``patience: null``) for rules that may pick later evaluations.
 
-More dev queries need runs of their own (``dev_queries``, or a split with a larger dev set), whose roots give this
-table again.
+Fewer dev queries are replayed too: a diagnostic curve also holds each dev query's value at every evaluation
+(``dev_query_values``, in qid order), so the dev curve a run selecting on a subset of them would have recorded is
+the mean over that subset (:func:`subset_dev`; exact, since the dev queries never steer training), and
+:func:`dev_subset_noise` gives the table for many random subsets of one size. More dev queries than the split holds
+need runs on a split with a larger dev set.
 """
 
 from __future__ import annotations
@@ -156,6 +159,64 @@ def curve_columns(average: str = "none") -> tuple[str, str]:
     if average not in AVERAGES:
         raise ValueError(f"average {average!r}: expected one of {list(AVERAGES)}")
     return ("value", "test_value") if average == "none" else (f"{average}_value", f"{average}_test_value")
+
+
+def per_query_column(average: str = "none") -> str:
+    """The per-query dev values column of ``average``'s curve (:func:`curve_columns`): ``dev_query_values`` or
+    ``<kind>_dev_query_values``."""
+    curve_columns(average)  # checks the name
+    return "dev_query_values" if average == "none" else f"{average}_dev_query_values"
+
+
+def dev_query_count(curves: Mapping[str, Mapping[str, pl.DataFrame]], average: str = "none") -> int:
+    """How many dev queries every evaluation of every curve holds a value of (``average``'s per-query column);
+    ValueError naming the arm and seed of a curve without that column, or when the counts differ (the runs did not
+    select on the same dev queries)."""
+    column = per_query_column(average)
+    counts = {}
+    for arm, of in curves.items():
+        for seed, curve in of.items():
+            if column not in curve.columns:
+                raise ValueError(f"{arm} seed {seed}: the dev curve has no {column} column (a diagnostic run of a "
+                                 f"version that records each dev query's value, train.diagnostic_test: true)")
+            counts[(arm, seed)] = set(curve[column].list.len().to_list())
+    sizes = set().union(*counts.values()) if counts else set()
+    if len(sizes) != 1:
+        raise ValueError(f"the dev curves hold {sorted(sizes)} dev query values per evaluation: expected one count "
+                         f"(the same dev queries in every run)")
+    return sizes.pop()
+
+
+def subset_dev(curve: pl.DataFrame, positions: Sequence[int], average: str = "none") -> pl.DataFrame:
+    """``curve`` with ``average``'s dev column (:func:`curve_columns`) replaced by the mean of its per-query dev
+    values (:func:`per_query_column`) at ``positions`` (0-based, into the qid-ordered list): the dev curve the run
+    would have recorded selecting on those dev queries alone. Exact: the dev queries are only ever scored, never
+    trained on, so the run's weights at each evaluation are the same whatever dev set it reads."""
+    dev_column, _ = curve_columns(average)
+    column = per_query_column(average)
+    picked = np.asarray(positions, dtype=np.int64)
+    values = np.array(curve[column].to_list(), dtype=np.float64)  # (evaluations, dev queries)
+    return curve.with_columns(pl.Series(dev_column, values[:, picked].mean(axis=1), pl.Float64))
+
+
+def dev_subset_noise(curves: Mapping[str, Mapping[str, pl.DataFrame]], rules: Sequence[Rule], baseline: str,
+                     arm: str, *, size: int, draws: int, seed: int = 0, average: str = "none",
+                     min_steps: int = 0) -> pl.DataFrame:
+    """:func:`selection_noise` of ``arm - baseline`` for ``draws`` random subsets of ``size`` dev queries
+    (:func:`subset_dev`; drawn without replacement by ``numpy.random.default_rng(seed)``, each subset the same for
+    every run, as a grid with ``train.dev_queries: size`` would select on one seeded subset), with a ``draw``
+    column (0-based). A grid with fewer dev queries is thus replayed on the runs of one with more."""
+    total = dev_query_count(curves, average)
+    if not 1 <= size <= total:
+        raise ValueError(f"a dev subset of {size} queries: expected 1 to {total} (the queries the curves hold)")
+    rng = np.random.default_rng(seed)
+    tables = []
+    for draw in range(draws):
+        positions = np.sort(rng.choice(total, size, replace=False))
+        sub = {a: {s: subset_dev(c, positions, average) for s, c in of.items()} for a, of in curves.items()}
+        table = selection_noise(kept_values(sub, rules, average, min_steps), baseline, arm)
+        tables.append(table.with_columns(draw=pl.lit(draw, pl.Int64)))
+    return pl.concat(tables)
 
 
 def kept_values(curves: Mapping[str, Mapping[str, pl.DataFrame]], rules: Sequence[Rule], average: str = "none",

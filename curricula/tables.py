@@ -73,6 +73,9 @@ DEV_CURVE = TableSpec(
 #: evaluation (``test_value``), read by the selection-noise analysis (:mod:`curricula.selection`) and nothing else
 DEV_CURVE_TEST = TableSpec("dev_curve", {**DEV_CURVE.columns, "test_value": pl.Float64}, key=DEV_CURVE.key,
                            nullable=DEV_CURVE.nullable, allowed=DEV_CURVE.allowed)
+#: a diagnostic curve's per-query dev values (the eval metric of each dev query, in qid order; their mean is
+#: ``value``): selection on a subset of the dev queries is replayed from them (:func:`curricula.selection.subset_dev`)
+DEV_QUERY_VALUES = ("dev_query_values", pl.List(pl.Float64))
 #: the weight averages a run with ``train.diagnostic_averages`` evaluates beside its trained weights, each adding the
 #: columns ``<kind>_value`` (and ``<kind>_test_value`` with ``test_value``; :func:`curricula.fitting.shadow_columns`)
 SHADOW_KINDS = ("ema", "swa")
@@ -80,17 +83,21 @@ SHADOW_KINDS = ("ema", "swa")
 
 def dev_curve_spec(columns: Iterable[str]) -> TableSpec:
     """The dev curve's contract for a curve with these columns: :data:`DEV_CURVE`, plus ``test_value`` when present
-    (a diagnostic run's, :data:`DEV_CURVE_TEST`), plus ``<kind>_value`` (and ``<kind>_test_value`` with
-    ``test_value``) for each :data:`SHADOW_KINDS` whose ``<kind>_value`` is present."""
+    (a diagnostic run's, :data:`DEV_CURVE_TEST`), plus ``dev_query_values`` when present (:data:`DEV_QUERY_VALUES`),
+    plus ``<kind>_value`` (and ``<kind>_test_value``, ``<kind>_dev_query_values`` where the trained weights' columns
+    are there) for each :data:`SHADOW_KINDS` whose ``<kind>_value`` is present."""
     columns = set(columns)
-    base = DEV_CURVE_TEST if "test_value" in columns else DEV_CURVE
+    base = dict((DEV_CURVE_TEST if "test_value" in columns else DEV_CURVE).columns)
+    name, dtype = DEV_QUERY_VALUES
+    if name in columns:
+        base[name] = dtype
     kinds = [kind for kind in SHADOW_KINDS if f"{kind}_value" in columns]
-    if not kinds:
-        return base
-    extra = {f"{kind}_{key}": pl.Float64 for kind in kinds for key in ("value", "test_value")
-             if key in base.columns}
-    return TableSpec("dev_curve", {**base.columns, **extra}, key=base.key, nullable=base.nullable,
-                     allowed=base.allowed)
+    extra = {f"{kind}_{key}": base[key] for kind in kinds for key in ("value", "test_value", name) if key in base}
+    for known in (DEV_CURVE, DEV_CURVE_TEST):
+        if not extra and base == dict(known.columns):
+            return known
+    return TableSpec("dev_curve", {**base, **extra}, key=DEV_CURVE.key, nullable=DEV_CURVE.nullable,
+                     allowed=DEV_CURVE.allowed)
 
 
 def read_dev_curve(path: str | Path) -> pl.DataFrame:

@@ -12,7 +12,8 @@ Each step (Su et al. 2021 Algorithm 1, with Penha's and MacAvaney's axes in the 
 4. every ``eval_every`` steps, score the dev candidates, compute the dev metric with ir-measures, and keep the best
    model (model selection on dev only: test data is never read here, except by the diagnostic mode
    ``diagnostic_test``, which also scores the test candidates at every evaluation for the selection-noise analysis
-   of :mod:`curricula.selection` and never selects, stops or keeps anything by them; with ``averaging`` the
+   of :mod:`curricula.selection`, keeps each dev query's value there (``dev_query_values``), and never selects,
+   stops or keeps anything by them; with ``averaging`` the
    evaluations score, and the best is, a weight average: :class:`curricula.fitting.WeightAverage`);
 5. every ``checkpoint_every`` steps, save the training state; a re-run of a killed job resumes from there and ends
    with the same weights as an uninterrupted run.
@@ -37,12 +38,13 @@ import torch
 
 from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.difficulty import difficulty_spec
-from curricula.evaluate import ranker_metrics
+from curricula.evaluate import ranker_metrics, ranker_per_query
 from curricula.experiments import job_params, resolve_arm
 from curricula.fitting import Checkpointer, FitConfig, FitResult, fit
 from curricula.hf import select_device, set_threads
 from curricula.ingest import candidate_pairs, read_ingest
 from curricula.losses import element_losses, weighted_mean
+from curricula.metrics import measure_means
 from curricula.models import build_ranker
 from curricula.negatives import NegativeSampler
 from curricula.tables import dev_curve_spec, read_table, write_table, write_text_atomically
@@ -84,6 +86,18 @@ def dev_metric(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str
     metric = spec["eval_metric"]
     return ranker_metrics(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
                           precision=spec["precision"], relevant_min=relevant_min, progress=progress, desc=desc)[metric]
+
+
+def dev_metric_per_query(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+                         relevant_min: int = 1) -> tuple[float, list[float]]:
+    """The spec's ``eval_metric`` on the dev pairs (:func:`dev_metric`'s value, from the same scores) and its value
+    per dev query, in qid order: a diagnostic run's ``dev_query_values``, from which a selection made on fewer dev
+    queries is replayed (:func:`curricula.selection.subset_dev`)."""
+    metric = spec["eval_metric"]
+    pq = ranker_per_query(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
+                          precision=spec["precision"], relevant_min=relevant_min)
+    per_query = pq.filter(pl.col("measure") == metric).sort("qid")["value"].to_list()
+    return measure_means(pq, [metric])[metric], per_query
 
 
 def train_ranker(
@@ -154,12 +168,15 @@ def train_ranker(
         return weighted_mean(losses, w)
 
     def evaluate(done: int) -> dict[str, Any]:
-        row = {"metric": spec["eval_metric"], "value": dev_metric(ranker, dev, data["qrels"], spec, device,
-                                                                    relevant_min),
-               "allowed": sampler.allowed(done - 1),
+        if test is None:
+            value, per_query = dev_metric(ranker, dev, data["qrels"], spec, device, relevant_min), None
+        else:  # the diagnostic also keeps each dev query's value (selection on fewer dev queries is replayed)
+            value, per_query = dev_metric_per_query(ranker, dev, data["qrels"], spec, device, relevant_min)
+        row = {"metric": spec["eval_metric"], "value": value, "allowed": sampler.allowed(done - 1),
                "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
         if test is not None:  # diagnostic only: recorded, never compared (fit reads "value")
             row["test_value"] = dev_metric(ranker, test, data["qrels"], spec, device, relevant_min, desc="test")
+            row["dev_query_values"] = per_query
         return row
 
     ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))

@@ -11,8 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.selection import (KEPT_COLUMNS, NOISE_COLUMNS, Rule, grid_min_steps, kept_index, kept_values,
-                                 last_common_step, load_curves, parse_rule, selection_noise)
+from curricula.selection import (KEPT_COLUMNS, NOISE_COLUMNS, Rule, dev_query_count, dev_subset_noise,
+                                 grid_min_steps, kept_index, kept_values, last_common_step, load_curves, parse_rule,
+                                 per_query_column, selection_noise, subset_dev)
 from curricula.tables import DEV_CURVE, DEV_CURVE_TEST, dev_curve_spec, read_dev_curve, write_table
 from curricula.tuning import select_stage
 from tests.conftest import REPO
@@ -240,3 +241,82 @@ def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp
         assert f"| none | {rule} | 3 |" in out and f"| swa | {rule} | 3 |" in out
     assert "smoothed_best" not in out
     assert "| swa | arm | 4 | best_dev | 100 | 0.9000 | 0.4950 |" in out  # --per-seed: the unpaired seed too
+
+
+def with_queries(frame: pl.DataFrame, per_query: list[list[float]], column: str = "dev_query_values") -> pl.DataFrame:
+    """``frame`` with per-query dev values (one list per evaluation) whose mean is its dev value column."""
+    return frame.with_columns(pl.Series(column, per_query, dtype=pl.List(pl.Float64)))
+
+
+def test_selection_on_a_dev_subset_is_the_curve_of_those_queries_alone():
+    # three dev queries; query 0 prefers step 100, queries 1 and 2 step 200 (their mean: step 200 is best)
+    per_query = [[0.9, 0.1, 0.2], [0.3, 0.6, 0.6]]
+    frame = with_queries(curve([0.4, 0.5], [0.6, 0.7]), per_query)
+    assert frame["dev_query_values"].list.mean().to_list() == pytest.approx(frame["value"].to_list())
+    only_first = subset_dev(frame, [0])
+    assert only_first["value"].to_list() == pytest.approx([0.9, 0.3]) and only_first["test_value"].equals(
+        frame["test_value"])
+    assert kept_values({"a": {"1": only_first}}, [Rule("best_dev")])["step"].to_list() == [100]
+    assert kept_values({"a": {"1": subset_dev(frame, [1, 2])}}, [Rule("best_dev")])["step"].to_list() == [200]
+    assert subset_dev(frame, [0, 1, 2])["value"].to_list() == pytest.approx(frame["value"].to_list())
+    # a shadow average's own per-query column
+    shadow = with_queries(frame.with_columns(ema_value=pl.lit(0.0), ema_test_value=pl.lit(0.0)),
+                          [[0.0, 1.0, 0.0], [0.0, 0.0, 0.5]], "ema_dev_query_values")
+    assert subset_dev(shadow, [1], "ema")["ema_value"].to_list() == [1.0, 0.0]
+    assert per_query_column("swa") == "swa_dev_query_values"
+    # the contract: the list column reads back, with its shadow's
+    assert dev_curve_spec(frame.columns).columns["dev_query_values"] == pl.List(pl.Float64)
+    assert "ema_dev_query_values" in dev_curve_spec(shadow.columns).columns
+
+
+def test_dev_subset_draws_pair_the_same_queries_in_every_run_and_name_bad_curves():
+    rng = np.random.default_rng(3)
+    curves = {arm: {str(s): with_queries(curve([0.0] * 4, list(rng.random(4))), rng.random((4, 6)).tolist())
+                    for s in (1, 2, 3)} for arm in ("baseline", "arm")}
+    table = dev_subset_noise(curves, [Rule("best_dev"), Rule("fixed_budget", 400)], "baseline", "arm", size=2,
+                             draws=5, seed=7)
+    assert table.columns == [*NOISE_COLUMNS, "draw"] and table.height == 10
+    # the same draw seed gives the same subsets; the whole dev set gives the table of the curves' own dev values
+    again = dev_subset_noise(curves, [Rule("best_dev"), Rule("fixed_budget", 400)], "baseline", "arm", size=2,
+                             draws=5, seed=7)
+    assert table.equals(again)
+    # a fixed budget ignores dev: every draw keeps the same evaluation
+    assert table.filter(pl.col("rule") == "fixed_budget:400")["sd_difference"].n_unique() == 1
+    whole = {a: {s: c.with_columns(value=c["dev_query_values"].list.mean()) for s, c in of.items()}
+             for a, of in curves.items()}
+    full = selection_noise(kept_values(whole, [Rule("best_dev")]), "baseline", "arm")
+    one = dev_subset_noise(curves, [Rule("best_dev")], "baseline", "arm", size=6, draws=1)
+    assert one["sd_difference"].to_list() == pytest.approx(full["sd_difference"].to_list())
+    with pytest.raises(ValueError, match="a dev subset of 7 queries: expected 1 to 6"):
+        dev_subset_noise(curves, [Rule("best_dev")], "baseline", "arm", size=7, draws=1)
+    curves["arm"]["2"] = with_queries(curves["arm"]["2"].drop("dev_query_values"), rng.random((4, 5)).tolist())
+    with pytest.raises(ValueError, match="hold \\[5, 6\\] dev query values per evaluation"):
+        dev_query_count(curves)
+    with pytest.raises(ValueError, match="arm seed 1: the dev curve has no dev_query_values column"):
+        dev_query_count({"arm": {"1": curve(DEV, DEV)}})
+
+
+def test_the_bench_summarises_the_dev_subsets_beside_the_whole_dev_set(tmp_path, capsys):
+    rng = np.random.default_rng(5)
+    curves = {}
+    for arm, of in PAIRED.items():
+        curves[arm] = {}
+        for seed, (dev, test) in of.items():
+            per_query = rng.random((2, 4)).tolist()
+            curves[arm][seed] = with_queries(curve(list(np.mean(per_query, axis=1)), test), per_query)
+    write_grid(tmp_path, curves)
+    write_configs(tmp_path, curves, {})
+    spec = importlib.util.spec_from_file_location("selection_noise_subsets", REPO / "bench" / "selection_noise.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    assert bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--rules", "best_dev,fixed_budget:200",
+                       "--dev-subsets", "20:4"]) == 0
+    out = capsys.readouterr().out
+    assert "## the same rules selecting on 4 random dev queries (20 draws; sd_all: all 4 dev queries)" in out
+    # all 4 of 4 queries: every draw is the whole dev set, so the median SD is the all-dev one and none is above it
+    row = next(line for line in out.splitlines() if line.startswith("| none | best_dev |") and line.endswith("| 20 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == cells[3] and cells[6] == "1.0000" and cells[7] == "0.0000"
+    with pytest.raises(SystemExit):
+        bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--dev-subsets", "20"])

@@ -665,8 +665,13 @@ def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(da
 
     _, off, weights_off = pinned_training(data, table, tmp_path / "off")
     _, on, weights_on = pinned_training(data, table, tmp_path / "on", diagnostic_test=True)
-    assert on.columns == list(DEV_CURVE_TEST.columns) and on["test_value"].null_count() == 0
-    assert on.drop("test_value").equals(off)  # steps, dev values, train losses, the kept (best) row, the stop
+    assert on.columns == [*DEV_CURVE_TEST.columns, "dev_query_values"] and on["test_value"].null_count() == 0
+    # steps, dev values, train losses, the kept (best) row, the stop
+    assert on.drop("test_value", "dev_query_values").equals(off)
+    # each dev query's value at each evaluation (qid order), whose mean is the dev value that selected
+    dev_queries = candidate_pairs(data, splits=("dev",))["qid"].n_unique()
+    assert on["dev_query_values"].list.len().to_list() == [dev_queries] * on.height
+    assert on["dev_query_values"].list.mean().to_list() == pytest.approx(on["value"].to_list(), abs=1e-12)
     assert weights_on.keys() == weights_off.keys() and all(torch.equal(weights_on[k], weights_off[k])
                                                            for k in weights_on)
     spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"]))
@@ -684,8 +689,10 @@ def test_a_diagnostic_run_with_shadow_averages_writes_their_columns_and_keeps_th
     _, plain, weights_plain = pinned_training(data, table, tmp_path / "plain", max_steps=12, diagnostic_test=True)
     _, shadow, weights = pinned_training(data, table, tmp_path / "shadow", max_steps=12, diagnostic_test=True,
                                          diagnostic_averages=["ema", "swa"])
-    extra = ["ema_value", "ema_test_value", "swa_value", "swa_test_value"]
-    assert shadow.columns == [*DEV_CURVE_TEST.columns, *extra] and shadow.drop(extra).equals(plain)
+    extra = [f"{kind}_{key}" for kind in ("ema", "swa") for key in ("value", "test_value", "dev_query_values")]
+    assert shadow.columns == [*DEV_CURVE_TEST.columns, "dev_query_values", *extra]
+    assert shadow.drop(extra).equals(plain)
+    assert shadow["swa_dev_query_values"].list.mean().to_list() == pytest.approx(shadow["swa_value"].to_list())
     assert all(torch.equal(weights[k], weights_plain[k]) for k in weights_plain)
     # before the averages start (the curriculum's end, step 8) they read the trained weights; after, their own
     early, late = shadow.filter(pl.col("step") < 8), shadow.filter(pl.col("step") > 8)
