@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,6 +19,16 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data samples not found at {SHARED_DATA} (only present next to the project's own clone)")
     return SHARED_DATA
+
+
+def bench_module(name: str) -> ModuleType:
+    """``bench/<name>.py`` loaded as a module (bench/ is not a package), registered in ``sys.modules`` under ``name``
+    so that its dataclasses can look their module up."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def shared_file(shared_data: Path, *parts: str) -> Path:

@@ -3,10 +3,7 @@ may precede a time stamp)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from tests.conftest import REPO
+from tests.conftest import bench_module
 
 LOG = """
 [Thu Nov 26 04:54:17 2026]
@@ -46,10 +43,7 @@ localrule all:
 
 
 def test_timeline_counts_threads_and_idle_core_seconds():
-    spec = importlib.util.spec_from_file_location("timeline", REPO / "bench" / "timeline.py")
-    timeline = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = timeline  # dataclasses look their module up
-    spec.loader.exec_module(timeline)
+    timeline = bench_module("timeline")
     jobs = timeline.parse_jobs(LOG)
     assert [(j.rule, j.wildcards, j.threads) for j in jobs] == [
         ("ingest", "", 1), ("teacher_train", "", 2), ("train", "experiment=baseline, seed=1", 1),

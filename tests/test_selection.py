@@ -4,9 +4,6 @@ contract through the select_tuned stage."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import polars as pl
 import pytest
@@ -16,7 +13,7 @@ from curricula.selection import (KEPT_COLUMNS, NOISE_COLUMNS, Rule, dev_query_co
                                  per_query_column, selection_noise, subset_dev)
 from curricula.tables import DEV_CURVE, DEV_CURVE_TEST, dev_curve_spec, read_dev_curve, write_table
 from curricula.tuning import select_stage
-from tests.conftest import REPO
+from tests.conftest import bench_module
 
 STEPS = [100, 200, 300, 400, 500, 600]
 DEV = [0.1, 0.5, 0.2, 0.4, 0.45, 0.3]
@@ -211,10 +208,7 @@ def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp
     write_grid(tmp_path, curves)
     write_configs(tmp_path, curves, {})
     assert load_curves(tmp_path, ["baseline"])["baseline"]["2"].equals(curves["baseline"]["2"])
-    spec = importlib.util.spec_from_file_location("selection_noise", REPO / "bench" / "selection_noise.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    spec.loader.exec_module(bench)
+    bench = bench_module("selection_noise")
     assert bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--rules", "best_dev,fixed_budget:100",
                        "--reference", "none:best_dev"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -306,10 +300,7 @@ def test_the_bench_summarises_the_dev_subsets_beside_the_whole_dev_set(tmp_path,
             curves[arm][seed] = with_queries(curve(list(np.mean(per_query, axis=1)), test), per_query)
     write_grid(tmp_path, curves)
     write_configs(tmp_path, curves, {})
-    spec = importlib.util.spec_from_file_location("selection_noise_subsets", REPO / "bench" / "selection_noise.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    spec.loader.exec_module(bench)
+    bench = bench_module("selection_noise")
     assert bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--rules", "best_dev,fixed_budget:200",
                        "--dev-subsets", "20:4"]) == 0
     out = capsys.readouterr().out

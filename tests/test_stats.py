@@ -309,13 +309,9 @@ def test_holm_with_groups_counts_the_nulls_that_can_be_true_together():
 def _size_bench():
     """bench/seed_aware_size.py, whose ``pretest`` is the rule before issue 43 (a seed component estimated at or below
     zero switched to MS_query with Q - 1 df), the one definition of it the bench's table and this test share."""
-    import importlib.util
+    from tests.conftest import bench_module
 
-    spec = importlib.util.spec_from_file_location("seed_aware_size",
-                                                  Path(__file__).parents[1] / "bench" / "seed_aware_size.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("seed_aware_size")
 
 
 GRID = [(sd_seed, sd_query) for sd_seed in (0.0, 0.002, 0.005, 0.01, 0.02, 0.05) for sd_query in (0.01, 0.03, 0.1)]

@@ -3,23 +3,16 @@ dataset's measured variance components (here the default run's 4-seed chitchat A
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import polars as pl
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, bench_module
 
 FIXTURE = REPO / "tests" / "data" / "chitchat_ap_4seeds.parquet"
 
 
 def bench():
-    spec = importlib.util.spec_from_file_location("study_projection", REPO / "bench" / "study_projection.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("study_projection")
 
 
 def rows(out: str) -> list[list[str]]:
