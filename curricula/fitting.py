@@ -504,9 +504,9 @@ def fit(
             row.update(shadow_columns(module, shadows, evaluate, done, row, frozen))
             result.curve.append(row)
             bar.set_postfix(dev=f"{row['value']:.4f}", refresh=False)
-            log.info("step %d/%d: %s; %.1f s", done, cfg.steps,
+            log.info("step %d/%d: %s; %.1f s", done, cfg.steps,  # the scalars (a diagnostic's per-query lists: not)
                      ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
-                               if k != "step"), time.time() - t_start)
+                               if k != "step" and not isinstance(v, list)), time.time() - t_start)
             module.train()
             stop = bool(cfg.patience) and result.evaluations_since_best(cfg.min_steps) >= cfg.patience
             if stop:
