@@ -92,9 +92,12 @@ def subset_summary(full: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
     """Per (average, rule) of ``full`` (the all-dev-queries table, :func:`curricula.selection.selection_noise` with an
     ``average`` column), its SD of the paired differences (``sd_all``) beside the median, 5% and 95% quantiles of the
     SD over the dev subsets' tables (``subsets``: the same columns plus ``draw``), the ratio of ``sd_all`` to that
-    median, the share of draws whose SD is above ``sd_all``, and the median effect over the draws."""
-    joined = subsets.join(full.select("average", "rule", sd_all=pl.col("sd_difference")), on=["average", "rule"],
-                          how="left", maintain_order="left")
+    median, the share of draws whose SD is above ``sd_all``, and the median over the draws of the effect and of each
+    arm's mean kept test value (``test_all``: the baseline's with all dev queries; selection on fewer dev queries may
+    keep worse models, not only noisier ones)."""
+    joined = subsets.join(full.select("average", "rule", sd_all=pl.col("sd_difference"),
+                                      test_all=pl.col("test_baseline")),
+                          on=["average", "rule"], how="left", maintain_order="left")
     return joined.group_by("average", "rule", maintain_order=True).agg(
         pl.col("sd_all").first(),
         sd_median=pl.col("sd_difference").median(),
@@ -103,6 +106,9 @@ def subset_summary(full: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
         all_over_median=pl.col("sd_all").first() / pl.col("sd_difference").median(),
         share_above=(pl.col("sd_difference") > pl.col("sd_all")).mean(),
         effect_median=pl.col("mean_difference").median(),
+        test_all=pl.col("test_all").first(),
+        test_baseline_median=pl.col("test_baseline").median(),
+        test_arm_median=pl.col("test_arm").median(),
         draws=pl.len())
 
 

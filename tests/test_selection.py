@@ -308,6 +308,6 @@ def test_the_bench_summarises_the_dev_subsets_beside_the_whole_dev_set(tmp_path,
     # all 4 of 4 queries: every draw is the whole dev set, so the median SD is the all-dev one and none is above it
     row = next(line for line in out.splitlines() if line.startswith("| none | best_dev |") and line.endswith("| 20 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[2] == cells[3] and cells[6] == "1.0000" and cells[7] == "0.0000"
+    assert cells[2] == cells[3] and cells[6] == "1.0000" and cells[7] == "0.0000" and cells[9] == cells[10]
     with pytest.raises(SystemExit):
         bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--dev-subsets", "20"])
