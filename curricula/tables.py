@@ -77,7 +77,8 @@ DEV_CURVE_TEST = TableSpec("dev_curve", {**DEV_CURVE.columns, "test_value": pl.F
 #: ``value``): selection on a subset of the dev queries is replayed from them (:func:`curricula.selection.subset_dev`)
 DEV_QUERY_VALUES = ("dev_query_values", pl.List(pl.Float64))
 #: the weight averages a run with ``train.diagnostic_averages`` evaluates beside its trained weights, each adding the
-#: columns ``<kind>_value`` (and ``<kind>_test_value`` with ``test_value``; :func:`curricula.fitting.shadow_columns`)
+#: columns ``<kind>_value`` (and ``<kind>_test_value``, ``<kind>_dev_query_values`` with ``test_value``;
+#: :func:`curricula.fitting.shadow_columns`)
 SHADOW_KINDS = ("ema", "swa")
 
 
