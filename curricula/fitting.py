@@ -43,7 +43,7 @@ import torch
 from tqdm.auto import tqdm
 
 from curricula.experiments import averages, check_keep, check_min_steps
-from curricula.tables import SHADOW_KINDS
+from curricula.tables import SHADOW_KEYS, SHADOW_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -363,11 +363,6 @@ def swapped_in(module: torch.nn.Module, state: Mapping[str, torch.Tensor], skip:
     saved = {k: v.detach().clone() for k, v in module.state_dict().items() if k not in skip}
     load_weights(module, state, skip)
     return saved
-
-
-#: the dev-curve keys a shadow average's evaluation records, as ``<kind>_<key>`` (the dev value and the diagnostic
-#: test value and per-query dev values; the others, e.g. the curriculum's ``allowed``, are the trained run's)
-SHADOW_KEYS = ("value", "test_value", "dev_query_values")
 
 
 def shadow_columns(module: torch.nn.Module, shadows: Mapping[str, WeightAverage],

@@ -80,6 +80,9 @@ DEV_QUERY_VALUES = ("dev_query_values", pl.List(pl.Float64))
 #: columns ``<kind>_value`` (and ``<kind>_test_value``, ``<kind>_dev_query_values`` with ``test_value``;
 #: :func:`curricula.fitting.shadow_columns`)
 SHADOW_KINDS = ("ema", "swa")
+#: the dev-curve keys a shadow average's evaluation records, as ``<kind>_<key>`` (the dev value, the diagnostic test
+#: value and per-query dev values; the others, e.g. the curriculum's ``allowed``, are the trained run's)
+SHADOW_KEYS = ("value", "test_value", DEV_QUERY_VALUES[0])
 
 
 def dev_curve_spec(columns: Iterable[str]) -> TableSpec:
@@ -93,7 +96,7 @@ def dev_curve_spec(columns: Iterable[str]) -> TableSpec:
     if name in columns:
         base[name] = dtype
     kinds = [kind for kind in SHADOW_KINDS if f"{kind}_value" in columns]
-    extra = {f"{kind}_{key}": base[key] for kind in kinds for key in ("value", "test_value", name) if key in base}
+    extra = {f"{kind}_{key}": base[key] for kind in kinds for key in SHADOW_KEYS if key in base}
     for known in (DEV_CURVE, DEV_CURVE_TEST):
         if not extra and base == dict(known.columns):
             return known

@@ -38,7 +38,7 @@ import torch
 
 from curricula.curriculum import Curriculum, CurriculumSampler
 from curricula.difficulty import difficulty_spec
-from curricula.evaluate import ranker_metrics, ranker_per_query
+from curricula.evaluate import ranker_per_query
 from curricula.experiments import job_params, resolve_arm
 from curricula.fitting import Checkpointer, FitConfig, FitResult, fit
 from curricula.hf import select_device, set_threads
@@ -83,19 +83,18 @@ def dev_metric(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str
                relevant_min: int = 1, progress: bool = False, desc: str = "dev") -> float:
     """The spec's ``eval_metric`` (higher = better) of the ranker on the dev pairs: what model selection reads (and,
     on the test pairs, the diagnostic ``test_value``)."""
-    metric = spec["eval_metric"]
-    return ranker_metrics(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
-                          precision=spec["precision"], relevant_min=relevant_min, progress=progress, desc=desc)[metric]
+    return dev_metric_per_query(ranker, dev, qrels, spec, device, relevant_min, progress, desc)[0]
 
 
 def dev_metric_per_query(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
-                         relevant_min: int = 1) -> tuple[float, list[float]]:
-    """The spec's ``eval_metric`` on the dev pairs (:func:`dev_metric`'s value, from the same scores) and its value
-    per dev query, in qid order: a diagnostic run's ``dev_query_values``, from which a selection made on fewer dev
-    queries is replayed (:func:`curricula.selection.subset_dev`)."""
+                         relevant_min: int = 1, progress: bool = False, desc: str = "dev"
+                         ) -> tuple[float, list[float]]:
+    """The spec's ``eval_metric`` on the dev pairs (:func:`dev_metric`) and, from the same scores, its value per dev
+    query, in qid order: a diagnostic run's ``dev_query_values``, from which a selection made on fewer dev queries is
+    replayed (:func:`curricula.selection.subset_dev`)."""
     metric = spec["eval_metric"]
     pq = ranker_per_query(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
-                          precision=spec["precision"], relevant_min=relevant_min)
+                          precision=spec["precision"], relevant_min=relevant_min, progress=progress, desc=desc)
     per_query = pq.filter(pl.col("measure") == metric).sort("qid")["value"].to_list()
     return measure_means(pq, [metric])[metric], per_query
 
@@ -168,15 +167,12 @@ def train_ranker(
         return weighted_mean(losses, w)
 
     def evaluate(done: int) -> dict[str, Any]:
-        if test is None:
-            value, per_query = dev_metric(ranker, dev, data["qrels"], spec, device, relevant_min), None
-        else:  # the diagnostic also keeps each dev query's value (selection on fewer dev queries is replayed)
-            value, per_query = dev_metric_per_query(ranker, dev, data["qrels"], spec, device, relevant_min)
+        value, per_query = dev_metric_per_query(ranker, dev, data["qrels"], spec, device, relevant_min)
         row = {"metric": spec["eval_metric"], "value": value, "allowed": sampler.allowed(done - 1),
                "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
         if test is not None:  # diagnostic only: recorded, never compared (fit reads "value")
             row["test_value"] = dev_metric(ranker, test, data["qrels"], spec, device, relevant_min, desc="test")
-            row["dev_query_values"] = per_query
+            row["dev_query_values"] = per_query  # selection on fewer dev queries is replayed from them
         return row
 
     ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))
