@@ -139,13 +139,21 @@ def pair_lengths(roots: list[str], split: str, budgets: list[int], model: str) -
 
 def rounds(folder: str) -> int:
     """Print a study's round records (``results/report/study/rounds/round=<k>.json``) as tables, in round order."""
-    from curricula.rounds import read_round, rounds_markdown
+    from curricula.rounds import read_round, round_chain, rounds_markdown
 
     paths = sorted(Path(folder).glob("round=*.json"), key=lambda p: int(p.stem.removeprefix("round=")))
     if not paths:
         print(f"error: no round records (round=<k>.json) in {folder}", file=sys.stderr)
         return 1
-    print("\n".join(rounds_markdown([read_round(p) for p in paths])))
+    records = [read_round(p) for p in paths]
+    kept, broken = round_chain(records)
+    if not kept:
+        print(f"error: {paths[0]}: {broken}", file=sys.stderr)
+        return 1
+    print("\n".join(rounds_markdown(kept)))
+    if broken:
+        left = ", ".join(p.name for p in paths[len(kept):])
+        print(f"note: {left} in {folder} left by another run of the study, not shown: {broken}", file=sys.stderr)
     return 0
 
 

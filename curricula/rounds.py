@@ -267,6 +267,41 @@ def study_round_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], p
     return record
 
 
+def round_chain(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], str | None]:
+    """The leading records (as :func:`read_round` returns them, in round order) that form one run of a study's
+    rounds, and why the first record after them does not continue it (``None`` when all do).
+
+    A round folder can hold records of another run: rounds 2-4 of an earlier study stay on disk while a study with
+    other cells (``study.only``) or retrained arms has finished only its first round. A record continues the one
+    before it when it is the next round of the same looks and cells, every cell decided before keeps its decision,
+    and each cell's tests at the looks already reached are unchanged (the same seeds' metrics give the same numbers).
+    """
+    kept: list[Mapping[str, Any]] = []
+    for record in records:
+        if not kept:
+            if record["round"] != 1:
+                return kept, f"the first record is round {record['round']}, not round 1"
+            kept.append(record)
+            continue
+        prev = kept[-1]
+        label = f"round {record['round']}"
+        if record["round"] != prev["round"] + 1:
+            return kept, f"{label} follows round {prev['round']}: round {prev['round'] + 1} is missing"
+        if list(record["looks"]) != list(prev["looks"]):
+            return kept, f"{label} has looks {list(record['looks'])}, round {prev['round']} {list(prev['looks'])}"
+        if set(record["decisions"]) != set(prev["decisions"]):
+            other = sorted(set(record["decisions"]) ^ set(prev["decisions"]))
+            return kept, f"{label} judges other cells than round {prev['round']} ({', '.join(map(str, other[:3]))})"
+        for cell, decision in prev["decisions"].items():
+            earlier = list(prev["tests"][cell])
+            if list(record["tests"][cell])[:len(earlier)] != earlier:
+                return kept, f"{label} has other tests for {cell} at the looks round {prev['round']} reached"
+            if decision.verdict != CONTINUE and record["decisions"][cell] != decision:
+                return kept, f"{label} changes {cell}'s decision of round {prev['round']}"
+        kept.append(record)
+    return kept, None
+
+
 def rounds_markdown(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """The rounds of a study as markdown lines (``python -m curricula.cli rounds``): per round (records as
     :func:`read_round` returns them, in order) the family's level, hypotheses and rejections, and a table of every
@@ -303,5 +338,5 @@ def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float, datasets: Se
 
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",
-           "look_results", "look_seeds", "read_round", "round_record", "RoundOutcome", "rounds_markdown",
+           "look_results", "look_seeds", "read_round", "round_chain", "round_record", "RoundOutcome", "rounds_markdown",
            "sequential_claims", "study_looks", "study_round", "study_round_stage", "trained_seeds"]

@@ -131,6 +131,17 @@ def test_rounds_prints_each_round_in_order_and_fails_on_an_empty_folder(tmp_path
     out = capsys.readouterr().out
     assert out.index("## Round 1 of 2") < out.index("## Round 2 of 2")
     assert "| c | d | reproduced | 10 | +0.0300 | 0.001 | 0.005 |" in out and "next round's seeds: a (d)." in out
+    # a round 3 left by an earlier run with another dataset's cells is named on stderr, not printed as this run's
+    stale = json.loads((tmp_path / "round=2.json").read_text())
+    stale |= {"round": 3, "decisions": [{**stale["decisions"][0], "dataset": "other"}]}
+    (tmp_path / "round=3.json").write_text(json.dumps(stale))
+    assert main(["rounds", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "## Round 2 of 2" in out and "## Round 3" not in out and "| other |" not in out
+    assert "round=3.json in" in err and "not shown: round 3 judges other cells than round 2" in err
+    (tmp_path / "round=1.json").unlink()
+    assert main(["rounds", str(tmp_path)]) == 1
+    assert "round=2.json: the first record is round 2, not round 1" in capsys.readouterr().err
     assert main(["rounds", str(tmp_path / "none")]) == 1
     assert "no round records" in capsys.readouterr().err
 

@@ -201,3 +201,48 @@ def test_findings_judge_each_cell_on_the_seeds_of_its_look_and_show_its_sequenti
     assert plain["sequential_verdict"].to_list() == [None, None]
     with pytest.raises(ValueError, match="ran with different seeds"):  # without the look's seeds the arms mismatch
         findings_table({"d": frame}, claims, "AP")
+
+
+def test_a_round_folder_shows_one_run_of_the_rounds_and_names_the_first_record_left_by_another(tmp_path):
+    """round_chain on the checkpoint's own records: rounds 1-2 of one run continue each other; a round 2 left by a
+    run with other cells, other metrics for the same seeds, a changed decision or other looks does not, and neither
+    does a round 3 after a missing round 2."""
+    import copy
+
+    from curricula.rounds import round_chain
+
+    frame = _metrics(range(1, 7))
+    paths = {}
+    for (arm, seed), part in frame.group_by("experiment", "seed"):
+        path = tmp_path / f"{arm}_{seed}.parquet"
+        part.select("qid", "measure", "value").write_parquet(path)
+        paths[("d", arm, seed)] = path
+    params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1]}, measure="AP", margin=0.02,
+                  multiplicity="holm", looks=list(LOOKS))
+    first_paths = {key: p for key, p in paths.items() if int(key[2]) <= 3}
+    study_round_stage(first_paths, None, tmp_path / "round=1.json", round_=1, **params)
+    second_paths = {key: p for key, p in paths.items() if key[1] != "big"}  # big was decided: no seeds 4-6
+    study_round_stage(second_paths, tmp_path / "round=1.json", tmp_path / "round=2.json", round_=2, **params)
+    first, second = read_round(tmp_path / "round=1.json"), read_round(tmp_path / "round=2.json")
+    assert first["decisions"][("big", "d")].verdict == REPRODUCED  # so the decision check below has a decided cell
+    assert round_chain([first, second]) == ([first, second], None)
+
+    other_cells = copy.deepcopy(second)
+    other_cells["decisions"] = {("big", "e") if cell == ("big", "d") else cell: d
+                                for cell, d in second["decisions"].items()}
+    kept, why = round_chain([first, other_cells])
+    assert kept == [first] and "round 2 judges other cells than round 1" in why and "'e'" in why
+
+    retrained = copy.deepcopy(second)  # the same seeds retrained after a knob changed: other numbers at look 1
+    retrained["tests"][("null", "d")][0] = (0.5, 0.5, 0.5)
+    kept, why = round_chain([first, retrained])
+    assert kept == [first] and "other tests for ('null', 'd')" in why
+
+    undone = copy.deepcopy(second)
+    undone["decisions"][("big", "d")] = SequentialDecision(INCONCLUSIVE, 1, 6, 0.5, 0.5, 0.01, 0.01)
+    assert "changes ('big', 'd')'s decision" in round_chain([first, undone])[1]
+
+    relooked = {**second, "looks": [3, 9]}
+    assert "has looks [3, 9], round 1 [3, 6]" in round_chain([first, relooked])[1]
+    assert round_chain([first, {**second, "round": 3}]) == ([first], "round 3 follows round 1: round 2 is missing")
+    assert round_chain([second]) == ([], "the first record is round 2, not round 1")
