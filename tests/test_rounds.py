@@ -4,6 +4,7 @@ for, on seeded synthetic per-query metrics whose effects are known."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 
 from curricula.findings import findings_table
 from curricula.comparisons import trained_experiment, with_seeds
-from curricula.rounds import (arms_to_extend, family_alpha, first_round_arms, look_seeds, read_round, rounds_markdown,
-                              sequential_claims, study_looks, study_round, study_round_stage)
+from curricula.rounds import (arms_to_extend, family_alpha, first_round_arms, look_seeds, read_round, round_chain,
+                              rounds_markdown, sequential_claims, study_looks, study_round, study_round_stage)
 from curricula.sequential import CONTINUE, SequentialDecision, sequential_design
 from curricula.stats import INCONCLUSIVE, REPRODUCED
 
@@ -45,6 +46,16 @@ def _metrics(seeds: range | list[int], rng_seed: int = 0, arms: tuple[str, ...] 
             rows += [{"experiment": arm, "seed": str(seed), "qid": f"q{q:02d}", "measure": "AP",
                       "value": float(values[arm][q])} for q in range(QUERIES)]
     return pl.DataFrame(rows)
+
+
+def _metric_files(frame: pl.DataFrame, folder) -> dict[tuple[str, str, str], object]:
+    """Each (arm, seed)'s metrics file in ``folder``, keyed as the checkpoint takes them: (dataset "d", arm, seed)."""
+    paths = {}
+    for (arm, seed), part in frame.group_by("experiment", "seed"):
+        path = folder / f"{arm}_{seed}.parquet"
+        part.select("qid", "measure", "value").write_parquet(path)
+        paths[("d", arm, seed)] = path
+    return paths
 
 
 def _round(metrics, previous, seeds, round_, multiplicity="none", previous_tests=None):
@@ -158,12 +169,7 @@ def test_a_claim_tested_on_some_datasets_gets_arms_cells_and_alpha_there_only():
 
 
 def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tmp_path):
-    frame = _metrics(range(1, 4))
-    paths = {}
-    for (arm, seed), part in frame.group_by("experiment", "seed"):
-        path = tmp_path / f"{arm}_{seed}.parquet"
-        part.select("qid", "measure", "value").write_parquet(path)
-        paths[("d", arm, seed)] = path
+    paths = _metric_files(_metrics(range(1, 4)), tmp_path)
     params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1, 2, 3]}, measure="AP", margin=0.02,
                   multiplicity="holm")
     out = tmp_path / "round=1.json"
@@ -207,16 +213,7 @@ def test_a_round_folder_shows_one_run_of_the_rounds_and_names_the_first_record_l
     """round_chain on the checkpoint's own records: rounds 1-2 of one run continue each other; a round 2 left by a
     run with other cells, other metrics for the same seeds, a changed decision or other looks does not, and neither
     does a round 3 after a missing round 2."""
-    import copy
-
-    from curricula.rounds import round_chain
-
-    frame = _metrics(range(1, 7))
-    paths = {}
-    for (arm, seed), part in frame.group_by("experiment", "seed"):
-        path = tmp_path / f"{arm}_{seed}.parquet"
-        part.select("qid", "measure", "value").write_parquet(path)
-        paths[("d", arm, seed)] = path
+    paths = _metric_files(_metrics(range(1, 7)), tmp_path)
     params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1]}, measure="AP", margin=0.02,
                   multiplicity="holm", looks=list(LOOKS))
     first_paths = {key: p for key, p in paths.items() if int(key[2]) <= 3}
