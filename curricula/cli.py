@@ -17,13 +17,15 @@ from curricula.config import load_config, results_dir, side_folder
 from curricula.metrics import split_metrics
 from curricula.comparisons import experiment_files, load_metrics
 from curricula.report import converged_length, planner_markdown
+from curricula.study import study_name
 from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
 
 
-def outputs(config_files: list[str]) -> int:
+def outputs(config_files: list[str], overrides: dict | None = None) -> int:
     """Print where the configured run's outputs are, stage by stage, and which exist (for a study: each dataset's
-    folder and report, then the findings page)."""
-    config = load_config(*config_files)
+    folder and report, then the round records and the findings page). ``overrides`` are Snakemake's ``--config``
+    values, parsed (:func:`config_overrides_in`)."""
+    config = load_config(*config_files, overrides=overrides)
     if config.get("study"):
         return study_outputs(config)
     root = results_dir(config)
@@ -53,13 +55,17 @@ def outputs(config_files: list[str]) -> int:
 def study_outputs(config: dict) -> int:
     """Print a study's dataset folders, each dataset's result table, and its findings page when it exists."""
     results = Path(config["results"])
-    datasets = list(config["study"]["datasets"])
+    study = config["study"]
+    datasets = [key for key in study["datasets"] if study["only"] is None or key in study["only"]]
     print(f"Study over {len(datasets)} datasets; each dataset's outputs are under {results}/<dataset>/:")
     for name in datasets:
         table = results / name / "report" / "table_metrics.md"
         print(f"  {name}: {results / name}/  (result table: {table if table.is_file() else 'not yet written'}; "
               f"{side_folder(config, 'logs', name)}/, {side_folder(config, 'benchmarks', name)}/)")
-    findings = results / "report" / "study" / "findings.md"
+    own = results / "report" / study_name(list(study["datasets"]), study["only"])
+    if any((own / "rounds").glob("round=*.json")):
+        print(f"\nRound records: {own / 'rounds'}/  (as tables: python -m curricula.cli rounds {own / 'rounds'})")
+    findings = own / "findings.md"
     if findings.is_file():
         print(f"\nFindings: {findings}  (table: {findings.with_suffix('.csv')}, figure: "
               f"{findings.with_suffix('.png')}, cost per dataset: {findings.parent / 'costs.csv'}; HTML report: "
@@ -138,12 +144,16 @@ def pair_lengths(roots: list[str], split: str, budgets: list[int], model: str) -
 
 
 def rounds(folder: str) -> int:
-    """Print a study's round records (``results/report/study/rounds/round=<k>.json``) as tables, in round order."""
+    """Print a study's round records (``results/report/study/rounds/round=<k>.json``; a ``study.only`` selection's
+    are under ``results/report/study/only=<keys>/rounds``) as tables, in round order."""
     from curricula.rounds import read_round, round_chain, rounds_markdown
 
     paths = sorted(Path(folder).glob("round=*.json"), key=lambda p: int(p.stem.removeprefix("round=")))
     if not paths:
-        print(f"error: no round records (round=<k>.json) in {folder}", file=sys.stderr)
+        # a study.only selection keeps its rounds in its own folder (curricula.study.study_name)
+        selections = sorted(str(p.parent) for p in Path(folder).parent.glob("only=*/rounds/round=1.json"))
+        hint = f"; the study.only selections' rounds are in {', '.join(selections)}" if selections else ""
+        print(f"error: no round records (round=<k>.json) in {folder}{hint}", file=sys.stderr)
         return 1
     records = [read_round(p) for p in paths]
     kept, broken = round_chain(records)
@@ -157,22 +167,36 @@ def rounds(folder: str) -> int:
     return 0
 
 
-def configfiles_in(snakemake_args: list[str]) -> list[str]:
-    """The files given to Snakemake's ``--configfile``/``--configfiles`` (each takes one or more files, up to the
-    next option; ``--configfile=FILE`` too), in order."""
-    files: list[str] = []
+def option_values(snakemake_args: list[str], names: tuple[str, ...]) -> list[str]:
+    """The values given to a Snakemake option that takes one or more (``--configfile a.yaml b.yaml``, up to the next
+    option; ``--configfile=a.yaml`` too), under any of its ``names``, in order."""
+    values: list[str] = []
     taking = False
     for arg in snakemake_args:
         name, eq, value = arg.partition("=")
-        if name in ("--configfile", "--configfiles"):
+        if name in names:
             taking = not eq
             if eq:
-                files.append(value)
+                values.append(value)
         elif arg.startswith("-"):
             taking = False
         elif taking:
-            files.append(arg)
-    return files
+            values.append(arg)
+    return values
+
+
+def configfiles_in(snakemake_args: list[str]) -> list[str]:
+    """The files given to Snakemake's ``--configfile``/``--configfiles``, in order."""
+    return option_values(snakemake_args, ("--configfile", "--configfiles"))
+
+
+def config_overrides_in(snakemake_args: list[str]) -> dict:
+    """The values given to Snakemake's ``--config``/``-C`` (``key=value`` each), parsed by Snakemake's own parser
+    (``snakemake.cli.parse_config``: a value that is not a number or a boolean is read as YAML), later ones merged
+    over earlier ones, as Snakemake overlays them on the config files."""
+    from snakemake.cli import parse_config
+
+    return parse_config(option_values(snakemake_args, ("--config", "-C")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     p_pairs.add_argument("--lengths", default="64,128,256", help="max_length values to report, comma-separated")
     p_pairs.add_argument("--model", default="minilm", help="the tokenizer's model (train.model)")
     p_rounds = sub.add_parser("rounds", help="a study's seeds in rounds: each round's verdicts, seeds and thresholds")
-    p_rounds.add_argument("folder", nargs="?", default="results/report/study/rounds")
+    p_rounds.add_argument("folder", nargs="?", default="results/report/study/rounds",
+                          help="the round records' folder (a study.only selection's: "
+                          "results/report/study/only=<keys>/rounds)")
     args = parser.parse_args(argv)
     if args.command == "rounds":
         return rounds(args.folder)
@@ -214,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         return plan(args.results, args.measure, args.max_queries)
     args.config += configfiles_in(snakemake_args)
     if args.command == "outputs":
-        return outputs(args.config)
+        return outputs(args.config, config_overrides_in(snakemake_args))
     if args.command == "references":
         return references(args.config, args.split)
     return 2

@@ -70,12 +70,13 @@ def apply_overlays(config: dict[str, Any], default: Mapping[str, Any], overlay: 
     return config
 
 
-def load_config(*paths: str | Path) -> dict[str, Any]:
-    """Read one or more YAML config files (later ones overlay earlier ones) and validate the result."""
+def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Read one or more YAML config files (later ones overlay earlier ones), overlay ``overrides`` (what Snakemake's
+    ``--config`` gave, parsed) last, and validate the result."""
     config: dict[str, Any] = {}
     for path in paths:
         config = merge(config, read_yaml(path))
-    return validate_config(config)
+    return validate_config(merge(config, overrides or {}))
 
 
 def side_folder(config: Mapping[str, Any], kind: str, name: str | None = None) -> str:

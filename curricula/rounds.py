@@ -271,8 +271,9 @@ def round_chain(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str,
     """The leading records (as :func:`read_round` returns them, in round order) that form one run of a study's
     rounds, and why the first record after them does not continue it (``None`` when all do).
 
-    A round folder can hold records of another run: rounds 2-4 of an earlier study stay on disk while a study with
-    other cells (``study.only``) or retrained arms has finished only its first round. A record continues the one
+    A round folder can hold records of another run: rounds 2-4 of an earlier run stay on disk while a run with other
+    claims or retrained arms has finished only its first round, or decided every cell sooner. (A ``study.only``
+    selection has a folder of its own, :func:`curricula.study.study_name`.) A record continues the one
     before it when it is the next round of the same looks and cells, every cell decided before keeps its decision,
     and each cell's tests at the looks already reached are unchanged (the same seeds' metrics give the same numbers).
     """

@@ -129,6 +129,20 @@ def study_configs(default: Mapping[str, Any], overlay: Mapping[str, Any],
     return {key: dataset_config(key, entry, default, common, study_wide) for key, entry in datasets.items()}
 
 
+def study_name(datasets: Sequence[str], only: Sequence[str] | None) -> str:
+    """The folder name of a study's own outputs, relative to ``<results>/report``, ``logs`` and ``benchmarks``:
+    ``study`` for the whole study (``only`` null, or listing every key of ``datasets``), ``study/only=<k1>+<k2>`` for
+    a ``study.only`` selection (its keys sorted, so the order they are listed in does not matter).
+
+    A selection judges a smaller family of cells than the whole study, so its round records, findings page and
+    their logs are its own: two selections run on one results tree (WikiQA's rounds, then DailyDialog++'s) each keep
+    theirs instead of the second overwriting the first's. Keys match ``KEY``, so ``+`` and ``=`` cannot occur in
+    one."""
+    if only is None or set(only) == set(datasets):
+        return "study"
+    return "study/only=" + "+".join(sorted(only))
+
+
 def listed_claims(claims: Mapping[str, Mapping[str, str] | None]) -> list[dict[str, str]]:
     """The claims of config ``study.claims`` (id -> claim, null = dropped) as a list in listed order, each with its
     ``id``."""

@@ -41,9 +41,9 @@ if STUDY_LOOKS is not None:
         wildcard_constraints:
             round=r"[1-9][0-9]*",
         log:
-            f"{side_folder(config, 'logs', 'study')}/study_round/round={{round}}.log",
+            f"{side_folder(config, 'logs', STUDY_NAME)}/study_round/round={{round}}.log",
         benchmark:
-            f"{side_folder(config, 'benchmarks', 'study')}/study_round/round={{round}}.tsv"
+            f"{side_folder(config, 'benchmarks', STUDY_NAME)}/study_round/round={{round}}.tsv"
         resources:
             mem_mb=2000,
         conda:
@@ -77,9 +77,9 @@ rule report_study:
         benchmarks=study_benchmark_folders(),
         **({"seeds": STUDY_SEEDS} if STUDY_LOOKS is not None else {}),
     log:
-        f"{side_folder(config, 'logs', 'study')}/report_study.log",
+        f"{side_folder(config, 'logs', STUDY_NAME)}/report_study.log",
     benchmark:
-        f"{side_folder(config, 'benchmarks', 'study')}/report_study.tsv"
+        f"{side_folder(config, 'benchmarks', STUDY_NAME)}/report_study.tsv"
     resources:
         mem_mb=2000,
     conda:

@@ -9,7 +9,7 @@ from curricula.config import side_folder
 from curricula.rounds import first_round_arms, look_seeds, read_round, study_looks
 from curricula.sequential import SEQUENTIAL_MULTIPLICITIES
 from curricula.study import (check_claim_datasets, claim_datasets, claim_differences, listed_claims,
-                             parse_active_name, study_configs)
+                             parse_active_name, study_configs, study_name)
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
@@ -20,7 +20,9 @@ try:
 except ValueError as err:
     raise WorkflowError(f"config: {err}") from None
 
-STUDY_RESULTS = f"{config['results']}/report/study"
+# the study's own outputs (round records, findings page, their logs): a study.only selection has its own folder
+STUDY_NAME = study_name(list(config["study"]["datasets"]), config["study"]["only"])
+STUDY_RESULTS = f"{config['results']}/report/{STUDY_NAME}"
 CONDA_ENVS_STUDY = {"cpu": "../envs/cpu.yaml"}
 
 STUDY_SETTINGS = config["study"]

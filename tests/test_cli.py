@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.cli import configfiles_in, main
+from curricula.cli import config_overrides_in, configfiles_in, main
 from curricula.comparisons import experiment_files, load_metrics
 from curricula.report import converged_length, pooled_components, power_table
 from curricula.stats import design_mde
@@ -33,6 +33,35 @@ def test_outputs_follows_the_configfile_of_the_snakemake_arguments(tmp_path, mon
     assert main(["outputs", str(REPO / "config.yaml"), "--", "--cores", "2", "--configfile", wikiqa]) == 0
     out = capsys.readouterr().out
     assert "Outputs of dataset 'wikiqa'" in out and "Logs: logs/wikiqa/" in out
+
+
+def test_config_overrides_are_parsed_as_snakemake_parses_them():
+    assert config_overrides_in(["--configfile", "a.yaml", "-n"]) == {}
+    assert config_overrides_in(["--config", "seed=1", "study={only: [wikiqa]}", "--cores", "2"]) == {
+        "seed": 1, "study": {"only": ["wikiqa"]}}
+    assert config_overrides_in(["--config=results=r", "-C", "flag=True"]) == {"results": "r", "flag": True}
+
+
+def test_outputs_of_a_study_selection_reads_its_own_folder(tmp_path, monkeypatch, capsys):
+    """``make run ARGS="... --config 'study={only: [wikiqa]}'"``: the selected datasets, and the selection's round
+    records and findings page (not the whole study's)."""
+    monkeypatch.chdir(tmp_path)
+    args = ["outputs", str(REPO / "config.yaml"), "--", "--configfile", str(REPO / "configs" / "study.yaml"),
+            "--config", "study={only: [wikiqa]}"]
+    own = tmp_path / "results" / "report" / "study" / "only=wikiqa"
+    (own / "rounds").mkdir(parents=True)
+    (own / "rounds" / "round=1.json").write_text("{}")
+    (own.parent / "findings.md").write_text("# the whole study's page\n")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Study over 1 datasets" in out and "  wikiqa: results/wikiqa/" in out and "chitchat" not in out
+    assert f"Round records: {Path('results/report/study/only=wikiqa/rounds')}/" in out
+    assert "Findings:" not in out and "the whole study's page" not in out
+    (own / "findings.md").write_text("# the selection's page\n")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"Findings: {Path('results/report/study/only=wikiqa/findings.md')}" in out
+    assert "the selection's page" in out
 
 
 def test_outputs_of_a_study_lists_each_dataset_and_prints_the_findings(tmp_path, monkeypatch, capsys):
@@ -144,6 +173,12 @@ def test_rounds_prints_each_round_in_order_and_fails_on_an_empty_folder(tmp_path
     assert "round=2.json: the first record is round 2, not round 1" in capsys.readouterr().err
     assert main(["rounds", str(tmp_path / "none")]) == 1
     assert "no round records" in capsys.readouterr().err
+    # a study.only selection keeps its rounds in its own folder: an empty default folder points there
+    selection = tmp_path / "study" / "only=d" / "rounds"
+    selection.mkdir(parents=True)
+    (tmp_path / "round=2.json").rename(selection / "round=1.json")
+    assert main(["rounds", str(tmp_path / "study" / "rounds")]) == 1
+    assert f"the study.only selections' rounds are in {selection}" in capsys.readouterr().err
 
 
 def test_pair_lengths_reports_the_share_each_max_length_keeps_whole_on_real_wikiqa(tmp_path, capsys, shared_data):

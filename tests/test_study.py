@@ -11,7 +11,7 @@ import yaml
 from curricula.config import merge, validate_config
 from curricula.experiments import experiment_runs
 from curricula.study import (arm_spec, check_claim_datasets, claim_datasets, claim_differences, dataset_config,
-                             flatten, listed_claims, spec_differences, study_configs)
+                             flatten, listed_claims, spec_differences, study_configs, study_name)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -81,6 +81,17 @@ def test_bad_study_entries_are_refused_with_the_key_and_file(tmp_path):
         study_configs(DEFAULT, {"study": {"datasets": {"a": None}}, "dataset": {"name": "a"}}, WIDE)
     with pytest.raises(ValueError, match="at least one dataset"):
         study_configs(DEFAULT, {"study": {"datasets": {}}}, WIDE)
+
+
+def test_a_selection_of_the_study_names_its_own_folder():
+    """study.only judges a smaller family: its outputs go to a folder of their own, named by its keys in sorted order;
+    listing every dataset is the whole study."""
+    keys = ["chitchat", "wikiqa", "dailydialog_pp"]
+    assert study_name(keys, None) == "study"
+    assert study_name(keys, ["wikiqa", "dailydialog_pp", "chitchat"]) == "study"
+    assert study_name(keys, ["dailydialog_pp"]) == "study/only=dailydialog_pp"
+    assert study_name(keys, ["wikiqa", "chitchat"]) == study_name(keys, ["chitchat", "wikiqa"]) == \
+        "study/only=chitchat+wikiqa"
 
 
 def test_the_study_preset_builds_a_valid_config_per_dataset(monkeypatch):

@@ -389,6 +389,18 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
     out = snakemake(wd, "--report", str(html), config=two)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "findings.md" in html.read_text(errors="replace") and "tiny_b" in html.read_text(errors="replace")
+    # a selection of its datasets (study.only) is judged as its own family: its page and logs in a folder of their
+    # own, the whole study's page left as it was; listing every dataset is the whole study
+    whole = (study / "findings.md").read_text()
+    alone = {**again, "study": {**again["study"], "only": ["tiny_b"]}}
+    assert jobs_of(snakemake(wd, "-n", config=alone).stdout) == {"report_study", "all"}
+    out = snakemake(wd, config=alone)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert pl.read_parquet(study / "only=tiny_b" / "findings.parquet")["dataset"].to_list() == ["tiny_b"]
+    assert (wd / "logs" / "study" / "only=tiny_b" / "report_study.log").is_file()
+    assert (study / "findings.md").read_text() == whole
+    listed = {**again, "study": {**again["study"], "only": ["tiny_b", "tiny"]}}
+    assert jobs_of(snakemake(wd, "-n", config=listed).stdout) == set()
     three = _study({"tiny": TINY["dataset"], "tiny_b": _tiny_dataset("tiny_b", 30),
                     "tiny_c": _tiny_dataset("tiny_c", 20)})
     added = jobs_of(snakemake(wd, "-n", config=three).stdout)
