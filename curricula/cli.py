@@ -17,7 +17,7 @@ from curricula.config import load_config, results_dir, side_folder
 from curricula.metrics import split_metrics
 from curricula.comparisons import experiment_files, load_metrics
 from curricula.report import converged_length, planner_markdown
-from curricula.study import study_name
+from curricula.study import selected_datasets, study_name
 from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
 
 
@@ -56,7 +56,7 @@ def study_outputs(config: dict) -> int:
     """Print a study's dataset folders, each dataset's result table, and its findings page when it exists."""
     results = Path(config["results"])
     study = config["study"]
-    datasets = [key for key in study["datasets"] if study["only"] is None or key in study["only"]]
+    datasets = selected_datasets(list(study["datasets"]), study["only"])
     print(f"Study over {len(datasets)} datasets; each dataset's outputs are under {results}/<dataset>/:")
     for name in datasets:
         table = results / name / "report" / "table_metrics.md"

@@ -118,15 +118,21 @@ def study_configs(default: Mapping[str, Any], overlay: Mapping[str, Any],
     if "dataset" in overlay:
         raise ValueError("dataset: a study names its datasets in study.datasets (a preset path or overrides each); "
                          "drop the top-level dataset section")
-    only = study.get("only")
-    if only is not None:
-        unknown = [key for key in only if key not in datasets]
-        if unknown:
-            raise ValueError(f"study.only: {', '.join(map(str, unknown))} not among study.datasets "
-                             f"({', '.join(datasets)})")
-        datasets = {key: entry for key, entry in datasets.items() if key in only}
     common = {k: v for k, v in overlay.items() if k != "study"}
-    return {key: dataset_config(key, entry, default, common, study_wide) for key, entry in datasets.items()}
+    return {key: dataset_config(key, datasets[key], default, common, study_wide)
+            for key in selected_datasets(list(datasets), study.get("only"))}
+
+
+def selected_datasets(datasets: Sequence[str], only: Sequence[str] | None) -> list[str]:
+    """The keys of ``study.datasets`` a run plans, in listed order: those ``study.only`` lists (all when null); a key
+    it lists that is not a dataset raises ValueError naming it."""
+    if only is None:
+        return list(datasets)
+    unknown = [key for key in only if key not in datasets]
+    if unknown:
+        raise ValueError(f"study.only: {', '.join(map(str, unknown))} not among study.datasets "
+                         f"({', '.join(datasets)})")
+    return [key for key in datasets if key in only]
 
 
 def study_name(datasets: Sequence[str], only: Sequence[str] | None) -> str:
