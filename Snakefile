@@ -5,7 +5,7 @@ import os
 
 from snakemake.utils import min_version
 
-from curricula.config import apply_overlays, read_yaml
+from curricula.plumbing.config import apply_overlays, read_yaml
 
 min_version("9.0")
 
@@ -19,7 +19,7 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 DEFAULT_CONFIG = read_yaml(os.path.join(workflow.basedir, "config.yaml"))
 
 
-# An overlay naming another dataset replaces the dataset section instead of merging into it (curricula.config.merge).
+# An overlay naming another dataset replaces the dataset section instead of merging into it (curricula.plumbing.config.merge).
 if not workflow.config_settings.replace_workflow_config:
     apply_overlays(config, DEFAULT_CONFIG, workflow.config_settings.overwrite_config)
 

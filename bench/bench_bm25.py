@@ -1,4 +1,4 @@
-"""Benchmark: the pipeline's BM25 (curricula.bm25) against raw Pyserini on the same input, in the same process.
+"""Benchmark: the pipeline's BM25 (curricula.retrieval.bm25) against raw Pyserini on the same input, in the same process.
 
 Input: WikiQA train + dev from ../shared/data (questions as queries, every distinct sentence as a document, each
 question's sentences as its candidates). ``--queries N`` repeats the questions (with new qids) to reach N.
@@ -6,8 +6,8 @@ question's sentences as its candidates). ``--queries N`` repeats the questions (
 Timed, with the same k, k1, b and threads:
 * raw: ``pyserini.search.lucene.LuceneSearcher.batch_search`` (returns a dict of Java hit arrays), and the same call
   plus reading every hit's docid and score into Python lists (what any consumer has to do next);
-* pipeline: ``curricula.bm25.search`` (opens the index, batch-searches, builds and checks the polars RUN table);
-* candidates: ``curricula.bm25.score_candidates`` on every (question, sentence) pair, against Pyserini's per-pair
+* pipeline: ``curricula.retrieval.bm25.search`` (opens the index, batch-searches, builds and checks the polars RUN table);
+* candidates: ``curricula.retrieval.bm25.score_candidates`` on every (question, sentence) pair, against Pyserini's per-pair
   ``LuceneIndexReader.compute_query_document_score`` on a sample.
 Each search figure is the best of ``--repeats`` interleaved runs after one untimed warm-up pass of each (JIT).
 Prints figures and ratios; asserts nothing.
@@ -28,7 +28,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from curricula import bm25  # noqa: E402
+from curricula.retrieval import bm25  # noqa: E402
 
 
 def read_wikiqa(data_dir: Path) -> pl.DataFrame:

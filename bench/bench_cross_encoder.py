@@ -2,7 +2,7 @@
 
 Both loops fine-tune the same cut of the packaged MiniLM (``--layers``, ``--pooling``; by default the 4-layer
 mean-pooled model of ``configs/cross_encoder.yaml``) from the same seed on the same balanced batches of real
-chitchat train pairs. The batches are the project's :func:`curricula.teacher.balanced_batches`, handed to
+chitchat train pairs. The batches are the project's :func:`curricula.models.teacher.balanced_batches`, handed to
 sentence-transformers' ``CrossEncoderTrainer`` in order through a sequential batch sampler. Same batch size, max
 length, learning rate, linear warm-up (10%) and decay, AdamW without weight decay (fused in both: the Trainer's
 default ``adamw_torch_fused``), binary cross-entropy on the logit. Per ``--precision`` (``auto`` is bf16 on a CPU
@@ -58,7 +58,7 @@ def peer_model(layers: int | None, pooling: str, max_length: int, seed: int):
     from sentence_transformers.base.modules import Dense, Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from curricula.hf import resolve_model_dir
+    from curricula.models.hf import resolve_model_dir
 
     path = str(resolve_model_dir("minilm"))
     config = {} if layers is None else {"num_hidden_layers": layers}
@@ -113,12 +113,12 @@ def main() -> None:
     import polars as pl
     import torch
 
-    from curricula.evaluate import ranker_metrics
-    from curricula.hf import autocast_dtype, set_threads
-    from curricula.ingest import candidate_pairs, ingest_paths, read_ingest
-    from curricula.metrics import mean_metrics
-    from curricula.teacher import TeacherConfig, balanced_batches, train_cross_encoder, training_texts
-    from curricula.train import dev_pairs
+    from curricula.data.ingest import candidate_pairs, ingest_paths, read_ingest
+    from curricula.evaluation.metrics import mean_metrics
+    from curricula.evaluation.rerank import ranker_metrics
+    from curricula.experiments.train import dev_pairs
+    from curricula.models.hf import autocast_dtype, set_threads
+    from curricula.models.teacher import TeacherConfig, balanced_batches, train_cross_encoder, training_texts
 
     data = read_ingest(ingest_paths(Path(args.root) / "results" / args.dataset / "data"))
     contexts, responses, labels = training_texts(candidate_pairs(data, splits=("train",)))

@@ -1,4 +1,4 @@
-"""Benchmark: the pipeline's ``curricula.dense.encode`` against a bare transformers forward loop.
+"""Benchmark: the pipeline's ``curricula.retrieval.dense.encode`` against a bare transformers forward loop.
 
 Same texts (real WikiQA sentences), same model, batch size and max_length. The bare loops are what a user
 would write by hand: batches in input order (naive), and batches of texts sorted by token length. Prints
@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from curricula.dense import encode, vectors_to_numpy  # noqa: E402
-from curricula.hf import load_encoder, load_tokenizer, set_threads  # noqa: E402
+from curricula.models.hf import load_encoder, load_tokenizer, set_threads  # noqa: E402
+from curricula.retrieval.dense import encode, vectors_to_numpy  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "wikiqa" / "WikiQA-train.tsv"
 

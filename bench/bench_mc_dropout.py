@@ -42,10 +42,10 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from curricula.hf import set_threads
-    from curricula.ingest import INGEST_TABLES, candidate_pairs, read_ingest
+    from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest
     from curricula.models import build_ranker
     from curricula.models.base import mc_dropout_probabilities
+    from curricula.models.hf import set_threads
 
     set_threads(1)
     data = read_ingest({n: Path(args.root) / "results/chitchat/data" / f"{n}.parquet" for n in INGEST_TABLES})

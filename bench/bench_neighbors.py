@@ -1,4 +1,4 @@
-"""Benchmark: the pipeline's ``curricula.dense.neighbors`` against a bare ``faiss.IndexFlatIP.search``.
+"""Benchmark: the pipeline's ``curricula.retrieval.dense.neighbors`` against a bare ``faiss.IndexFlatIP.search``.
 
 Same random unit vectors, same k. The pipeline time includes building the index, chunked search, the
 deterministic tie handling and the NEIGHBORS polars frame (qid/docid strings, rank, score); the bare time is
@@ -46,7 +46,7 @@ def run_one(args) -> dict:
     Q, X = data(args.queries, args.docs, args.dim, args.seed)
     result = {"mode": args.mode, "faiss_threads": faiss.omp_get_max_threads()}
     if args.mode == "pipeline":
-        from curricula.dense import neighbors, vectors_frame
+        from curricula.retrieval.dense import neighbors, vectors_frame
 
         qf = vectors_frame([f"q{i}" for i in range(len(Q))], Q)
         df = vectors_frame([f"d{i}" for i in range(len(X))], X)

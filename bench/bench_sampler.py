@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from curricula.curriculum import Curriculum, CurriculumSampler, curriculum_order, write_curriculum  # noqa: E402
-from curricula.pacing import resolve_pacing  # noqa: E402
+from curricula.curriculum.ordering import Curriculum, CurriculumSampler, curriculum_order, write_curriculum  # noqa: E402
+from curricula.curriculum.pacing import resolve_pacing  # noqa: E402
 
 PACINGS = {"root_2": {"name": "root_2"}, "hcl": {"name": "hcl"}}
 
@@ -99,8 +99,8 @@ def bench_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, float]
 
 
 def bench_negatives(args: argparse.Namespace) -> None:
+    from curricula.curriculum.negatives import NegativeSampler, resolve_negatives
     from curricula.data import chitchat
-    from curricula.negatives import NegativeSampler, resolve_negatives
 
     d = chitchat.load({}, max_instances={"train": args.neg_train, "dev": 10, "test": 10}, seed=args.seed,
                       max_context_turns=10)

@@ -170,9 +170,9 @@ def table(sizes: list[int], figures: list[dict[str, tuple[float, float]]], queri
 DATA_SIDE = """
 import gc, json, sys, psutil
 import polars as pl
-from curricula.ingest import ingest_paths, read_ingest
-from curricula.negatives import NegativeSampler, resolve_negatives
-from curricula.train import TRAIN_COLUMNS, dev_pairs
+from curricula.data.ingest import ingest_paths, read_ingest
+from curricula.curriculum.negatives import NegativeSampler, resolve_negatives
+from curricula.experiments.train import TRAIN_COLUMNS, dev_pairs
 proc = psutil.Process()
 base = proc.memory_info().rss
 data = read_ingest(ingest_paths(sys.argv[1]), columns=TRAIN_COLUMNS)

@@ -1,8 +1,8 @@
 """Teacher cost by precision: scoring pairs/s of :func:`curricula.models.score_pairs` and training s/step of
-:func:`curricula.teacher.train_cross_encoder` with the default teacher (the packaged 6-layer MiniLM, ``max_length``
+:func:`curricula.models.teacher.train_cross_encoder` with the default teacher (the packaged 6-layer MiniLM, ``max_length``
 64, score batch 128, 2 threads) on ``--pairs`` real candidate pairs (the first queries of the train split of a
 scratch workflow run, 10 candidates each, as rule teacher_score sees them), once per ``--precision`` (``auto`` is
-bf16 on a CPU with bf16 instructions, :func:`curricula.hf.autocast_dtype`). Scoring: best of ``--repeat`` calls,
+bf16 on a CPU with bf16 instructions, :func:`curricula.models.hf.autocast_dtype`). Scoring: best of ``--repeat`` calls,
 and each precision's Spearman correlation and max |difference| against the first one's scores. Training:
 ``--train-steps`` balanced batches from the same seed (first/last losses printed; 0 skips). An untrained head
 costs what a trained one does; ``--model DIR`` scores with a trained teacher folder instead.
@@ -41,11 +41,11 @@ def main() -> None:
     import torch
     from scipy.stats import spearmanr
 
-    from curricula.hf import autocast_dtype, set_threads
-    from curricula.ingest import candidate_pairs, read_ingest
+    from curricula.data.ingest import candidate_pairs, read_ingest
     from curricula.models import load_ranker, score_pairs
     from curricula.models.cross_encoder import CrossEncoderRanker
-    from curricula.teacher import TeacherConfig, train_cross_encoder, training_texts
+    from curricula.models.hf import autocast_dtype, set_threads
+    from curricula.models.teacher import TeacherConfig, train_cross_encoder, training_texts
 
     base = Path(args.root) / "results" / "chitchat" / "data"
     data = read_ingest({n: base / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})

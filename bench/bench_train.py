@@ -1,4 +1,4 @@
-"""Benchmark: training steps/s of the pipeline's loop (``curricula.train.train_ranker``) against a bare torch loop.
+"""Benchmark: training steps/s of the pipeline's loop (``curricula.experiments.train.train_ranker``) against a bare torch loop.
 
 Same data (real chitchat instances), same model (``build_ranker`` with the same spec and seed: ``--ranker``
 cross_encoder, convknrm, cnn_qa or lstm_qa), same fused AdamW + linear warm-up schedule, and the same batches:
@@ -14,7 +14,7 @@ the bare loop's token-id batches are built up front with the pipeline's own ``Cu
   scheduler step only.
 * overhead: building one step's batch the pipeline's way (sampling, then tokenisation + collate), timed while the
   bare loop's batches are built; the pipeline pays it on every step, the bare loop never.
-* one dev evaluation (``curricula.evaluate.ranker_metrics`` on the same ``--dev-queries`` dev queries), timed on its own and
+* one dev evaluation (``curricula.evaluation.rerank.ranker_metrics`` on the same ``--dev-queries`` dev queries), timed on its own and
   excluded from both loops.
 
 With ``--repeat`` the two loops run in interleaved rounds (alternating which goes first) and the best round of
@@ -43,16 +43,16 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from curricula import curriculum as cur  # noqa: E402
+from curricula.curriculum import ordering as cur  # noqa: E402
+from curricula.curriculum.negatives import NegativeSampler  # noqa: E402
 from curricula.data import chitchat  # noqa: E402
+from curricula.data.ingest import candidate_pairs  # noqa: E402
 from curricula.difficulty import difficulty_table  # noqa: E402
-from curricula.experiments import merge_experiment, resolve_arm, resolve_ranker  # noqa: E402
-from curricula.hf import set_threads  # noqa: E402
+from curricula.evaluation.rerank import ranker_metrics  # noqa: E402
+from curricula.experiments.specs import merge_experiment, resolve_arm, resolve_ranker  # noqa: E402
+from curricula.experiments.train import dev_pairs, train_ranker  # noqa: E402
 from curricula.models import build_ranker  # noqa: E402
-from curricula.ingest import candidate_pairs  # noqa: E402
-from curricula.negatives import NegativeSampler  # noqa: E402
-from curricula.evaluate import ranker_metrics  # noqa: E402
-from curricula.train import dev_pairs, train_ranker  # noqa: E402
+from curricula.models.hf import set_threads  # noqa: E402
 
 CONFIG_SEED = 42
 

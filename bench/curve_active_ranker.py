@@ -1,6 +1,6 @@
 """Does the active-learning ranker learn on a dataset? Dev curve of ``active.train``'s ranker fitted on a fraction of a
-study dataset's train queries (the seeded draw round 0 of the loop labels, ``curricula.active_loop``), through
-``curricula.active_loop.fit_ranker``; ``--train`` is a JSON overlay of ``active.train`` knobs (ranker,
+study dataset's train queries (the seeded draw round 0 of the loop labels, ``curricula.active.loop``), through
+``curricula.active.loop.fit_ranker``; ``--train`` is a JSON overlay of ``active.train`` knobs (ranker,
 architecture, loss, steps...). Reads the ingest tables of a finished study run (``--root``, e.g. the study's working
 directory). Prints every dev evaluation (the fitting log) and the best value with the wall time.
 
@@ -45,12 +45,12 @@ def main() -> None:
     import torch
     import yaml
 
-    from curricula.active_loop import QueryPool, fit_ranker, initial_labeled, labeled_pairs
-    from curricula.config import load_config, validate_config
-    from curricula.experiments import active_spec, merge_experiment
-    from curricula.hf import set_threads
-    from curricula.ingest import INGEST_TABLES, candidate_pairs, read_ingest
-    from curricula.study import study_configs
+    from curricula.active.loop import QueryPool, fit_ranker, initial_labeled, labeled_pairs
+    from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest
+    from curricula.experiments.specs import active_spec, merge_experiment
+    from curricula.models.hf import set_threads
+    from curricula.plumbing.config import load_config, validate_config
+    from curricula.study.grid import study_configs
 
     os.chdir(REPO)  # preset paths in the study file are relative to the repository
     configs = study_configs(load_config(REPO / "config.yaml"), yaml.safe_load(Path(args.study).read_text()), {})

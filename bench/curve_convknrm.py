@@ -1,6 +1,6 @@
 """Dev curve of the default baseline (config.yaml: ConvKNRM, pairwise_ce, batch 16 x (1 + 1)) trained for
 ``--steps`` steps with a dev evaluation every ``--eval-every`` steps on ``--dev-queries`` dev queries, through
-``curricula.train.train_ranker``; embeddings trainable unless ``--freeze`` (both pinned whatever config.yaml says).
+``curricula.experiments.train.train_ranker``; embeddings trainable unless ``--freeze`` (both pinned whatever config.yaml says).
 
 Reads the ingest tables and the ``random`` curriculum of a scratch workflow run (``--root``; build it with
 ``snakemake -s Snakefile --directory ROOT --cores 2 --configfile config.yaml -- results/chitchat/curricula/random``)
@@ -41,9 +41,9 @@ def main() -> None:
     import polars as pl
     import torch
 
-    from curricula.config import load_config
-    from curricula.experiments import experiment_specs
-    from curricula.ingest import read_ingest
+    from curricula.data.ingest import read_ingest
+    from curricula.experiments.specs import experiment_specs
+    from curricula.plumbing.config import load_config
 
     config = load_config(REPO / "config.yaml")
     spec = experiment_specs(config)["baseline"]
@@ -53,11 +53,11 @@ def main() -> None:
     spec["architecture"]["freeze_embeddings"] = args.freeze
     base = Path(args.root) / "results" / "chitchat"
     data = read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
-    import curricula.train
-    from curricula.train import train_ranker
+    import curricula.experiments.train
+    from curricula.experiments.train import train_ranker
 
     if args.perturb:
-        build = curricula.train.build_ranker
+        build = curricula.experiments.train.build_ranker
 
         def nudged(spec, seed):
             ranker = build(spec, seed)
@@ -65,7 +65,7 @@ def main() -> None:
                 ranker.module.embedding.weight.mul_(1 + args.perturb)
             return ranker
 
-        curricula.train.build_ranker = nudged
+        curricula.experiments.train.build_ranker = nudged
 
     stamps: dict[int, float] = {}
     t0 = time.time()

@@ -6,15 +6,15 @@ Reads the ingest tables and the trained teacher of a run of the default pipeline
 on real chitchat text, built with the pipeline's own APIs and knobs, at the threads its jobs use:
 
 * teacher train step: the ``teacher`` section's cross-encoder (``CrossEncoderRanker.build``), ``batch_size`` pairs of
-  the train split's balanced batches (``curricula.teacher.balanced_batches``), forward + BCE + backward + fused AdamW
-  step (``curricula.fitting.make_optimizer``), as ``train_cross_encoder`` does;
+  the train split's balanced batches (``curricula.models.teacher.balanced_batches``), forward + BCE + backward + fused AdamW
+  step (``curricula.training.core.make_optimizer``), as ``train_cross_encoder`` does;
 * teacher scoring: the trained teacher folder (``load_ranker``) on ``score_batch_size``-pair batches of test
   candidates, through ``curricula.models.score_pairs`` (length-sorted batches, inference mode);
 * dense encoding: the ``dense`` section's encoder (``load_encoder``) on ``batch_size`` contexts (left-truncated) and
-  responses at its ``max_length``, through ``curricula.dense.encode_rows``;
+  responses at its ``max_length``, through ``curricula.retrieval.dense.encode_rows``;
 * ConvKNRM train step: the config's baseline spec (``experiment_specs``; ``build_ranker``), ``batch_size`` train
   positives with their ``NegativeSampler`` negatives, forward + loss + backward + fused Adam step;
-* ConvKNRM dev evaluation: ``curricula.evaluate.ranker_metrics`` on ``--dev-queries`` dev queries (``dev_pairs``,
+* ConvKNRM dev evaluation: ``curricula.evaluation.rerank.ranker_metrics`` on ``--dev-queries`` dev queries (``dev_pairs``,
   10 candidates each), as training's dev selection runs it.
 
 For each stage: GFLOP per unit, counted with ``torch.utils.flop_counter.FlopCounterMode`` over one run of the same
@@ -60,22 +60,29 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 from torch.utils import flop_counter  # noqa: E402
 
-from curricula import dense  # noqa: E402
-from curricula.config import load_config  # noqa: E402
-from curricula.evaluate import ranker_metrics  # noqa: E402
-from curricula.experiments import experiment_specs, finetune_dense_model, resolve_arm  # noqa: E402
-from curricula.fitting import FitConfig, make_optimizer  # noqa: E402
-from curricula.hf import autocast, autocast_dtype, cpu_has_native_bf16, load_encoder, load_tokenizer  # noqa: E402
-from curricula.hf import resolve_model_dir, set_threads  # noqa: E402
-from curricula.ingest import candidate_pairs, read_ingest  # noqa: E402
-from curricula.losses import binary_ce, element_losses, weighted_mean  # noqa: E402
+from curricula.curriculum.negatives import NegativeSampler  # noqa: E402
+from curricula.data.ingest import candidate_pairs, read_ingest  # noqa: E402
+from curricula.evaluation.rerank import ranker_metrics  # noqa: E402
+from curricula.experiments.specs import experiment_specs, finetune_dense_model, resolve_arm  # noqa: E402
+from curricula.experiments.train import dev_pairs  # noqa: E402
 from curricula.models import build_ranker, load_ranker, score_pairs  # noqa: E402
 from curricula.models.cross_encoder import CrossEncoderRanker  # noqa: E402
-from curricula.negatives import NegativeSampler  # noqa: E402
-from curricula.precompute import dense_max_length  # noqa: E402
-from curricula.shards import length_batches  # noqa: E402
-from curricula.teacher import balanced_batches, teacher_config  # noqa: E402
-from curricula.train import dev_pairs  # noqa: E402
+from curricula.models.hf import (  # noqa: E402  # noqa: E402
+    autocast,
+    autocast_dtype,
+    cpu_has_native_bf16,
+    load_encoder,
+    load_tokenizer,
+    resolve_model_dir,
+    set_threads,
+)
+from curricula.models.teacher import balanced_batches, teacher_config  # noqa: E402
+from curricula.plumbing.config import load_config  # noqa: E402
+from curricula.plumbing.shards import length_batches  # noqa: E402
+from curricula.retrieval import dense  # noqa: E402
+from curricula.retrieval.stages import dense_max_length  # noqa: E402
+from curricula.training.core import FitConfig, make_optimizer  # noqa: E402
+from curricula.training.losses import binary_ce, element_losses, weighted_mean  # noqa: E402
 
 CPU = torch.device("cpu")
 FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")

@@ -5,7 +5,7 @@ reply says how close those negatives are to it. Given two finished run folders (
 ``ROOT_B`` with G fine-tuned, ``dense.finetune.enabled: true``), this reads each one's
 ``results/<dataset>/dense/neighbors.parquet`` (lazily: only the rows of relevant pairs) and ingest queries and
 qrels, and prints one Markdown table per split, before and after side by side
-(:func:`curricula.dense.positive_ranks`, :func:`curricula.dense.positive_rank_summary`; rule
+(:func:`curricula.retrieval.dense.positive_ranks`, :func:`curricula.retrieval.dense.positive_rank_summary`; rule
 ``dense_positive_ranks`` logs the same figures for one run).
 
 Ranks are G's: 1 = G's most similar response among the context's split. The median counts a true reply outside
@@ -26,8 +26,8 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from curricula.dense import positive_rank_summary, positive_ranks  # noqa: E402
-from curricula.tables import NEIGHBORS, QRELS, QUERIES, read_table, scan_table  # noqa: E402
+from curricula.plumbing.contracts import NEIGHBORS, QRELS, QUERIES, read_table, scan_table  # noqa: E402
+from curricula.retrieval.dense import positive_rank_summary, positive_ranks  # noqa: E402
 
 #: (column, row label, kind) of the printed table, in order
 ROWS = [

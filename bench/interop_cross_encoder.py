@@ -28,12 +28,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from curricula.config import load_config  # noqa: E402
-from curricula.ingest import candidate_pairs, ingest_paths, read_ingest  # noqa: E402
-from curricula.metrics import split_metrics  # noqa: E402
+from curricula.data.ingest import candidate_pairs, ingest_paths, read_ingest  # noqa: E402
+from curricula.evaluation.metrics import split_metrics  # noqa: E402
 from curricula.models import load_ranker, score_pairs  # noqa: E402
 from curricula.models.cross_encoder import distinct_token_ids  # noqa: E402
-from curricula.tables import TEACHER_SCORES, read_table  # noqa: E402
+from curricula.plumbing.config import load_config  # noqa: E402
+from curricula.plumbing.contracts import TEACHER_SCORES, read_table  # noqa: E402
 
 
 def peer_scores(folder: Path, contexts: list[str], responses: list[str], max_length: int | None,

@@ -69,7 +69,7 @@ def bench(run: Path, patterns: list[str]) -> dict[str, float]:
 
 def counts(run: Path) -> dict[str, float]:
     """What drives each stage in the measured run: queries, docs, pairs, words and word-pieces."""
-    from curricula.hf import load_tokenizer
+    from curricula.models.hf import load_tokenizer
 
     data = run / "results" / "chitchat" / "data"
     if not data.exists():

@@ -32,17 +32,17 @@ if __name__ == "__main__" and "--code" in sys.argv:  # import curricula from ano
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from curricula.config import load_config  # noqa: E402
-from curricula.curriculum import Curriculum, CurriculumSampler  # noqa: E402
-from curricula.experiments import experiment_specs, resolve_arm  # noqa: E402
-from curricula.fitting import FitConfig, make_optimizer  # noqa: E402
-from curricula.hf import set_threads  # noqa: E402
-from curricula.ingest import read_ingest  # noqa: E402
-from curricula.losses import element_losses, weighted_mean  # noqa: E402
-from curricula.metrics import mean_metrics  # noqa: E402
+from curricula.curriculum.negatives import NegativeSampler  # noqa: E402
+from curricula.curriculum.ordering import Curriculum, CurriculumSampler  # noqa: E402
+from curricula.data.ingest import read_ingest  # noqa: E402
+from curricula.evaluation.metrics import mean_metrics  # noqa: E402
+from curricula.experiments.specs import experiment_specs, resolve_arm  # noqa: E402
+from curricula.experiments.train import dev_pairs  # noqa: E402
 from curricula.models import build_ranker, score_pair_frame  # noqa: E402
-from curricula.negatives import NegativeSampler  # noqa: E402
-from curricula.train import dev_pairs  # noqa: E402
+from curricula.models.hf import set_threads  # noqa: E402
+from curricula.plumbing.config import load_config  # noqa: E402
+from curricula.training.core import FitConfig, make_optimizer  # noqa: E402
+from curricula.training.losses import element_losses, weighted_mean  # noqa: E402
 
 
 def baseline_spec(freeze: bool, steps: int | None = None, dev_queries: int | None = 100) -> dict:

@@ -6,12 +6,12 @@
         [--sd-seed chitchat=0.029] [--caps 20,40] [--draws 2000]
 
 Each dataset's variance components (sd_seed, sd_query, sd_resid of the paired per-query differences, pooled over its
-grid's comparisons with its baseline: :func:`curricula.report.pooled_components`), its number of test queries and the
+grid's comparisons with its baseline: :func:`curricula.report.tables.pooled_components`), its number of test queries and the
 mean of its baselines come from a finished results folder or a per-query metrics file (columns experiment, seed, qid,
 measure, value). Each cell's true effect is taken to be the relative effect the 5-seed study measured
 (:data:`STUDY_EFFECTS`, quoted from docs/findings.md, the findings page at ac56792) times that mean, which flatters
 the projection (a measured effect is the true one plus noise, and |measured| is biased upward). For each cap the
-looks are 4 equal steps up to it (5, 10, 15, 20 for 20) and :func:`curricula.sequential.simulate_sequential` gives
+looks are 4 equal steps up to it (5, 10, 15, 20 for 20) and :func:`curricula.statistics.sequential.simulate_sequential` gives
 the chance that the group-sequential rule decides the cell (reproduced or not, or equivalent at the 2% margin) and
 the seeds it trains on average. Prints, per dataset and cap, the expected number of decided cells and the expected
 trainings (2 arms per cell's seed; a shared baseline counted once per claim, so an upper bound). ``--sd-seed``
@@ -24,7 +24,7 @@ active-learning rows (``active:`` arms, fixed seeds) left out. A dataset's sourc
 its components are pooled over its rows (:func:`findings_components`).
 
 ``--family holm`` judges the cells as the study's rounds do (``study.multiplicity: holm``): the sequential claims'
-cells of every dataset given form one family, simulated together by :func:`curricula.sequential.simulate_family` at
+cells of every dataset given form one family, simulated together by :func:`curricula.statistics.sequential.simulate_family` at
 alpha 0.05 times 9 / 10 (the fixed-seed active-learning claim, Wang's, keeps its tenth and is not projected), and the
 counts are of the 9 sequential cells per dataset. ``--family none`` (the default) judges each cell alone at 0.05,
 before any adjustment. ``--thresholds normal`` swaps the exact-t thresholds for normal-theory ones (faster; tests).
@@ -40,10 +40,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from curricula.comparisons import experiment_files, load_metrics
-from curricula.report import pooled_components, power_table
-from curricula.sequential import SimulatedCell, simulate_family, simulate_sequential
-from curricula.study import ACTIVE_PREFIX
+from curricula.evaluation.comparisons import experiment_files, load_metrics
+from curricula.report.tables import pooled_components, power_table
+from curricula.statistics.sequential import SimulatedCell, simulate_family, simulate_sequential
+from curricula.study.grid import ACTIVE_PREFIX
 
 #: the study's relative effects (%, arm against the claim's compared arm) per claim and dataset, in the order of
 #: docs/findings.md's table: chitchat, wikiqa, semeval_cqa, dailydialog_pp
@@ -101,7 +101,7 @@ def findings_cells(path: str | Path, dataset: str, measure: str = "AP") -> tuple
 def findings_components(path: str | Path, dataset: str, measure: str = "AP"
                         ) -> tuple[tuple[float, float, float], int, float]:
     """As :func:`dataset_components`, from a findings table's rows of ``dataset``: the components pooled over its
-    comparisons (:func:`curricula.report.pooled_components`), its test queries, and the mean of the compared arms'
+    comparisons (:func:`curricula.report.tables.pooled_components`), its test queries, and the mean of the compared arms'
     means (``against_mean``)."""
     rows = findings_rows(path, dataset, measure)
     components = pooled_components(rows)
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         measured[name] = (np.sqrt(v_seed), np.sqrt(v_query), np.sqrt(v_resid), queries, base)
     if args.family == "holm":
         sequential = sum(len(c) for c in cells.values())
-        alpha = 0.05 * sequential / (sequential + active)  # the rounds' share (curricula.rounds.family_alpha)
+        alpha = 0.05 * sequential / (sequential + active)  # the rounds' share (curricula.study.rounds.family_alpha)
         for cap in caps:
             family = [SimulatedCell(mu, sd, sq, sr, queries, margin)
                       for name, (sd, sq, sr, queries, base) in measured.items() for mu, margin in cells[name]]

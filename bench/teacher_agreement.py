@@ -23,10 +23,10 @@ from scipy.stats import spearmanr
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from curricula.config import load_config  # noqa: E402
+from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest  # noqa: E402
 from curricula.difficulty.penha import bert_pred  # noqa: E402
-from curricula.ingest import INGEST_TABLES, candidate_pairs, read_ingest  # noqa: E402
-from curricula.teacher import teacher_config, teacher_score_stage, teacher_train_stage  # noqa: E402
+from curricula.models.teacher import teacher_config, teacher_score_stage, teacher_train_stage  # noqa: E402
+from curricula.plumbing.config import load_config  # noqa: E402
 
 
 def per_query(path: Path) -> pl.DataFrame:

@@ -22,12 +22,12 @@ sys.path.insert(0, str(REPO))
 
 from scipy.stats import spearmanr  # noqa: E402
 
-from curricula.config import load_config  # noqa: E402
+from curricula.data.ingest import candidate_pairs, ingest_paths, read_ingest  # noqa: E402
 from curricula.difficulty.penha import bert_pred  # noqa: E402
-from curricula.ingest import candidate_pairs, ingest_paths, read_ingest  # noqa: E402
-from curricula.metrics import split_metrics  # noqa: E402
-from curricula.tables import TEACHER_SCORES, read_table  # noqa: E402
-from curricula.teacher import score_with_model, teacher_config, train_teacher  # noqa: E402
+from curricula.evaluation.metrics import split_metrics  # noqa: E402
+from curricula.models.teacher import score_with_model, teacher_config, train_teacher  # noqa: E402
+from curricula.plumbing.config import load_config  # noqa: E402
+from curricula.plumbing.contracts import TEACHER_SCORES, read_table  # noqa: E402
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from curricula.stats import pitman_morgan_power
+from curricula.statistics.stats import pitman_morgan_power
 
 
 def main(argv: Sequence[str] | None = None) -> int:

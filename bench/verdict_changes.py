@@ -34,7 +34,7 @@ from pathlib import Path
 import polars as pl
 from scipy.stats import t as student_t
 
-from curricula.stats import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, power_factor
+from curricula.statistics.stats import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, power_factor
 
 CELL = re.compile(r"^(?P<verdict>[a-z ,]+?)\s*\((?P<pct>[−+\-]?[0-9.]+)%\)°?$")
 
@@ -60,7 +60,7 @@ def old_rule(effect: float, p_per_query: float, queries: int, expect: str, alpha
              power: float = 0.8) -> str:
     """The verdict of the old 3-seed table: inconclusive when |effect| is below the per-query MDE, that is when
     the per-query t statistic |t| (recovered from the two-sided ``p_per_query`` with ``queries - 1`` df) is below
-    t_{1-alpha/2} + t_{power}, the factor of :func:`curricula.stats.mde`; else reproduced or not by the effect's
+    t_{1-alpha/2} + t_{power}, the factor of :func:`curricula.statistics.stats.mde`; else reproduced or not by the effect's
     sign against ``expect``."""
     df = queries - 1
     if not math.isfinite(p_per_query) or df < 1 or effect == 0:

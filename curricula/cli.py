@@ -13,12 +13,12 @@ from pathlib import Path
 
 import polars as pl
 
-from curricula.config import load_config, results_dir, side_folder
-from curricula.metrics import split_metrics
-from curricula.comparisons import experiment_files, load_metrics
-from curricula.report import converged_length, planner_markdown
-from curricula.study import selected_datasets, study_name
-from curricula.tables import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
+from curricula.evaluation.comparisons import experiment_files, load_metrics
+from curricula.evaluation.metrics import split_metrics
+from curricula.plumbing.config import load_config, results_dir, side_folder
+from curricula.plumbing.contracts import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
+from curricula.report.tables import converged_length, planner_markdown
+from curricula.study.grid import selected_datasets, study_name
 
 
 def outputs(config_files: list[str], overrides: dict | None = None) -> int:
@@ -95,7 +95,7 @@ def references(config_files: list[str], split: str) -> int:
 
 
 def plan(roots: list[str], measure: str, max_queries: int | None) -> int:
-    """Print the power planner (:func:`curricula.report.planner_markdown`) of each finished dataset results folder:
+    """Print the power planner (:func:`curricula.report.tables.planner_markdown`) of each finished dataset results folder:
     how many seeds and test queries a 2% effect needs, and what each number of seeds detects with its test split."""
     for root in roots:
         metrics = load_metrics(experiment_files(root))
@@ -106,7 +106,7 @@ def plan(roots: list[str], measure: str, max_queries: int | None) -> int:
 
 def length(roots: list[str], experiment: str) -> int:
     """Print, per dataset results folder, the converged length of ``experiment`` (default baseline) on dev
-    (:func:`curricula.report.converged_length`): the value for that dataset's ``train.steps``."""
+    (:func:`curricula.report.tables.converged_length`): the value for that dataset's ``train.steps``."""
     for root in roots:
         paths = experiment_files(root, "dev_curve.parquet", experiment)
         median, best = converged_length({seed: pl.read_parquet(p) for (_, seed), p in paths.items()})
@@ -121,9 +121,9 @@ def pair_lengths(roots: list[str], split: str, budgets: list[int], model: str) -
     ``budgets`` keeps whole: where a dataset's ``train.max_length`` can be set from its data."""
     import numpy as np
 
-    from curricula.hf import load_tokenizer, resolve_model_dir
     from curricula.models.cross_encoder import full_pair_lengths, length_coverage
-    from curricula.tables import CANDIDATES, DOCS
+    from curricula.models.hf import load_tokenizer, resolve_model_dir
+    from curricula.plumbing.contracts import CANDIDATES, DOCS
 
     tokenizer = load_tokenizer(resolve_model_dir(model))
     for root in roots:
@@ -146,11 +146,11 @@ def pair_lengths(roots: list[str], split: str, budgets: list[int], model: str) -
 def rounds(folder: str) -> int:
     """Print a study's round records (``results/report/study/rounds/round=<k>.json``; a ``study.only`` selection's
     are under ``results/report/study/only=<keys>/rounds``) as tables, in round order."""
-    from curricula.rounds import read_round, round_chain, rounds_markdown
+    from curricula.study.rounds import read_round, round_chain, rounds_markdown
 
     paths = sorted(Path(folder).glob("round=*.json"), key=lambda p: int(p.stem.removeprefix("round=")))
     if not paths:
-        # a study.only selection keeps its rounds in its own folder (curricula.study.study_name)
+        # a study.only selection keeps its rounds in its own folder (curricula.study.grid.study_name)
         selections = sorted(str(p.parent) for p in Path(folder).parent.glob("only=*/rounds/round=1.json"))
         hint = f"; the study.only selections' rounds are in {', '.join(selections)}" if selections else ""
         print(f"error: no round records (round=<k>.json) in {folder}{hint}", file=sys.stderr)

@@ -6,13 +6,13 @@ from pathlib import Path
 import yaml
 from snakemake.exceptions import WorkflowError
 
-from curricula.config import side_folder
+from curricula.plumbing.config import side_folder
 from curricula.difficulty import check_names, function_knobs, needed_inputs
-from curricula.evaluate import parse_rnk
-from curricula.experiments import (active_spec, experiment_runs, finetune_dense_model, job_params, needed_tables,
+from curricula.evaluation.rerank import parse_rnk
+from curricula.experiments.specs import (active_spec, experiment_runs, finetune_dense_model, job_params, needed_tables,
                                    tuned_values)
-from curricula.ingest import INGEST_TABLES
-from curricula.precompute import dense_max_length
+from curricula.data.ingest import INGEST_TABLES
+from curricula.retrieval.stages import dense_max_length
 
 RESULTS = str(Path(config["results"]) / config["dataset"]["name"])
 LOGS = side_folder(config, "logs")  # logs/<dataset>, or logs/<results>/<dataset> for another results folder
@@ -170,14 +170,14 @@ def resolved(resolve):
 
 
 def resolve_experiments():
-    """{experiment: {training run: resolved spec}} (curricula.experiments.experiment_runs)."""
+    """{experiment: {training run: resolved spec}} (curricula.experiments.specs.experiment_runs)."""
     return resolved(experiment_runs)
 
 
 RUNS_OF = resolve_experiments()
 # every training run's spec: an untuned experiment is one run of its own name, a tuned one a run per value
 RUNS = {run: spec for runs in RUNS_OF.values() for run, spec in runs.items()}
-# the experiments that tune a knob on dev: {experiment: {run: {knob: value}}} (curricula.tuning)
+# the experiments that tune a knob on dev: {experiment: {run: {knob: value}}} (curricula.experiments.tuning)
 TUNED = tuned_values(config)
 # the experiments the report shows; a tuned experiment's runtime knobs (threads, device, scoring) are its first run's
 EXPERIMENTS = {name: next(iter(runs.values())) for name, runs in RUNS_OF.items()}
@@ -430,7 +430,7 @@ def all_outputs():
 
 # ------------------------------------------------------------------------------------------- active learning
 def resolve_active():
-    """The active-learning ranker's resolved spec (curricula.experiments.active_spec), or None when disabled."""
+    """The active-learning ranker's resolved spec (curricula.experiments.specs.active_spec), or None when disabled."""
     if not config["active"]["enabled"]:
         return None
     return resolved(active_spec)

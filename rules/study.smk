@@ -1,5 +1,5 @@
 # A study: the pipeline (rules/pipeline.smk) once per dataset of config `study.datasets`, each a Snakemake module
-# with its own config (curricula.study.study_configs) whose rules are named `<dataset>_<rule>` and whose outputs
+# with its own config (curricula.study.grid.study_configs) whose rules are named `<dataset>_<rule>` and whose outputs
 # are under results/<dataset>/, then the findings page over all of them.
 
 
@@ -23,7 +23,7 @@ if STUDY_LOOKS is not None:
 
     checkpoint study_round:
         """Seeds in rounds: the verdict of every (claim, dataset) cell after a round's seeds (the group-sequential
-        seed-aware test), and the arms that need the next round's seeds (curricula/rounds.py)."""
+        seed-aware test), and the arms that need the next round's seeds (curricula/study/rounds.py)."""
         input:
             unpack(study_round_inputs),
         output:

@@ -4,11 +4,11 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from curricula.comparisons import BM25_SUFFIX, trained_experiment
-from curricula.config import side_folder
-from curricula.rounds import first_round_arms, look_seeds, read_round, study_looks
-from curricula.sequential import SEQUENTIAL_MULTIPLICITIES
-from curricula.study import (check_claim_datasets, claim_datasets, claim_differences, listed_claims,
+from curricula.evaluation.comparisons import BM25_SUFFIX, trained_experiment
+from curricula.plumbing.config import side_folder
+from curricula.study.rounds import first_round_arms, look_seeds, read_round, study_looks
+from curricula.statistics.sequential import SEQUENTIAL_MULTIPLICITIES
+from curricula.study.grid import (check_claim_datasets, claim_datasets, claim_differences, listed_claims,
                              parse_active_name, study_configs, study_name)
 
 validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
@@ -51,7 +51,7 @@ def sequential_looks(settings):
         raise WorkflowError(f"config: {err}") from None
 
 
-# Sequential seeding (curricula/rounds.py): STUDY_SEEDS holds each dataset's seeds up to the last look; its module's
+# Sequential seeding (curricula/study/rounds.py): STUDY_SEEDS holds each dataset's seeds up to the last look; its module's
 # own targets (all_outputs, its report) get the first look's only, and the rounds ask for the rest by wildcard.
 STUDY_LOOKS = sequential_looks(STUDY_SETTINGS)
 STUDY_SEEDS = {}
@@ -117,7 +117,7 @@ STUDY_DIFFERENCES = {}
 
 
 def study_claim_differences():
-    """{claim id: {dataset: the keys its two arms' resolved specs differ in}} (curricula.study.claim_differences
+    """{claim id: {dataset: the keys its two arms' resolved specs differ in}} (curricula.study.grid.claim_differences
     over each dataset's resolved grid); a claim whose arms differ in a key its factors do not declare stops the run
     before any job."""
     if not STUDY_DIFFERENCES:
@@ -146,7 +146,7 @@ if STUDY_SETTINGS["previous"] is not None and os.path.normpath(STUDY_SETTINGS["p
 
 
 def study_benchmark_folders():
-    """{dataset: its benchmark folder}, where the findings page reads each dataset's cost (curricula/costs.py)."""
+    """{dataset: its benchmark folder}, where the findings page reads each dataset's cost (curricula/study/costs.py)."""
     return {name: side_folder(dataset_config, "benchmarks") for name, dataset_config in STUDY.items()}
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.active import (
+from curricula.active.acquisition import (
     bald,
     dcg_of_order,
     expected_loss,
@@ -17,13 +17,13 @@ from curricula.active import (
     normalise_passes,
     passes_agree_on_top,
     pseudo_positive,
+    quantile_lambda0,
     random_pick,
     self_paced_indicators,
-    quantile_lambda0,
     spl_lambda,
     top_uncertain,
 )
-from curricula.ingest import candidate_pairs
+from curricula.data.ingest import candidate_pairs
 
 
 def test_dcg_matches_equation_3_by_hand():
@@ -58,7 +58,7 @@ def test_el_grows_with_disagreement_and_c1_ge_c2_always():
     assert els[0] == pytest.approx(0.0, abs=1e-12)
     assert all(a < b for a, b in zip(els, els[1:])), els
     # c1 >= c2 on arbitrary positive scores (EL is never clipped by more than rounding)
-    from curricula.active import _descending
+    from curricula.active.acquisition import _descending
 
     for _ in range(50):
         p = rng.random((3, 7, 5)) + 1e-3
@@ -178,7 +178,7 @@ def tiny():
 
 
 def tiny_spec():
-    from curricula.experiments import merge_experiment, resolve_ranker
+    from curricula.experiments.specs import merge_experiment, resolve_ranker
 
     train = dict(ranker="lstm_qa", architecture={"channels": 8, "hidden": 8, "query_length": 16, "doc_length": 16},
                  model="minilm", layers=None, max_length=32, steps=3, batch_size=4, lr=None, eps=1e-8,
@@ -190,7 +190,7 @@ def tiny_spec():
 
 @pytest.mark.parametrize("method", ["random", "dal", "dasl", "bald", "coreset"])
 def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, method):
-    from curricula.active_loop import ActiveSettings, run_active
+    from curricula.active.loop import ActiveSettings, run_active
 
     settings = ActiveSettings(rounds=3, initial=0.2, budget=0.2, passes=4, lambda0=1.0, lambda0_quantile=None,
                               require_agreement=False, mu=2.0, spl_iterations=2)
@@ -233,9 +233,9 @@ def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, me
 def test_dasl_with_a_lambda0_quantile_pseudo_labels_that_share_of_the_unlabeled_queries(tiny, caplog):
     import re
 
-    from curricula.active_loop import ActiveSettings, run_active
+    from curricula.active.loop import ActiveSettings, run_active
 
-    caplog.set_level("INFO", logger="curricula.active_loop")
+    caplog.set_level("INFO", logger="curricula.active.loop")
 
     settings = ActiveSettings(rounds=2, initial=0.2, budget=0.2, passes=4, lambda0=1e-12, lambda0_quantile=0.5,
                               require_agreement=False, mu=2.0, spl_iterations=2)
@@ -256,9 +256,9 @@ def test_dasl_requiring_agreement_pseudo_labels_only_queries_whose_passes_agree(
     """Wang et al.'s code pseudo-labels a query only when all its MC-dropout passes pick the same top answer."""
     import re
 
-    from curricula.active_loop import ActiveSettings, run_active
+    from curricula.active.loop import ActiveSettings, run_active
 
-    caplog.set_level("INFO", logger="curricula.active_loop")
+    caplog.set_level("INFO", logger="curricula.active.loop")
     settings = ActiveSettings(rounds=2, initial=0.2, budget=0.2, passes=4, lambda0=1.0, lambda0_quantile=None,
                               require_agreement=True, mu=2.0, spl_iterations=2)
     run_active("dasl", 1, train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"],
@@ -275,8 +275,8 @@ def test_dasl_requiring_agreement_pseudo_labels_only_queries_whose_passes_agree(
 def test_dasl_defaults_are_the_quantile_rule_with_agreement_in_code_and_schema():
     import yaml
 
-    from curricula.active_loop import ActiveSettings
-    from curricula.config import SCHEMA
+    from curricula.active.loop import ActiveSettings
+    from curricula.plumbing.config import SCHEMA
 
     props = yaml.safe_load(SCHEMA.read_text())["properties"]["active"]["properties"]
     defaults = ActiveSettings()
@@ -286,7 +286,7 @@ def test_dasl_defaults_are_the_quantile_rule_with_agreement_in_code_and_schema()
 
 
 def test_all_data_is_one_round_with_every_query_labeled(tiny, tmp_path):
-    from curricula.active_loop import ActiveSettings, run_active
+    from curricula.active.loop import ActiveSettings, run_active
 
     curve = run_active("all", 1, train=tiny["train"], dev=tiny["dev"], test=tiny["test"], qrels=tiny["qrels"],
                        spec=tiny_spec(), settings=ActiveSettings()).curve
@@ -294,7 +294,7 @@ def test_all_data_is_one_round_with_every_query_labeled(tiny, tmp_path):
 
 
 def test_pseudo_labeled_pairs_mark_only_the_model_answer(tiny):
-    from curricula.active_loop import QueryPool, labeled_pairs
+    from curricula.active.loop import QueryPool, labeled_pairs
 
     pool = QueryPool(tiny["train"])
     labeled = np.zeros(len(pool), dtype=bool)
@@ -309,8 +309,8 @@ def test_pseudo_labeled_pairs_mark_only_the_model_answer(tiny):
 
 
 def test_label_fraction_table_finds_the_first_fraction_reaching_all_data():
-    from curricula.active_report import ACTIVE_TABLE, label_fraction_table
-    from curricula.tables import check_table
+    from curricula.plumbing.contracts import check_table
+    from curricula.report.active import ACTIVE_TABLE, label_fraction_table
 
     rows = []
     for seed, shift in ((1, 0.0), (2, 0.02)):
@@ -329,8 +329,8 @@ def test_label_fraction_table_finds_the_first_fraction_reaching_all_data():
 
 
 def test_learning_curve_table_averages_each_round_over_seeds():
-    from curricula.active_report import ACTIVE_CURVES, learning_curve_table
-    from curricula.tables import check_table
+    from curricula.plumbing.contracts import check_table
+    from curricula.report.active import ACTIVE_CURVES, learning_curve_table
 
     rows = [{"method": "dasl", "seed": seed, "round": r, "labeled_fraction": 0.1 * (r + 1),
              "pseudo_labeled": pseudo, "test_RR": rr}

@@ -17,7 +17,7 @@ from curricula.data.base import (
     read_lines,
     seeded_split,
 )
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 
 
 def test_read_lines_strips_crlf_and_numbers_from_one(tmp_path):

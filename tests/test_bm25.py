@@ -1,4 +1,4 @@
-"""BM25 precompute (curricula.bm25) on real text: WikiQA dev sentences as documents, its questions as queries.
+"""BM25 precompute (curricula.retrieval.bm25) on real text: WikiQA dev sentences as documents, its questions as queries.
 
 One JVM per test process (module-scoped index); the whole file runs in well under a minute.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from curricula import bm25
-from curricula.tables import CANDIDATE_SCORES, RUN, check_table
+from curricula.plumbing.contracts import CANDIDATE_SCORES, RUN, check_table
+from curricula.retrieval import bm25
 from tests.conftest import REPO, shared_file
 
 K = 20
@@ -69,7 +69,7 @@ def test_pyserini_imports_after_start_jvm_in_a_fresh_process(tmp_path):
     """Pyserini's own start-up would add --add-modules=jdk.incubator.vector and abort the JVM; ours must not."""
     code = textwrap.dedent(
         """
-        from curricula import bm25
+        from curricula.retrieval import bm25
         bm25.start_jvm("512m", with_pyserini=True)
         from pyserini.search.lucene import LuceneSearcher
         info = bm25.jvm_info()
@@ -241,9 +241,9 @@ GRID_B = [0.3, 0.75, 1.0]
 def tuning(tmp_path_factory) -> dict:
     """Real chitchat dialogues (the embedded default dataset): ingest tables, the index, the untuned candidate
     scores of the stage (query_turns=2, so the turns path is exercised), and the frames tune() takes."""
-    from curricula import precompute
     from curricula.data import chitchat
-    from curricula.ingest import ingest_paths, write_ingest
+    from curricula.data.ingest import ingest_paths, write_ingest
+    from curricula.retrieval import stages as precompute
 
     root = tmp_path_factory.mktemp("bm25_tune")
     data = chitchat.load({}, max_instances=TUNE_CAPS, seed=5, max_context_turns=6).validate("chitchat")
@@ -269,7 +269,7 @@ def _tune(t: dict, **kw):
 
 
 def test_tuning_picks_the_dev_argmax_and_scores_dev_and_test_with_it(tuning):
-    from curricula.evaluate import evaluate_run, mean_table
+    from curricula.evaluation.rerank import evaluate_run, mean_table
 
     grid, scores = _tune(tuning)
     check_table(grid, bm25.GRID, "grid")
@@ -312,8 +312,8 @@ def test_test_qrels_and_candidates_never_influence_the_choice(tuning):
 def test_default_grid_point_reproduces_the_candidate_scores_stage(tuning):
     """The bm25_tune stage at the default (k1, b) builds the query text like bm25_candidates_stage (query_turns)
     and gives exactly bm25/candidate_scores.parquet's dev (and test) scores."""
-    from curricula import precompute
-    from curricula.tables import QUERIES, read_table
+    from curricula.plumbing.contracts import QUERIES, read_table
+    from curricula.retrieval import stages as precompute
 
     out = tuning["root"] / "bm25" / "tuned"
     got = precompute.bm25_tune_stage(

@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 
 from curricula.cli import config_overrides_in, configfiles_in, main
-from curricula.comparisons import experiment_files, load_metrics
-from curricula.report import converged_length, pooled_components, power_table
-from curricula.stats import design_mde
-from curricula.tables import DEV_CURVE, write_table
+from curricula.evaluation.comparisons import experiment_files, load_metrics
+from curricula.plumbing.contracts import DEV_CURVE, write_table
+from curricula.report.tables import converged_length, pooled_components, power_table
+from curricula.statistics.stats import design_mde
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,7 +127,7 @@ def test_length_is_the_median_step_of_the_baselines_kept_models(tmp_path, capsys
 
 
 def test_logs_and_benchmarks_of_another_results_folder_are_kept_apart(tmp_path, monkeypatch, capsys):
-    from curricula.config import side_folder
+    from curricula.plumbing.config import side_folder
 
     default = {"dataset": {"name": "chitchat"}, "results": "results"}
     assert side_folder(default, "logs") == "logs/chitchat"
@@ -145,7 +145,7 @@ def test_logs_and_benchmarks_of_another_results_folder_are_kept_apart(tmp_path, 
 
 
 def test_rounds_prints_each_round_in_order_and_fails_on_an_empty_folder(tmp_path, capsys):
-    from curricula.sequential import SequentialDecision
+    from curricula.statistics.sequential import SequentialDecision
 
     for round_, verdict in ((2, "reproduced"), (1, "continue")):  # written out of order: read in round order
         decision = SequentialDecision(verdict, round_ - 1, 5 * round_, 0.001, 0.9, 0.005, 0.005)
@@ -185,9 +185,9 @@ def test_pair_lengths_reports_the_share_each_max_length_keeps_whole_on_real_wiki
     """``pair-lengths`` on the real WikiQA sample: the untruncated pair lengths are the tokenizer's own, and the
     share kept whole at each max_length counts them."""
     from curricula.data import wikiqa
-    from curricula.hf import load_tokenizer, resolve_model_dir
     from curricula.models.cross_encoder import full_pair_lengths, length_coverage
-    from curricula.tables import CANDIDATES, DOCS, QUERIES
+    from curricula.models.hf import load_tokenizer, resolve_model_dir
+    from curricula.plumbing.contracts import CANDIDATES, DOCS, QUERIES
     from tests.conftest import shared_file
 
     files = {s: shared_file(shared_data, "wikiqa", f"WikiQA-{s}.tsv") for s in ("train", "dev")}

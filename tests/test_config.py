@@ -6,7 +6,7 @@ import pytest
 import yaml
 from snakemake.exceptions import WorkflowError
 
-from curricula.config import REPO, load_config, merge, read_yaml, results_dir, validate_config
+from curricula.plumbing.config import REPO, load_config, merge, read_yaml, results_dir, validate_config
 
 
 def default():
@@ -90,7 +90,7 @@ OVERLAYS = {"study_curricula.yaml": ["study.yaml"], "study_rounds.yaml": ["study
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
 def test_every_preset_validates_over_the_default_and_resolves_its_runs(preset):
-    from curricula.experiments import experiment_runs
+    from curricula.experiments.specs import experiment_runs
 
     under = [REPO / "configs" / name for name in OVERLAYS.get(preset, [])]
     cfg = load_config(REPO / "config.yaml", *under, REPO / "configs" / preset)
@@ -108,7 +108,7 @@ def test_every_preset_validates_over_the_default_and_resolves_its_runs(preset):
 
 
 def test_the_default_grid_trains_convknrm_at_a_constant_rate_and_the_active_ranker_keeps_linear():
-    from curricula.experiments import active_spec, experiment_runs
+    from curricula.experiments.specs import active_spec, experiment_runs
 
     cfg = load_config(REPO / "config.yaml")
     assert cfg["train"]["schedule"] is None and cfg["train"]["min_steps"] is None  # schema defaults: the ranker's
@@ -132,8 +132,8 @@ def test_the_cross_encoder_preset_is_the_mean_pooled_cut_in_its_own_results_fold
 def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curriculum_only(preset):
     """Issue 30: the default grid's marks compare each curriculum with the baseline, so nothing else may differ
     (the baseline once drew random negatives where MacAvaney's arm drew candidates, and HCL had its own loss)."""
-    from curricula.experiments import experiment_specs
-    from curricula.study import flatten
+    from curricula.experiments.specs import experiment_specs
+    from curricula.study.grid import flatten
 
     config = load_config(REPO / "config.yaml")
     if preset != "config.yaml":
@@ -152,8 +152,8 @@ def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curricul
 def test_the_macavaney_bm25_preset_weights_bm25_negatives_by_the_run_in_its_own_results_folder():
     """configs/macavaney_bm25.yaml: D = the BM25 run, negatives from its top 100 in every arm, and the MacAvaney arm
     differs from the baseline in its weights alone."""
-    from curricula.experiments import experiment_specs
-    from curricula.study import flatten
+    from curricula.experiments.specs import experiment_specs
+    from curricula.study.grid import flatten
 
     cfg = load_config(REPO / "config.yaml", REPO / "configs" / "macavaney_bm25.yaml")
     assert cfg["difficulty"]["bm25_list"] == "run" and cfg["bm25"]["k"] >= 100
@@ -172,7 +172,7 @@ def test_the_macavaney_bm25_preset_weights_bm25_negatives_by_the_run_in_its_own_
 def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
     """Su et al. 2021 §3.4: G is trained on the training data before HCL. dense.finetune.enabled null = on exactly
     when a run reads G (HCL-IC's neighbours, or hcl_corpus as ordering or weights); true/false force it."""
-    from curricula.experiments import experiment_specs, finetune_dense_model, uses_dense_model
+    from curricula.experiments.specs import experiment_specs, finetune_dense_model, uses_dense_model
 
     config = load_config(REPO / "config.yaml")
     specs = experiment_specs(config)
@@ -191,7 +191,7 @@ def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
 def test_g_encodes_at_the_length_it_was_fine_tuned_at_unless_told():
     """dense.max_length null: a fine-tuned G encodes texts cut as in its fine-tuning (dense.finetune.max_length),
     G as shipped at 128; a number wins either way (the study and the HCL ablation pin the 128 they ran with)."""
-    from curricula.precompute import SHIPPED_DENSE_LENGTH, dense_max_length
+    from curricula.retrieval.stages import SHIPPED_DENSE_LENGTH, dense_max_length
 
     config = load_config(REPO / "config.yaml")
     assert config["dense"]["max_length"] is None and config["dense"]["finetune"]["max_length"] == 64

@@ -1,4 +1,4 @@
-"""The cost per dataset on the findings page: CPU time from Snakemake's benchmark files (curricula/costs.py).
+"""The cost per dataset on the findings page: CPU time from Snakemake's benchmark files (curricula/study/costs.py).
 
 Snakemake writes these files itself; the study workflow test (tests/test_workflow.py) reads real ones. Here a
 benchmark folder is laid out by hand, in Snakemake's format, so each counted and excluded file is known."""
@@ -9,9 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from curricula.costs import (CORE_HOUR, benchmark_cpu_seconds, dataset_costs, run_benchmark_files,
-                             stage_benchmark_files)
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
+from curricula.study.costs import (
+    CORE_HOUR,
+    benchmark_cpu_seconds,
+    dataset_costs,
+    run_benchmark_files,
+    stage_benchmark_files,
+)
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
 

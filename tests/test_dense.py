@@ -10,7 +10,9 @@ import polars as pl
 import pytest
 import torch
 
-from curricula.biencoder import (
+from curricula.models.hf import load_encoder, load_tokenizer
+from curricula.plumbing.contracts import NEIGHBORS, VECTORS, check_table, read_table, write_table
+from curricula.retrieval.biencoder import (
     CONTEXT_DIR,
     RESPONSE_DIR,
     embed_in_chunks,
@@ -18,7 +20,7 @@ from curricula.biencoder import (
     in_batch_loss,
     length_chunks,
 )
-from curricula.dense import (
+from curricula.retrieval.dense import (
     POSITIVE_RANKS,
     embed_batch,
     encode,
@@ -31,8 +33,6 @@ from curricula.dense import (
     vectors_frame,
     vectors_to_numpy,
 )
-from curricula.hf import load_encoder, load_tokenizer
-from curricula.tables import NEIGHBORS, VECTORS, check_table, read_table, write_table
 from tests.conftest import shared_file
 
 TEXTS = [

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from curricula.difficulty import difficulty_spec, difficulty_table, hcl, needed_inputs, penha
-from curricula.tables import check_table
+from curricula.plumbing.contracts import check_table
 
 QUERIES = pl.DataFrame(
     {
@@ -61,7 +61,7 @@ def test_semantic_match_is_the_mean_pairwise_word_cosine():
 
 
 def test_sigma_sm_uses_the_first_k_word_pieces():
-    from curricula.hf import load_encoder, load_tokenizer
+    from curricula.models.hf import load_encoder, load_tokenizer
 
     tok = load_tokenizer("minilm")
     emb = load_encoder("minilm").embeddings.word_embeddings.weight.detach().numpy()

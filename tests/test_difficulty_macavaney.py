@@ -214,7 +214,7 @@ def bm25_run_fixture(tmp_path):
     """Ingest tables of two training queries and a dev one, their candidates' BM25 scores and a BM25 run, written
     where :func:`curricula.difficulty.difficulty_function_stage` reads them. The training pool is d1-d4 (the train
     queries' candidates); d6 is a dev doc, which a training negative never is."""
-    from curricula.tables import CANDIDATE_SCORES, CANDIDATES, DOCS, QRELS, QUERIES, RUN, write_table
+    from curricula.plumbing.contracts import CANDIDATE_SCORES, CANDIDATES, DOCS, QRELS, QUERIES, RUN, write_table
 
     frames = {
         "queries": (pl.DataFrame({"qid": ["q1", "q2", "q3"], "split": ["train", "train", "dev"],
@@ -274,9 +274,9 @@ def test_bm25_list_run_scores_the_training_queries_run_pairs_with_eq5(tmp_path):
     assert raw[("q1", "d4")] == 1.0 and raw[("q1", "d3")] == 0.0 and raw[("q1", "d1")] == pytest.approx(5 / 6)
 
     # the candidate rows are those of a table scored on the candidates alone
+    from curricula.data.ingest import candidate_pairs, read_ingest
     from curricula.difficulty import difficulty_table
-    from curricula.ingest import candidate_pairs, read_ingest
-    from curricula.tables import CANDIDATE_SCORES, RUN, read_table
+    from curricula.plumbing.contracts import CANDIDATE_SCORES, RUN, read_table
 
     ingest = read_ingest(paths)
     alone = difficulty_table(candidate_pairs(ingest), ingest["queries"], ingest["docs"], ["recip"],

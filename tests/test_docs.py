@@ -1,12 +1,12 @@
 """The documentation: every link and file reference of README.md, configs/README.md and docs/*.md resolves
-(curricula/doc_links.py), and docs/config-reference.md is the page the config schema generates
-(curricula/config_reference.py)."""
+(curricula/plumbing/doc_links.py), and docs/config-reference.md is the page the config schema generates
+(curricula/plumbing/config_reference.py)."""
 
 from pathlib import Path
 
 import pytest
 
-from curricula import config_reference, doc_links
+from curricula.plumbing import config_reference, doc_links
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,7 +81,7 @@ def test_config_reference_check_fails_on_a_stale_page(tmp_path, capsys):
     assert config_reference.main(["--check", "--out", str(out)]) == 0
     out.write_text(out.read_text() + "edited by hand\n")
     assert config_reference.main(["--check", "--out", str(out)]) == 1
-    assert "python -m curricula.config_reference" in capsys.readouterr().err
+    assert "python -m curricula.plumbing.config_reference" in capsys.readouterr().err
 
 
 @pytest.fixture()

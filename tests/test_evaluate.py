@@ -5,8 +5,17 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from curricula.evaluate import (additivity_weights, cut_candidates, evaluate_run, interpolate, mean_table,
-                                minmax_per_query, parse_rnk, ranked, tune_additivity)
+from curricula.evaluation.rerank import (
+    additivity_weights,
+    cut_candidates,
+    evaluate_run,
+    interpolate,
+    mean_table,
+    minmax_per_query,
+    parse_rnk,
+    ranked,
+    tune_additivity,
+)
 
 RUN = pl.DataFrame({
     "qid": ["q1", "q1", "q1", "q2", "q2", "q4", "q4", "q4", "q4"],

@@ -11,9 +11,20 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from curricula.findings import (claim_row, dataset_plans, findings_markdown, findings_stage, findings_table)
-from curricula.stats import (BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, cheapest,
-                             confidence_interval, holm, mde, plan, verdict)
+from curricula.statistics.stats import (
+    BELOW_MARGIN,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    cheapest,
+    confidence_interval,
+    holm,
+    mde,
+    plan,
+    verdict,
+)
+from curricula.study.findings import claim_row, dataset_plans, findings_markdown, findings_stage, findings_table
 
 
 def test_confidence_interval_is_the_t_interval_of_the_mean():
@@ -159,9 +170,9 @@ def test_findings_stage_writes_every_file_from_metric_files(tmp_path):
 def test_active_learning_claims_pair_per_round_test_values(tmp_path):
     """A claim may name an active-learning method's model after a round (active:<method>@<round>, Wang et al.
     2020); its per-query test values come from the active rule's test_metrics files."""
-    from curricula.active_loop import ACTIVE_TEST_METRICS
-    from curricula.study import parse_active_name
-    from curricula.tables import write_table
+    from curricula.active.loop import ACTIVE_TEST_METRICS
+    from curricula.plumbing.contracts import write_table
+    from curricula.study.grid import parse_active_name
 
     assert parse_active_name("active:dasl@3") == ("dasl", 3) and parse_active_name("hcl") is None
     with pytest.raises(ValueError, match="active:<method>@<round>"):
@@ -328,7 +339,7 @@ def _cells(rows: list[tuple]) -> pl.DataFrame:
 def test_verdict_changes_compare_the_cells_as_each_matrix_shows_them():
     """The last study's verdicts against this one's, on (paper, claim, dataset): a sequential cell reads as its
     sequential verdict at its look's seeds, a fixed one as its verdict with the multiplicity mark."""
-    from curricula.findings import CHANGED, GONE, NEW, SAME, verdict_changes, verdict_changes_markdown
+    from curricula.study.findings import CHANGED, GONE, NEW, SAME, verdict_changes, verdict_changes_markdown
 
     before = _cells([("wikiqa", "a", REPRODUCED, 5, True, None, None),
                      ("wikiqa", "b", REPRODUCED, 5, False, None, None),       # decided, did not survive Holm
@@ -355,8 +366,8 @@ def test_verdict_changes_compare_the_cells_as_each_matrix_shows_them():
 
 
 def test_the_last_study_is_read_from_its_parquet_or_csv_and_a_wrong_file_is_named(tmp_path):
-    from curricula.errors import InputFormatError
-    from curricula.findings import read_previous_findings, verdict_changes
+    from curricula.plumbing.errors import InputFormatError
+    from curricula.study.findings import read_previous_findings, verdict_changes
 
     paths, out = _stage_files(tmp_path, 0.0)
     table = findings_stage(paths, CLAIMS, out, measure="AP")

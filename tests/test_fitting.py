@@ -1,4 +1,4 @@
-"""The training core (curricula.fitting): schedule, optimiser steps, dev selection with rollback, resume."""
+"""The training core (curricula.training.core): schedule, optimiser steps, dev selection with rollback, resume."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ import pytest
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from curricula.fitting import (Checkpointer, FitConfig, FitResult, WeightAverage, budget, fit,
-                               linear_schedule_factor, make_optimizer, schedule_factor, warmup_steps)
+from curricula.training.core import (
+    Checkpointer,
+    FitConfig,
+    FitResult,
+    WeightAverage,
+    budget,
+    fit,
+    linear_schedule_factor,
+    make_optimizer,
+    schedule_factor,
+    warmup_steps,
+)
 
 DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32))
 TARGET = DATA @ torch.arange(1.0, 7.0) + 0.5

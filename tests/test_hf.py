@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-from curricula import hf
-from curricula.hf import (
+from curricula.models import hf
+from curricula.models.hf import (
     autocast,
     autocast_dtype,
     cpu_has_native_bf16,
@@ -16,8 +16,8 @@ from curricula.hf import (
     load_encoder,
     load_tokenizer,
     resolve_model_dir,
-    select_device,
     save_model,
+    select_device,
     set_threads,
     write_dir_atomically,
 )

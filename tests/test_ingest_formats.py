@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from curricula.config import REPO, load_config
-from curricula.ingest import ingest_paths, load_configured, write_ingest
-from curricula.tables import QUERIES, read_table
+from curricula.data.ingest import ingest_paths, load_configured, write_ingest
+from curricula.plumbing.config import REPO, load_config
+from curricula.plumbing.contracts import QUERIES, read_table
 from tests.conftest import shared_file
 
 

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from curricula.data import chitchat
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 
 CAPS = {"train": 400, "dev": 60, "test": 60}
 

@@ -12,7 +12,7 @@ import pytest
 
 from curricula.data import dailydialog_pp
 from curricula.data.dailydialog_pp import candidate_kind
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 from tests.conftest import shared_file
 
 

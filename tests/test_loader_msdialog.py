@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import shared_file
 from curricula.data import msdialog
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
+from tests.conftest import shared_file
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from curricula.data import semeval_cqa
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 from tests.conftest import shared_file
 
 GRADES = {"Good": 2, "PotentiallyUseful": 1, "Bad": 0}

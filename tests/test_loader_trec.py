@@ -18,7 +18,7 @@ import pytest
 
 from curricula.data import ir_datasets as irds_adapter
 from curricula.data import trec
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 
 DOCS = [
     ("2020338_0", ("A small group of politicians believed strongly that Saddam Hussein remaining in power was a "

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from curricula.data import wikiqa
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 from tests.conftest import shared_file
 
 

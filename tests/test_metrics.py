@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from curricula.metrics import mean_metrics, per_query
+from curricula.evaluation.metrics import mean_metrics, per_query
 
 RUN = pl.DataFrame({"qid": ["a", "a", "b", "b"], "docid": ["x", "y", "x", "z"], "score": [2.0, 1.0, 1.0, 3.0]})
 QRELS = pl.DataFrame({"qid": ["a", "a", "b", "b"], "docid": ["x", "y", "x", "z"], "rel": [0, 1, 2, 1]})

@@ -10,16 +10,34 @@ import numpy as np
 import pytest
 import torch
 
-from curricula.models import (ARCHITECTURES, build_ranker, load_ranker, resolve_architecture, score_pair_rows,
-                              score_pairs)
+from curricula.models import (
+    ARCHITECTURES,
+    build_ranker,
+    load_ranker,
+    resolve_architecture,
+    score_pair_rows,
+    score_pairs,
+)
 from curricula.models.base import mc_dropout_probabilities
-from curricula.models.convknrm import (EXP_FLOOR, ConvKNRMModule, block_matches, context_block, flushed_denormals,
-                                      kernel_ladder, kernel_mus, kernel_pooling, kernel_pooling_dense, kernel_sigmas,
-                                      ladder_applies, context_match_rows, pair_match_rows,
-                                      window_mask)
+from curricula.models.convknrm import (
+    EXP_FLOOR,
+    ConvKNRMModule,
+    block_matches,
+    context_block,
+    context_match_rows,
+    flushed_denormals,
+    kernel_ladder,
+    kernel_mus,
+    kernel_pooling,
+    kernel_pooling_dense,
+    kernel_sigmas,
+    ladder_applies,
+    pair_match_rows,
+    window_mask,
+)
 from curricula.models.qa import CNNEncoder, LSTMEncoder, SiameseQAModule
 from curricula.models.text import distinct_rows, pad_side, read_vec, two_sided_ids
-from curricula.shards import Shard
+from curricula.plumbing.shards import Shard
 
 FAST = ("convknrm", "cnn_qa", "lstm_qa")
 CONTEXTS = ["hello there how are you doing today", "what is the weather like in paris", "", "ok"]
@@ -506,7 +524,7 @@ def test_convknrm_has_no_dropout_by_default_and_qa_models_have_wangs_half():
 
 
 def test_a_bare_hf_checkpoint_needs_max_length(tmp_path):
-    from curricula.hf import resolve_model_dir
+    from curricula.models.hf import resolve_model_dir
 
     with pytest.raises(ValueError, match="max_length"):
         load_ranker(resolve_model_dir("minilm"))
@@ -515,7 +533,7 @@ def test_a_bare_hf_checkpoint_needs_max_length(tmp_path):
 
 
 def test_two_sided_ids_keep_the_latest_context_and_the_first_response_pieces():
-    from curricula.hf import load_tokenizer
+    from curricula.models.hf import load_tokenizer
 
     tok = load_tokenizer("minilm")
     (q, d), (q2, d2) = two_sided_ids(tok, ["early words " * 10 + "latest turn", ""], ["a reply here", ""], 3, 2)

@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from curricula.pacing import (
+from curricula.curriculum.pacing import (
     PACINGS,
     geom_progression,
     hcl_corpus_pace,
@@ -222,7 +222,7 @@ def test_pace_mode():
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "4", float("nan"), float("inf"), None])
 def test_whole_number_refuses_anything_but_a_count_and_names_the_key(bad):
-    from curricula.errors import whole_number
+    from curricula.plumbing.errors import whole_number
 
     assert whole_number(4.0, "x") == 4 and isinstance(whole_number(4.0, "x"), int)
     with pytest.raises(ValueError, match=r"^experiments\.a\.negatives\.m: need an integer >= 1, got "):

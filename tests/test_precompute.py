@@ -8,11 +8,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.biencoder import CONTEXT_DIR, RESPONSE_DIR
-from curricula import precompute
 from curricula.data import chitchat
-from curricula.ingest import ingest_paths, write_ingest
-from curricula.tables import CANDIDATE_SCORES, NEIGHBORS, QUERIES, RUN, VECTORS, read_table
+from curricula.data.ingest import ingest_paths, write_ingest
+from curricula.plumbing.contracts import CANDIDATE_SCORES, NEIGHBORS, QUERIES, RUN, VECTORS, read_table
+from curricula.retrieval import stages as precompute
+from curricula.retrieval.biencoder import CONTEXT_DIR, RESPONSE_DIR
 
 CAPS = {"train": 120, "dev": 30, "test": 30}
 DENSE = {"model": "minilm", "layers": 2, "max_length": 48, "batch_size": 32, "device": "cpu", "precision": "fp32",
@@ -116,7 +116,7 @@ def test_left_truncation_keeps_the_latest_turns(stage, tmp_path):
     assert queries.height == 4
     long_ctx = queries.with_columns(text=pl.lit("filler words " * 200) + pl.col("text"))
     path = tmp_path / "queries.parquet"
-    from curricula.tables import write_table
+    from curricula.plumbing.contracts import write_table
 
     write_table(long_ctx, path, QUERIES)
     write_table(queries, tmp_path / "short.parquet", QUERIES)
@@ -151,7 +151,7 @@ def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage,
     q = pl.read_parquet(tmp_path / "queries.parquet")["vector"].to_numpy()
     assert q.shape == (sum(CAPS.values()), 384)
     # the two halves were trained apart: the same text gets different vectors from the context and response encoders
-    from curricula import dense
+    from curricula.retrieval import dense
 
     text = ["is anyone there?"]
     a = dense.encode(text, ["x"], tmp_path / "biencoder" / CONTEXT_DIR, progress=False)["vector"].to_numpy()
@@ -185,8 +185,8 @@ def test_bm25_run_searched_in_blocks_and_neighbours_in_chunks_are_the_same_files
 
 def test_positive_ranks_stage_writes_and_logs_the_summary_per_split(tmp_path, caplog):
     """Rule dense_positive_ranks file to file, on hand-made tables: the summary per split, each row logged."""
-    from curricula.dense import POSITIVE_RANKS
-    from curricula.tables import QRELS, write_grouped_table, write_table
+    from curricula.plumbing.contracts import QRELS, write_grouped_table, write_table
+    from curricula.retrieval.dense import POSITIVE_RANKS
 
     qids = ["d1", "d2", "t1", "t2"]
     write_table(pl.DataFrame({"qid": qids, "split": ["dev", "dev", "train", "train"], "text": qids,
@@ -200,7 +200,7 @@ def test_positive_ranks_stage_writes_and_logs_the_summary_per_split(tmp_path, ca
     write_grouped_table([nb], tmp_path / "neighbors.parquet", NEIGHBORS, size=1)
     data = {name: tmp_path / f"{name}.parquet" for name in ("queries", "qrels")}
     out = tmp_path / "dense" / "positive_ranks.parquet"
-    with caplog.at_level("INFO", logger="curricula.precompute"):
+    with caplog.at_level("INFO", logger="curricula.retrieval.stages"):
         got = precompute.positive_ranks_stage(tmp_path / "neighbors.parquet", data, out, k=3)
     table = read_table(out, POSITIVE_RANKS)
     assert table.equals(got) and table["split"].to_list() == ["train", "dev"]

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import polars as pl
 import pytest
 
-from curricula.comparisons import baseline_of, experiment_order, paired_cells
-from curricula.report import (mark, mde_sentence, metrics_table, power_table, seeds_table, tables_stage,
-                              to_markdown)
-from curricula.stats import holm, mde, paired_ttest, queries_needed
+from curricula.evaluation.comparisons import baseline_of, experiment_order, paired_cells
+from curricula.report.tables import (
+    mark,
+    mde_sentence,
+    metrics_table,
+    power_table,
+    seeds_table,
+    tables_stage,
+    to_markdown,
+)
+from curricula.statistics.stats import holm, mde, paired_ttest, queries_needed
 from tests.test_stats import _crossed
 
 

@@ -1,4 +1,4 @@
-"""Seeds in rounds (curricula/rounds.py; config study.sequential): the looks under a cap, the seeds of a look, the
+"""Seeds in rounds (curricula/study/rounds.py; config study.sequential): the looks under a cap, the seeds of a look, the
 sequential verdict of each (claim, dataset) cell after a round, and which arms the undecided cells need more seeds
 for, on seeded synthetic per-query metrics whose effects are known."""
 
@@ -11,12 +11,23 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.findings import findings_table
-from curricula.comparisons import trained_experiment, with_seeds
-from curricula.rounds import (arms_to_extend, family_alpha, first_round_arms, look_seeds, read_round, round_chain,
-                              rounds_markdown, sequential_claims, study_looks, study_round, study_round_stage)
-from curricula.sequential import CONTINUE, SequentialDecision, sequential_design
-from curricula.stats import INCONCLUSIVE, REPRODUCED
+from curricula.evaluation.comparisons import trained_experiment, with_seeds
+from curricula.statistics.sequential import CONTINUE, SequentialDecision, sequential_design
+from curricula.statistics.stats import INCONCLUSIVE, REPRODUCED
+from curricula.study.findings import findings_table
+from curricula.study.rounds import (
+    arms_to_extend,
+    family_alpha,
+    first_round_arms,
+    look_seeds,
+    read_round,
+    round_chain,
+    rounds_markdown,
+    sequential_claims,
+    study_looks,
+    study_round,
+    study_round_stage,
+)
 
 QUERIES = 40
 LOOKS = (3, 6)

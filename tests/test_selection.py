@@ -1,4 +1,4 @@
-"""Selection noise (curricula.selection, bench/selection_noise.py): the evaluation each model-selection rule keeps on
+"""Selection noise (curricula.study.selection_noise, bench/selection_noise.py): the evaluation each model-selection rule keeps on
 hand-made dev curves, the paired differences between two arms under each rule, and the diagnostic dev curve's
 contract through the select_tuned stage."""
 
@@ -8,11 +8,24 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.selection import (KEPT_COLUMNS, NOISE_COLUMNS, Rule, dev_query_count, dev_subset_noise,
-                                 grid_min_steps, kept_index, kept_values, last_common_step, load_curves, parse_rule,
-                                 per_query_column, selection_noise, subset_dev)
-from curricula.tables import DEV_CURVE, DEV_CURVE_TEST, dev_curve_spec, read_dev_curve, write_table
-from curricula.tuning import select_stage
+from curricula.experiments.tuning import select_stage
+from curricula.plumbing.contracts import DEV_CURVE, DEV_CURVE_TEST, dev_curve_spec, read_dev_curve, write_table
+from curricula.study.selection_noise import (
+    KEPT_COLUMNS,
+    NOISE_COLUMNS,
+    Rule,
+    dev_query_count,
+    dev_subset_noise,
+    grid_min_steps,
+    kept_index,
+    kept_values,
+    last_common_step,
+    load_curves,
+    parse_rule,
+    per_query_column,
+    selection_noise,
+    subset_dev,
+)
 from tests.conftest import bench_module
 
 STEPS = [100, 200, 300, 400, 500, 600]
@@ -69,7 +82,7 @@ def test_ties_keep_the_first_and_bad_rules_or_curves_are_clear_errors():
 
 
 def test_early_stopping_is_replayed_as_fit_stops_counting_only_after_min_steps():
-    from curricula.fitting import FitConfig, fit
+    from curricula.training.core import FitConfig, fit
 
     rising = [0.1, 0.2, 0.15, 0.14, 0.13, 0.3]  # best at 200, then three without improvement, then a better one
     assert STEPS[kept_index(STEPS, rising, Rule("patience", 3))] == 200  # stopped at 500, before 600's 0.3
@@ -221,7 +234,7 @@ def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp
     assert lines[6].startswith("| swa | best_dev | 3 | ")
     assert "| swa | fixed_budget:100 | 3 |" in lines[7] and len(lines) == 8
     # the ratio column against the reference, with the Pitman-Morgan interval and p of the same seeds' differences
-    from curricula.stats import pitman_morgan
+    from curricula.statistics.stats import pitman_morgan
 
     fixed = pitman_morgan([0.10, 0.20, -0.20], [0.20, -0.25, 0.05])
     r = np.corrcoef([0.10, 0.20, -0.20], [0.20, -0.25, 0.05])[0, 1]  # the two rules' differences across seeds

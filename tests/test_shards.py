@@ -6,11 +6,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.dense import encode
-from curricula.errors import SchemaError
 from curricula.models import build_ranker, score_pair_rows, score_pairs
-from curricula.precompute import gather_stage, gather_vectors_stage
-from curricula.shards import (
+from curricula.plumbing.contracts import CANDIDATE_SCORES, DOCS, VECTORS, read_table, write_table
+from curricula.plumbing.errors import SchemaError
+from curricula.plumbing.shards import (
     WHOLE,
     Shard,
     batch_shard,
@@ -20,7 +19,8 @@ from curricula.shards import (
     parse_scatteritem,
     shard_rows,
 )
-from curricula.tables import CANDIDATE_SCORES, DOCS, VECTORS, read_table, write_table
+from curricula.retrieval.dense import encode
+from curricula.retrieval.stages import gather_stage, gather_vectors_stage
 
 
 def test_parse_scatteritem_is_one_based_like_snakemake():
@@ -104,8 +104,8 @@ def test_gather_sorts_and_rejects_overlapping_shards(tmp_path):
 
 def test_cross_fitted_teacher_scoring_refuses_shards(tmp_path):
     """folds > 1 trains the fold teachers inside the scoring job: sharding it would train them once per shard."""
-    from curricula.tables import CANDIDATES, QRELS, QUERIES
-    from curricula.teacher import TeacherConfig, teacher_score_stage
+    from curricula.models.teacher import TeacherConfig, teacher_score_stage
+    from curricula.plumbing.contracts import CANDIDATES, QRELS, QUERIES
 
     data = {
         "queries": write_table(pl.DataFrame({"qid": ["q1"], "split": ["train"], "text": ["hi"], "turns": [["hi"]],

@@ -10,12 +10,32 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from curricula.stats import (adjust, cheapest, design_mde, design_queries, design_seeds, equivalence_pvalue, holm,
-                             mde, mean_variance, paired_pvalue, paired_randomization, paired_ttest, paired_wilcoxon,
-                             plan, pool_components, queries_needed, seed_aware_mde, seed_aware_test,
-                             seed_query_components, rejection_rate, seed_sd_interval, simulate_mean_squares,
-                             with_seed_sd)
-from curricula.report import plan_sentence
+from curricula.report.tables import plan_sentence
+from curricula.statistics.stats import (
+    adjust,
+    cheapest,
+    design_mde,
+    design_queries,
+    design_seeds,
+    equivalence_pvalue,
+    holm,
+    mde,
+    mean_variance,
+    paired_pvalue,
+    paired_randomization,
+    paired_ttest,
+    paired_wilcoxon,
+    plan,
+    pool_components,
+    queries_needed,
+    rejection_rate,
+    seed_aware_mde,
+    seed_aware_test,
+    seed_query_components,
+    seed_sd_interval,
+    simulate_mean_squares,
+    with_seed_sd,
+)
 
 
 def test_paired_ttest_matches_the_textbook_formula():
@@ -386,7 +406,7 @@ def test_the_planner_returns_the_smallest_feasible_number_of_queries(components,
 def test_the_planner_finds_a_feasible_window_a_doubling_search_steps_over(monkeypatch):
     """An MDE that is feasible only between 500 and 800 queries (not monotone in Q): the planner still returns 500;
     a doubling search (2, 4, ..., 512, 1024) would have stepped from 256 to 512 and bisected, or from 512 on."""
-    import curricula.stats as st
+    import curricula.statistics.stats as st
 
     monkeypatch.setattr(st, "design_mde", lambda c, s, q, *a: 0.5 if 500 <= q <= 800 else 1.0)
     assert st.design_queries((0.0, 0.0, 0.0), 0.6, 3) == 500
@@ -440,7 +460,7 @@ def test_the_seed_aware_p_agrees_with_a_two_level_bootstrap_on_a_real_run():
     level sees (S - 1) / S of the seed variance and no t tail, so it is the more liberal of the two."""
     import polars as pl
 
-    from curricula.comparisons import paired_cells
+    from curricula.evaluation.comparisons import paired_cells
 
     metrics = pl.read_parquet(FIXTURE)
     rng = np.random.default_rng(0)
@@ -454,7 +474,7 @@ def test_the_seed_aware_p_agrees_with_a_two_level_bootstrap_on_a_real_run():
 
 
 def test_pitman_morgan_against_hand_values_and_its_level_and_interval_by_simulation():
-    from curricula.stats import pitman_morgan
+    from curricula.statistics.stats import pitman_morgan
 
     x = np.array([0.01, -0.03, 0.02, 0.05, -0.01, 0.00, 0.04, -0.02])
     y = 0.5 * x + np.array([0.003, -0.002, 0.001, -0.004, 0.002, 0.000, -0.001, 0.002])
@@ -483,7 +503,7 @@ def test_pitman_morgan_against_hand_values_and_its_level_and_interval_by_simulat
 
 
 def test_pitman_morgan_power_is_its_level_at_equal_sds_and_matches_fishers_z_where_that_holds():
-    from curricula.stats import pitman_morgan_power
+    from curricula.statistics.stats import pitman_morgan_power
 
     draws, se = 2000, np.sqrt(0.05 * 0.95 / 2000)
     assert abs(pitman_morgan_power(1.0, 0.63, 8, draws) - 0.05) < 3 * se

@@ -1,4 +1,4 @@
-"""Studies (curricula.study): each dataset's config from the study's layers, and the findings (effect, CI, p, MDE,
+"""Studies (curricula.study.grid): each dataset's config from the study's layers, and the findings (effect, CI, p, MDE,
 verdict) of each claim on each dataset."""
 
 from __future__ import annotations
@@ -8,10 +8,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from curricula.config import merge, validate_config
-from curricula.experiments import experiment_runs
-from curricula.study import (arm_spec, check_claim_datasets, claim_datasets, claim_differences, dataset_config,
-                             flatten, listed_claims, spec_differences, study_configs, study_name)
+from curricula.experiments.specs import experiment_runs
+from curricula.plumbing.config import merge, validate_config
+from curricula.study.grid import (
+    arm_spec,
+    check_claim_datasets,
+    claim_datasets,
+    claim_differences,
+    dataset_config,
+    flatten,
+    listed_claims,
+    spec_differences,
+    study_configs,
+    study_name,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -38,7 +48,7 @@ def test_a_dataset_config_layers_default_preset_study_then_overrides(tmp_path):
 
 
 def test_a_dataset_override_patches_the_study_grid_and_cannot_add_or_drop_an_experiment():
-    # a config file's experiments replace the grid (curricula.config.merge); a dataset's override changes knobs of the
+    # a config file's experiments replace the grid (curricula.plumbing.config.merge); a dataset's override changes knobs of the
     # study's experiments on that dataset alone and leaves the rest of the grid as the study has it
     common = {"experiments": {"kde": {"weighting": {"scoring": "kde", "m": 20, "iteration_steps": 32}},
                               "penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}}}
@@ -120,7 +130,7 @@ def test_the_study_preset_builds_a_valid_config_per_dataset(monkeypatch):
 
 def test_an_overlay_drops_a_claim_and_the_active_part():
     """configs/study_curricula.yaml over configs/study.yaml: the study without Wang's claim and the active loop."""
-    from curricula.config import merge
+    from curricula.plumbing.config import merge
 
     overlay = merge(yaml.safe_load((REPO / "configs" / "study.yaml").read_text()),
                     yaml.safe_load((REPO / "configs" / "study_curricula.yaml").read_text()))

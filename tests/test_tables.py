@@ -9,8 +9,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from curricula.errors import SchemaError
-from curricula.tables import (
+from curricula.plumbing.contracts import (
     NEIGHBORS,
     QRELS,
     QUERIES,
@@ -24,6 +23,7 @@ from curricula.tables import (
     write_table,
     write_trec_run,
 )
+from curricula.plumbing.errors import SchemaError
 
 
 def qrels(**cols):
@@ -111,7 +111,7 @@ def test_read_missing_table_says_which(tmp_path):
 
 def test_a_write_removes_temporaries_a_killed_writer_left(tmp_path):
     """SIGKILL skips cleanup: the next write of the same table removes the stale temporaries, and only those."""
-    from curricula.tables import CANDIDATES, write_dir_atomically, write_table
+    from curricula.plumbing.contracts import CANDIDATES, write_dir_atomically, write_table
 
     target = tmp_path / "candidates.parquet"
     stale_file = tmp_path / ".candidates.parquet.k3j2.tmp"

@@ -8,12 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula import teacher
 from curricula.data import chitchat
-from curricula.hf import load_tokenizer
-from curricula.ingest import INGEST_TABLES, candidate_pairs, ingest_paths, write_ingest
+from curricula.data.ingest import INGEST_TABLES, candidate_pairs, ingest_paths, write_ingest
+from curricula.models import teacher
 from curricula.models.cross_encoder import collate, pair_lengths, pair_token_ids
-from curricula.tables import TEACHER_SCORES, read_table
+from curricula.models.hf import load_tokenizer
+from curricula.plumbing.contracts import TEACHER_SCORES, read_table
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
 CFG = dict(layers=1, max_length=32, steps=6, batch_size=8, lr=1e-4, device="cpu", precision="fp32",

@@ -12,16 +12,16 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from curricula import curriculum as cur
+from curricula.curriculum import ordering as cur
+from curricula.curriculum.negatives import NegativeSampler, resolve_negatives
+from curricula.curriculum.pacing import resolve_pacing
 from curricula.data import chitchat
+from curricula.data.ingest import candidate_pairs
 from curricula.difficulty import difficulty_table
-from curricula.experiments import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
-from curricula.ingest import candidate_pairs
-from curricula.losses import element_losses, weighted_mean
-from curricula.negatives import NegativeSampler, resolve_negatives
-from curricula.pacing import resolve_pacing
-from curricula.tables import DEV_CURVE, DEV_CURVE_TEST, NEIGHBORS, RUN, write_grouped_table
-from curricula.train import PairEase, train_ranker
+from curricula.experiments.specs import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
+from curricula.experiments.train import PairEase, train_ranker
+from curricula.plumbing.contracts import DEV_CURVE, DEV_CURVE_TEST, NEIGHBORS, RUN, write_grouped_table
+from curricula.training.losses import element_losses, weighted_mean
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
 TRAIN = dict(model="minilm", layers=1, max_length=32, steps=6, batch_size=4, lr=1e-4, eps=1e-8, weight_decay=0.0,
@@ -283,7 +283,7 @@ def test_false_negative_guard_never_draws_a_negative_above_the_ratio_of_the_true
 
 
 def test_false_negative_guard_rule_is_strictly_above_the_ratio_of_the_raw_score():
-    from curricula.negatives import false_negative_guard
+    from curricula.curriculum.negatives import false_negative_guard
 
     assert false_negative_guard(np.array([0.7, 0.8, 0.81, 1.2]), 1.0, 0.8).tolist() == [True, True, False, False]
     # a negative true-reply score: the threshold 0.8 x -1 = -0.8 lies above it, as in the authors' code
@@ -309,8 +309,9 @@ def test_a_null_guard_leaves_every_draw_byte_identical(data):
 
 
 def test_the_guard_is_validated_and_left_out_of_specs_unless_set():
-    from curricula.config import SCHEMA
     import yaml
+
+    from curricula.plumbing.config import SCHEMA
 
     schema = yaml.safe_load(Path(SCHEMA).read_text())
     hcl = {"negatives": {"mode": "neighbors", "pacing": {"kT": 2}}}
@@ -367,9 +368,9 @@ def test_pair_ease_pairwise_macavaney_and_query_level():
 def bm25_weights_fixture(data, tmp_path, bm25_list: str = "run", depth: int = 30):
     """The ingest tables and a BM25 run (every train query: ``depth`` random docs of any split, scores falling with
     the rank) written to ``tmp_path``, and recip's training table from the difficulty stage with ``bm25_list``."""
+    from curricula.data.ingest import INGEST_TABLES
     from curricula.difficulty import difficulty_function_stage
-    from curricula.ingest import INGEST_TABLES
-    from curricula.tables import CANDIDATE_SCORES, write_table
+    from curricula.plumbing.contracts import CANDIDATE_SCORES, write_table
 
     paths = {name: tmp_path / f"{name}.parquet" for name in [*INGEST_TABLES, "candidate_scores", "run"]}
     for name, spec in INGEST_TABLES.items():
@@ -508,7 +509,7 @@ def test_resolve_ranker_gives_each_ranker_its_schedule_unless_the_config_sets_on
 
 
 def test_train_ranker_counts_patience_after_the_grids_min_steps(monkeypatch, tmp_path):
-    import curricula.train as train_module
+    import curricula.experiments.train as train_module
 
     class Built(Exception):
         pass
@@ -660,8 +661,8 @@ def test_the_default_training_is_the_training_with_idle_knobs(data, table, tmp_p
 def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(data, table, tmp_path):
     """diagnostic_test records the test metric at every evaluation and nothing else: the same kept step, dev values,
     train losses and weights as without it, and the kept evaluation's test value is the kept model's test AP."""
+    from curricula.experiments.train import dev_metric
     from curricula.models import load_ranker
-    from curricula.train import dev_metric
 
     _, off, weights_off = pinned_training(data, table, tmp_path / "off")
     _, on, weights_on = pinned_training(data, table, tmp_path / "on", diagnostic_test=True)
@@ -684,7 +685,7 @@ def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(da
 def test_a_diagnostic_run_with_shadow_averages_writes_their_columns_and_keeps_the_plain_model(data, table, tmp_path):
     """diagnostic_averages adds ema_/swa_ value and test_value columns to the diagnostic curve (its contract
     checked on write and read) and changes nothing of the trained run: its own columns and kept weights."""
-    from curricula.tables import dev_curve_spec, read_dev_curve, write_table
+    from curricula.plumbing.contracts import dev_curve_spec, read_dev_curve, write_table
 
     _, plain, weights_plain = pinned_training(data, table, tmp_path / "plain", max_steps=12, diagnostic_test=True)
     _, shadow, weights = pinned_training(data, table, tmp_path / "shadow", max_steps=12, diagnostic_test=True,
@@ -740,7 +741,7 @@ def test_weight_averaging_changes_only_evaluations_after_the_curriculum_and_resu
 
 
 def test_the_selection_knobs_stay_out_of_specs_while_idle_and_are_the_grids():
-    from curricula.experiments import active_spec, experiment_runs
+    from curricula.experiments.specs import active_spec, experiment_runs
 
     experiments = {"root2": {"scoring": "u_words", "pacing": {"name": "root_2"}}}
     before = experiment_specs({"train": TRAIN, "experiments": experiments})

@@ -9,10 +9,19 @@ import polars as pl
 import pytest
 import yaml
 
-from curricula.experiments import experiment_runs, experiment_specs, tuned_values
-from curricula.tables import DEV_CURVE, write_table
-from curricula.tuning import (LIST_KNOBS, SELECTION, run_name, select_run, select_stage, selection, tuned_lists,
-                              tuning_table, variants)
+from curricula.experiments.specs import experiment_runs, experiment_specs, tuned_values
+from curricula.experiments.tuning import (
+    LIST_KNOBS,
+    SELECTION,
+    run_name,
+    select_run,
+    select_stage,
+    selection,
+    tuned_lists,
+    variants,
+)
+from curricula.plumbing.contracts import DEV_CURVE, write_table
+from curricula.report.tuning import tuning_table
 from tests.test_train import TRAIN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,7 +166,7 @@ def test_selection_reads_each_runs_kept_dev_value_and_breaks_ties_by_list_order(
 def test_an_arm_is_resolved_once_with_every_length_in_steps():
     """resolve_arm: the pacing's T/T0 and the negatives' T become steps of the curriculum's length (``steps``), the
     weighting's m and iteration length are typed, ``end`` is when every axis has ended; errors name the key."""
-    from curricula.experiments import merge_experiment, resolve_arm
+    from curricula.experiments.specs import merge_experiment, resolve_arm
 
     spec = merge_experiment(TRAIN, {"scoring": "hcl_corpus", "pacing": {"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.5},
                                     "negatives": {"mode": "neighbors", "m": 5, "pacing": {"kT": 2, "T": 0.9},

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from curricula.weighting import curriculum_weight, ease_from_difficulty, iteration_of
+from curricula.curriculum.weighting import curriculum_weight, ease_from_difficulty, iteration_of
 
 
 def test_eq3_hand_values():
@@ -75,8 +75,8 @@ def test_iteration_of():
 
 def test_early_stopping_waits_for_every_curriculum_axis():
     """MacAvaney's weights reach 1 after m iterations (eq. 3): patience counts only after max(steps, m * 32)."""
-    from curricula.experiments import curriculum_length
-    from curricula.weighting import weighting_steps
+    from curricula.curriculum.weighting import weighting_steps
+    from curricula.experiments.specs import curriculum_length
 
     assert weighting_steps(20, 32) == 640 and weighting_steps(0.5, 32) == 16 and weighting_steps("inf", 32) == math.inf
     recip = {"scoring": "recip", "iteration_steps": 32}

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, read_table
+from curricula.plumbing.contracts import CANDIDATES, DOCS, QRELS, QUERIES, read_table
 from tests.conftest import shared_file
 from tests.workflow_run import TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake
 
@@ -285,7 +285,7 @@ def test_active_learning_dag_writes_curves_table_and_figure(tmp_path):
     assert jobs_of(out.stdout + out.stderr) >= {"ingest", "dense_encode", "active", "report_active"}
     assert "teacher_train" not in out.stdout + out.stderr  # only what active learning needs
     root = tmp_path / "results" / "tiny"
-    from curricula.active_loop import ACTIVE_CURVE
+    from curricula.active.loop import ACTIVE_CURVE
 
     curve = read_table(root / "active" / "dasl" / "seed=1" / "curve.parquet", ACTIVE_CURVE)
     assert curve["labeled"].to_list() == [8, 16]  # 20% of 40 train queries, then +20%
@@ -458,9 +458,9 @@ def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_
     checkpoint study_round judges every cell after a round and lists the arms of the open cells, and exactly those
     arms train the next round's seeds; the findings carry each cell's sequential verdict at its look; a second
     invocation schedules nothing."""
-    from curricula.comparisons import trained_experiment
-    from curricula.rounds import read_round
-    from curricula.sequential import CONTINUE
+    from curricula.evaluation.comparisons import trained_experiment
+    from curricula.statistics.sequential import CONTINUE
+    from curricula.study.rounds import read_round
 
     wd = copy_run(tiny_run, tmp_path / "run")
     claims = {

@@ -1,5 +1,5 @@
-from curricula.active_loop import active_stage
-from curricula.logs import logged
+from curricula.active.loop import active_stage
+from curricula.plumbing.logs import logged
 
 with logged(snakemake.log[0]):
     spec = dict(snakemake.params.spec, threads=snakemake.threads)

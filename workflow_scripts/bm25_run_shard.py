@@ -1,6 +1,6 @@
-from curricula.logs import logged
-from curricula.precompute import bm25_run_stage
-from curricula.shards import parse_scatteritem
+from curricula.plumbing.logs import logged
+from curricula.plumbing.shards import parse_scatteritem
+from curricula.retrieval.stages import bm25_run_stage
 
 with logged(snakemake.log[0]):
     cfg = snakemake.params.bm25

@@ -1,5 +1,5 @@
-from curricula.curriculum import curriculum_stage
-from curricula.logs import logged
+from curricula.curriculum.ordering import curriculum_stage
+from curricula.plumbing.logs import logged
 
 with logged(snakemake.log[0]):
     curriculum_stage(snakemake.input.table, snakemake.output.shards, snakemake.wildcards.scoring,

@@ -1,5 +1,5 @@
-from curricula.logs import logged
-from curricula.precompute import biencoder_stage
+from curricula.plumbing.logs import logged
+from curricula.retrieval.stages import biencoder_stage
 
 with logged(snakemake.log[0]):
     data = {name: snakemake.input[name] for name in ("queries", "docs", "qrels")}

@@ -1,6 +1,6 @@
-from curricula.logs import logged
-from curricula.precompute import encode_stage
-from curricula.shards import parse_scatteritem
+from curricula.plumbing.logs import logged
+from curricula.plumbing.shards import parse_scatteritem
+from curricula.retrieval.stages import encode_stage
 
 with logged(snakemake.log[0]):
     encode_stage(snakemake.wildcards.kind, snakemake.input.table, snakemake.output.vectors,

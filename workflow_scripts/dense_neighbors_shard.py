@@ -1,6 +1,6 @@
-from curricula.logs import logged
-from curricula.precompute import neighbors_stage
-from curricula.shards import parse_scatteritem
+from curricula.plumbing.logs import logged
+from curricula.plumbing.shards import parse_scatteritem
+from curricula.retrieval.stages import neighbors_stage
 
 with logged(snakemake.log[0]):
     data = {name: snakemake.input[name] for name in ("queries", "qrels", "candidates")}

@@ -1,5 +1,5 @@
 from curricula.difficulty import difficulty_function_stage
-from curricula.logs import logged
+from curricula.plumbing.logs import logged
 
 with logged(snakemake.log[0]):
     # rule difficulty_test passes split="test"; difficulty_function has no split param (adding one would change its

@@ -1,5 +1,5 @@
-from curricula.evaluate import evaluate_stage
-from curricula.logs import logged
+from curricula.evaluation.rerank import evaluate_stage
+from curricula.plumbing.logs import logged
 
 with logged(snakemake.log[0]):
     wc = dict(snakemake.wildcards.items())

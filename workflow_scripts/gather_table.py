@@ -1,5 +1,5 @@
-from curricula.logs import logged
-from curricula.precompute import gather_stage
+from curricula.plumbing.logs import logged
+from curricula.retrieval.stages import gather_stage
 
 with logged(snakemake.log[0]):
     gather_stage(snakemake.params.table, list(snakemake.input.shards), snakemake.output[0],

@@ -1,5 +1,5 @@
-from curricula.ingest import load_configured, write_ingest
-from curricula.logs import logged
+from curricula.data.ingest import load_configured, write_ingest
+from curricula.plumbing.logs import logged
 
 with logged(snakemake.log[0]):
     data = load_configured(snakemake.params.dataset, snakemake.params.seed)

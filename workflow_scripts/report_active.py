@@ -1,5 +1,5 @@
-from curricula.active_report import report_active_stage
-from curricula.logs import logged
+from curricula.plumbing.logs import logged
+from curricula.report.active import report_active_stage
 
 with logged(snakemake.log[0]):
     report_active_stage(snakemake.input, snakemake.output, dataset=snakemake.params.dataset)

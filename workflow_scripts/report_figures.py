@@ -1,6 +1,6 @@
-from curricula.figures import figures_stage
-from curricula.logs import logged
-from curricula.report import split_inputs
+from curricula.plumbing.logs import logged
+from curricula.report.figures import figures_stage
+from curricula.report.tables import split_inputs
 
 with logged(snakemake.log[0]):
     figures_stage(specs=snakemake.params.specs, curve_paths=split_inputs(snakemake.input, "curve"),

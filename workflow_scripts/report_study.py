@@ -1,6 +1,6 @@
-from curricula.logs import logged
-from curricula.report import split_inputs
-from curricula.findings import findings_stage
+from curricula.plumbing.logs import logged
+from curricula.report.tables import split_inputs
+from curricula.study.findings import findings_stage
 
 with logged(snakemake.log[0]):
     findings_stage(split_inputs(snakemake.input, "metrics"), snakemake.params.claims, snakemake.output,

@@ -1,5 +1,5 @@
-from curricula.logs import logged
-from curricula.report import split_inputs, tables_stage
+from curricula.plumbing.logs import logged
+from curricula.report.tables import split_inputs, tables_stage
 
 with logged(snakemake.log[0]):
     runs, refs = split_inputs(snakemake.input, "metrics"), split_inputs(snakemake.input, "reference")

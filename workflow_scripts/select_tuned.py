@@ -1,6 +1,6 @@
-from curricula.logs import logged
-from curricula.report import split_inputs
-from curricula.tuning import select_stage
+from curricula.experiments.tuning import select_stage
+from curricula.plumbing.logs import logged
+from curricula.report.tables import split_inputs
 
 with logged(snakemake.log[0]):
     curves = {run: path for (run,), path in split_inputs(snakemake.input, "curve").items()}

@@ -1,6 +1,6 @@
-from curricula.logs import logged
-from curricula.report import split_inputs
-from curricula.rounds import study_round_stage
+from curricula.plumbing.logs import logged
+from curricula.report.tables import split_inputs
+from curricula.study.rounds import study_round_stage
 
 with logged(snakemake.log[0]):
     study_round_stage(split_inputs(snakemake.input, "metrics"),

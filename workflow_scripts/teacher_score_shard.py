@@ -1,6 +1,6 @@
-from curricula.logs import logged
-from curricula.shards import parse_scatteritem
-from curricula.teacher import teacher_config, teacher_score_stage
+from curricula.models.teacher import teacher_config, teacher_score_stage
+from curricula.plumbing.logs import logged
+from curricula.plumbing.shards import parse_scatteritem
 
 with logged(snakemake.log[0]):
     cfg = teacher_config(dict(snakemake.params.teacher, threads=snakemake.threads), snakemake.params.seed)

@@ -1,5 +1,5 @@
-from curricula.logs import logged
-from curricula.teacher import teacher_config, teacher_train_stage
+from curricula.models.teacher import teacher_config, teacher_train_stage
+from curricula.plumbing.logs import logged
 
 with logged(snakemake.log[0]):
     cfg = teacher_config(dict(snakemake.params.teacher, threads=snakemake.threads), snakemake.params.seed)

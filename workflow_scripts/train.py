@@ -1,5 +1,5 @@
-from curricula.logs import logged
-from curricula.train import train_stage
+from curricula.experiments.train import train_stage
+from curricula.plumbing.logs import logged
 
 with logged(snakemake.log[0]):
     spec = dict(snakemake.params.spec, threads=snakemake.threads)

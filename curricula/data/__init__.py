@@ -2,7 +2,7 @@
 
 Every loader is ``load(files: Mapping[str, Any], **options) -> RankingData``; ``files`` maps a role (usually a
 split name: train/dev/test) to a path, and options are the format's own knobs from ``dataset.options`` in
-config. Loaders raise :class:`curricula.errors.InputFormatError` (``path:line: problem``) on malformed input.
+config. Loaders raise :class:`curricula.plumbing.errors.InputFormatError` (``path:line: problem``) on malformed input.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What every loader returns, and the checks and split handling they share.
 
 A loader turns one native format into a :class:`RankingData`: four polars tables with the ingest contracts
-of :mod:`curricula.tables` (queries, docs, qrels, candidates). Loaders raise
-:class:`~curricula.errors.InputFormatError` (``path:line: problem``) on malformed input and never write files;
+of :mod:`curricula.plumbing.contracts` (queries, docs, qrels, candidates). Loaders raise
+:class:`~curricula.plumbing.errors.InputFormatError` (``path:line: problem``) on malformed input and never write files;
 the ingest stage writes the tables atomically only after every check passed.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from curricula.errors import InputFormatError
-from curricula.tables import CANDIDATES, DOCS, QRELS, QUERIES, SPLITS, TableSpec, check_table, conform
+from curricula.plumbing.contracts import CANDIDATES, DOCS, QRELS, QUERIES, SPLITS, TableSpec, check_table, conform
+from curricula.plumbing.errors import InputFormatError
 
 
 @dataclass(frozen=True)

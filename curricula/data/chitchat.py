@@ -30,8 +30,8 @@ import numpy as np
 import polars as pl
 
 from curricula.data.base import RankingData, seeded_split
-from curricula.errors import InputFormatError
-from curricula.tables import SPLITS
+from curricula.plumbing.contracts import SPLITS
+from curricula.plumbing.errors import InputFormatError
 
 DEFAULT_FRACTIONS = {"train": 0.8, "dev": 0.1, "test": 0.1}
 

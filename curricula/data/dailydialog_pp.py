@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from curricula.data.base import RankingColumns, RankingData, read_lines, split_roles
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 
 #: record key -> (docid prefix, kind, rel)
 RESPONSE_KEYS: dict[str, tuple[str, str, int]] = {

@@ -44,8 +44,8 @@ from curricula.data.trec import (
     assemble,
     candidate_mode,
 )
-from curricula.errors import InputFormatError
-from curricula.tables import SPLITS
+from curricula.plumbing.contracts import SPLITS
+from curricula.plumbing.errors import InputFormatError
 
 MISSING_PACKAGE = (
     "dataset format 'ir_datasets' needs the optional package ir_datasets, which is not installed. "

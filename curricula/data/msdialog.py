@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from curricula.data.base import RankingColumns, RankingData, parse_label, read_lines, split_roles
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 
 VARIANTS = ("msdialog", "ubuntu")
 EOU = "__eou__"

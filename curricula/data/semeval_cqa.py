@@ -41,8 +41,8 @@ from typing import Any
 from xml.parsers import expat
 
 from curricula.data.base import RankingColumns, RankingData
-from curricula.errors import InputFormatError
-from curricula.tables import SPLITS
+from curricula.plumbing.contracts import SPLITS
+from curricula.plumbing.errors import InputFormatError
 
 LABELS = {"Good": 2, "PotentiallyUseful": 1, "Bad": 0}
 TASKS = {"A": "RELC_RELEVANCE2RELQ", "C": "RELC_RELEVANCE2ORGQ"}

@@ -58,7 +58,7 @@ from typing import Any
 import polars as pl
 
 from curricula.data.base import RankingData, parse_label, read_lines, split_roles
-from curricula.errors import InputFormatError
+from curricula.plumbing.errors import InputFormatError
 
 CANDIDATE_MODES = ("auto", "run", "qrels", "none")
 FILE_ROLES = ("collection", "queries", "qrels", "run")

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from curricula.data.base import RankingColumns, RankingData, parse_label, read_lines
-from curricula.errors import InputFormatError
-from curricula.tables import SPLITS
+from curricula.plumbing.contracts import SPLITS
+from curricula.plumbing.errors import InputFormatError
 
 HEADER = ("QuestionID", "Question", "DocumentID", "DocumentTitle", "SentenceID", "Sentence", "Label")
 

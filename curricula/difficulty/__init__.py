@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from curricula.data.ingest import candidate_pairs, read_ingest
 from curricula.difficulty import hcl, macavaney, penha
 from curricula.difficulty.macavaney import BM25_LISTS, bm25_lists
 from curricula.difficulty.registry import (
@@ -46,8 +47,15 @@ from curricula.difficulty.registry import (
     register,
     unregister,
 )
-from curricula.ingest import candidate_pairs, read_ingest
-from curricula.tables import CANDIDATE_SCORES, RUN, TEACHER_SCORES, VECTORS, TableSpec, read_table, write_table
+from curricula.plumbing.contracts import (
+    CANDIDATE_SCORES,
+    RUN,
+    TEACHER_SCORES,
+    VECTORS,
+    TableSpec,
+    read_table,
+    write_table,
+)
 
 __all__ = [
     "BM25_LISTS", "FUNCTIONS", "INPUT_TABLES", "DifficultyFunction", "Inputs", "bm25_lists", "check_names",
@@ -65,8 +73,8 @@ INPUT_SPECS: dict[str, TableSpec] = {"candidate_scores": CANDIDATE_SCORES, "run"
 
 # ----------------------------------------------------------------------------------------------- the functions
 def _sigma_sm(x: Inputs) -> pl.DataFrame:
-    # curricula.hf imports torch: only when sigma_SM is computed, never when Snakemake imports this module
-    from curricula.hf import input_embeddings, load_tokenizer
+    # curricula.models.hf imports torch: only when sigma_SM is computed, never when Snakemake imports this module
+    from curricula.models.hf import input_embeddings, load_tokenizer
 
     model = x.knobs["sm_model"]
     emb = input_embeddings(model).numpy()
@@ -216,7 +224,7 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     ``split="test"`` scores the test pairs instead (rule ``difficulty_test``, for the report's figures of test
     effectiveness by difficulty bucket); rank-based difficulties are then ranks among the test queries.
 
-    The scored pairs are the split's candidate pairs (:func:`curricula.ingest.candidate_pairs`); on the training
+    The scored pairs are the split's candidate pairs (:func:`curricula.data.ingest.candidate_pairs`); on the training
     split, a function for which :func:`scores_run_pairs` holds (MacAvaney's with ``bm25_list: run``) is also scored
     on the BM25 run's pairs of the training queries within the training pool, the negatives ``negatives.mode:
     bm25`` draws (:func:`curricula.difficulty.macavaney.with_run_pairs`; non-relevant rows, so the curriculum's

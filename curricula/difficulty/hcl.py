@@ -27,7 +27,7 @@ def hcl_corpus_difficulty(similarity: np.ndarray) -> np.ndarray:
 
 def positive_similarity(pairs: pl.DataFrame, query_vectors: pl.DataFrame, doc_vectors: pl.DataFrame) -> pl.DataFrame:
     """G(c, r+) for every relevant (rel > 0) pair: (qid, docid, g), the inner product of the dense vectors."""
-    from curricula.dense import vectors_to_numpy
+    from curricula.retrieval.dense import vectors_to_numpy
 
     pos = pairs.filter(pl.col("rel") > 0).select("qid", "docid")
     qv = query_vectors.filter(pl.col("id").is_in(pos["qid"].unique().implode()))

@@ -282,7 +282,7 @@ def with_run_pairs(pairs: pl.DataFrame, run: pl.DataFrame, qrels: pl.DataFrame, 
     heuristics must be scored on every (query, doc) such a sampler can draw: each query of ``pairs`` with every doc
     of its run (all of the run's k; ``negatives.depth`` cuts a prefix) that is among the docs of ``pairs`` (for the
     training candidate pairs: the training response pool, the only docs a sampler draws). An added pair's ``rel`` is
-    1 when its qrels grade is >= ``relevant_min``, else 0 (with :func:`curricula.ingest.candidate_pairs`, which
+    1 when its qrels grade is >= ``relevant_min``, else 0 (with :func:`curricula.data.ingest.candidate_pairs`, which
     already holds every relevant doc, an added pair is always non-relevant), and its BM25 score, which
     :func:`bm25_lists` reads from ``candidate_scores``, is the run's (the same Lucene BM25 score; the added pairs
     are not candidates). The pairs already in ``pairs`` keep their rows, so their values are unchanged. The pairs

@@ -22,8 +22,8 @@ import polars as pl
 import torch
 from tqdm.auto import tqdm
 
-from curricula.hf import autocast
-from curricula.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
+from curricula.models.hf import autocast
+from curricula.plumbing.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
 
 #: the file a saved ranker folder describes itself with
 RANKER_FILE = "ranker.json"
@@ -34,7 +34,7 @@ class Ranker:
 
     name: ClassVar[str] = ""
     #: a BERT-style transformer: precision "auto" runs it in bf16 on CPUs with bf16 instructions
-    #: (:func:`curricula.hf.autocast_dtype`); other rankers stay fp32 on CPU
+    #: (:func:`curricula.models.hf.autocast_dtype`); other rankers stay fp32 on CPU
     transformer: ClassVar[bool] = False
 
     def __init__(self, module: torch.nn.Module):
@@ -86,7 +86,7 @@ class Ranker:
         return self.module.parameters()
 
     def logits(self, batch: dict[str, torch.Tensor], device: torch.device, precision: str = "auto") -> torch.Tensor:
-        """Float32 logits (batch,) under the device's autocast rules (:func:`curricula.hf.autocast`)."""
+        """Float32 logits (batch,) under the device's autocast rules (:func:`curricula.models.hf.autocast`)."""
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, precision, self.transformer):
             out = self.forward(batch)

@@ -1,0 +1,109 @@
+"""The ingest stage's four tables: load the configured dataset, split, filter and write them; read them back.
+
+Everything is checked before anything is written, and each table is written atomically, so a failed ingest
+leaves no Parquet behind (Snakemake also removes the outputs of a failed job). Every later stage reads the tables
+with :func:`read_ingest` and, where it scores (query, candidate) pairs, builds them with :func:`candidate_pairs`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from curricula.data import get_loader
+from curricula.data.base import RankingData, fill_missing_splits, filter_queries
+from curricula.plumbing.contracts import CANDIDATES, DOCS, QRELS, QUERIES, TableSpec, read_table, write_table
+
+log = logging.getLogger(__name__)
+
+#: the ingest tables by name, with their contracts (the keys of a stage's ``data`` inputs and of :func:`read_ingest`)
+INGEST_TABLES: dict[str, TableSpec] = {"queries": QUERIES, "docs": DOCS, "qrels": QRELS, "candidates": CANDIDATES}
+
+
+def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
+    """Load ``dataset`` (the config's ``dataset`` section) into the ingest contract.
+
+    Loaders that split by themselves (e.g. chitchat splits by conversation) take ``fractions`` and ``seed``;
+    every other dataset keeps its own splits, and missing ones are carved out of train by query (or all queries
+    are re-split with ``split.resplit``). Then ``keep_queries`` drops queries that cannot be evaluated.
+    """
+    fmt = dataset["format"]
+    loader = get_loader(fmt)
+    options = dict(dataset.get("options") or {})
+    split_cfg = dataset.get("split") or {}
+    fractions = dict(split_cfg.get("fractions") or {"train": 0.8, "dev": 0.1, "test": 0.1})
+    params = inspect.signature(loader).parameters
+    if "fractions" in params:
+        options.setdefault("fractions", fractions)
+    if "seed" in params:
+        options.setdefault("seed", seed)
+    data = loader(dict(dataset.get("files") or {}), **options)
+    data = data.validate(f"{fmt} dataset '{dataset['name']}'")
+    log.info("loaded %s: %d queries %s, %d docs, %d qrels, %d candidates", fmt, data.queries.height,
+             data.split_counts(), data.docs.height, data.qrels.height, data.candidates.height)
+    data, notes = fill_missing_splits(data, fractions, seed, resplit=bool(split_cfg.get("resplit", False)))
+    for note in notes:
+        log.info(note)
+    data, note = filter_queries(data, dataset.get("keep_queries", "with_positive"), dataset.get("relevant_min", 1))
+    if note:
+        log.info(note)
+    empty = [s for s, n in data.split_counts().items() if n == 0]
+    if empty:
+        raise ValueError(f"dataset '{dataset['name']}' has no queries in split(s) {empty} after filtering")
+    return data
+
+
+def write_ingest(data: RankingData, outputs: Mapping[str, str | Path]) -> None:
+    """Write the four tables to the paths in ``outputs`` (keys queries, docs, qrels, candidates)."""
+    for name, (df, spec) in data.tables().items():
+        write_table(df, outputs[name], spec)
+        log.info("wrote %s: %d rows -> %s", name, df.height, outputs[name])
+
+
+def ingest_paths(folder: str | Path) -> dict[str, Path]:
+    """The four ingest tables' files in ``folder`` (``<name>.parquet``, as rule ``ingest`` writes them under
+    ``results/<dataset>/data``), keyed by table name for :func:`read_ingest`."""
+    return {name: Path(folder) / f"{name}.parquet" for name in INGEST_TABLES}
+
+
+def read_ingest(paths: Mapping[str, str | Path],
+                columns: Mapping[str, list[str]] | None = None) -> dict[str, pl.DataFrame]:
+    """The four ingest tables (queries, docs, qrels, candidates) from ``paths``, each checked against its contract.
+
+    ``paths`` may hold more names (a rule's other inputs); only the ingest tables are read. ``columns`` limits
+    what is read of some tables (e.g. ``{"queries": ["qid", "split", "text"]}``: no turns).
+    """
+    columns = columns or {}
+    return {name: read_table(paths[name], spec, columns.get(name)) for name, spec in INGEST_TABLES.items()}
+
+
+def candidate_pairs(
+    data: Mapping[str, pl.DataFrame],
+    splits: tuple[str, ...] = ("train",),
+    relevant_min: int = 1,
+) -> pl.DataFrame:
+    """Every (query, candidate) pair of ``splits`` with its text and binary label, sorted by qid, docid.
+
+    Columns qid, docid, split, context (the query text), response (the doc text), rel (1 when the qrel's grade is
+    at least ``relevant_min``, else 0; unjudged candidates are 0). Judged relevant docs that are not candidates
+    are added as candidates (a relevant doc must be rankable). ``data`` holds the ingest frames
+    (:func:`read_ingest`).
+    """
+    queries, docs, qrels, candidates = (data[name] for name in INGEST_TABLES)
+    chosen = queries.filter(pl.col("split").is_in(list(splits))).select("qid", "split", pl.col("text").alias("context"))
+    qids = chosen["qid"].implode()  # only the chosen splits' rows are joined (dev pairs: a tenth of the table)
+    relevant = qrels.filter((pl.col("rel") >= relevant_min) & pl.col("qid").is_in(qids)).select("qid", "docid")
+    pairs = pl.concat([candidates.filter(pl.col("qid").is_in(qids)).select("qid", "docid"), relevant]).unique()
+    labelled = pairs.join(relevant.with_columns(rel=pl.lit(1, pl.Int64)), on=["qid", "docid"], how="left")
+    return (
+        labelled.with_columns(pl.col("rel").fill_null(0))
+        .join(chosen, on="qid")
+        .join(docs.select("docid", pl.col("text").alias("response")), on="docid")
+        .select("qid", "docid", "split", "context", "response", "rel")
+        .sort("qid", "docid")
+    )

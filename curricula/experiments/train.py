@@ -1,0 +1,228 @@
+"""Curriculum training of a ranker (rule ``train``): one (experiment, seed) per job.
+
+Each step (Su et al. 2021 Algorithm 1, with Penha's and MacAvaney's axes in the same loop):
+
+1. draw ``batch_size`` positives uniformly from the curriculum prefix the pacing allows
+   (:class:`curricula.curriculum.ordering.CurriculumSampler`: Penha §3 / HCL-CC);
+2. draw ``m`` negatives per positive (:class:`curricula.curriculum.negatives.NegativeSampler`: random, candidates, BM25, or
+   HCL-IC from the dense neighbours with k = 10^h_p(t));
+3. score the (1 + m) pairs of each positive with the ranker (:mod:`curricula.models`), take the per-element loss
+   (:mod:`curricula.training.losses`), multiply by MacAvaney's weight W = D + (i/m)(1 - D) (eq. 3; :mod:`weighting`) and
+   average (eq. 4);
+4. every ``eval_every`` steps, score the dev candidates, compute the dev metric with ir-measures, and keep the best
+   model (model selection on dev only: test data is never read here, except by the diagnostic mode
+   ``diagnostic_test``, which also scores the test candidates at every evaluation for the selection-noise analysis
+   of :mod:`curricula.study.selection_noise`, keeps each dev query's value there (``dev_query_values``), and never selects,
+   stops or keeps anything by them; with ``averaging`` the
+   evaluations score, and the best is, a weight average: :class:`curricula.training.core.WeightAverage`);
+5. every ``checkpoint_every`` steps, save the training state; a re-run of a killed job resumes from there and ends
+   with the same weights as an uninterrupted run.
+
+Steps 4-5, the optimiser and the schedule are the training core's (:func:`curricula.training.core.fit`); this module
+says what one step and one evaluation are. Batches and negatives of step t are pure functions of (seed, t), so a
+resumed run needs no sampler state beyond the step number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from curricula.curriculum.negatives import NegativeSampler
+from curricula.curriculum.ordering import Curriculum, CurriculumSampler
+from curricula.curriculum.weighting import PairEase
+from curricula.data.ingest import candidate_pairs, read_ingest
+from curricula.difficulty import difficulty_spec
+from curricula.evaluation.metrics import measure_means
+from curricula.evaluation.rerank import ranker_per_query
+from curricula.experiments.specs import job_params, resolve_arm
+from curricula.models import build_ranker
+from curricula.models.hf import select_device, set_threads
+from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table, write_text_atomically
+from curricula.training.core import Checkpointer, FitConfig, FitResult, fit
+from curricula.training.losses import element_losses, weighted_mean
+
+log = logging.getLogger(__name__)
+
+#: what training reads of the ingest tables (a query's turns are the loader's, not the ranker's)
+TRAIN_COLUMNS = {"queries": ["qid", "split", "text"]}
+
+#: bumped when the checkpoint layout changes, so a checkpoint of another layout is ignored, not misread
+CHECKPOINT_FORMAT = 3  # 3: frozen parameters are left out of the checkpoint
+
+
+def spec_fingerprint(spec: Mapping[str, Any], seed: int) -> str:
+    """A hash of everything that determines the trained weights (runtime knobs excluded)."""
+    blob = json.dumps({"spec": job_params(spec), "seed": seed, "format": CHECKPOINT_FORMAT}, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def dev_pairs(data: Mapping[str, Any], dev_queries: int | None, seed: int, relevant_min: int) -> pl.DataFrame:
+    """Dev candidate pairs (qid, docid, context, response, rel) of a seeded subset of ``dev_queries`` queries.
+
+    The subset depends on the config seed only, so every experiment and seed is selected on the same queries.
+    """
+    pairs = candidate_pairs(data, splits=("dev",), relevant_min=relevant_min)
+    qids = pairs["qid"].unique().sort()
+    if dev_queries and qids.len() > dev_queries:
+        pick = np.sort(np.random.default_rng(seed).choice(qids.len(), dev_queries, replace=False))
+        pairs = pairs.filter(pl.col("qid").is_in(qids.gather(pick).implode()))
+    return pairs
+
+
+def dev_metric(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+               relevant_min: int = 1, progress: bool = False, desc: str = "dev") -> float:
+    """The spec's ``eval_metric`` (higher = better) of the ranker on the dev pairs: what model selection reads (and,
+    on the test pairs, the diagnostic ``test_value``)."""
+    return dev_metric_per_query(ranker, dev, qrels, spec, device, relevant_min, progress, desc)[0]
+
+
+def dev_metric_per_query(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+                         relevant_min: int = 1, progress: bool = False, desc: str = "dev"
+                         ) -> tuple[float, list[float]]:
+    """The spec's ``eval_metric`` on the dev pairs (:func:`dev_metric`) and, from the same scores, its value per dev
+    query, in qid order: a diagnostic run's ``dev_query_values``, from which a selection made on fewer dev queries is
+    replayed (:func:`curricula.study.selection_noise.subset_dev`)."""
+    metric = spec["eval_metric"]
+    pq = ranker_per_query(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
+                          precision=spec["precision"], relevant_min=relevant_min, progress=progress, desc=desc)
+    per_query = pq.filter(pl.col("measure") == metric).sort("qid")["value"].to_list()
+    return measure_means(pq, [metric])[metric], per_query
+
+
+def train_ranker(
+    data: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    seed: int,
+    *,
+    curriculum_dir: str | Path,
+    model_out: str | Path,
+    checkpoint_dir: str | Path,
+    weights: pl.DataFrame | None = None,
+    neighbors: pl.DataFrame | str | Path | None = None,
+    run: pl.DataFrame | str | Path | None = None,
+    query_vectors: pl.DataFrame | str | Path | None = None,
+    doc_vectors: pl.DataFrame | str | Path | None = None,
+    relevant_min: int = 1,
+    config_seed: int = 42,
+    progress: bool = True,
+    on_step=None,
+) -> pl.DataFrame:
+    """Train one ranker; save the best-on-dev model to ``model_out``; return the dev curve (DEV_CURVE rows, or
+    DEV_CURVE_TEST rows with the spec's ``diagnostic_test``).
+
+    ``data`` holds the ingest frames (queries, docs, qrels, candidates); ``spec`` is a resolved experiment spec
+    (:func:`curricula.experiments.specs.experiment_specs`). ``on_step(step)`` is called after every optimiser step
+    (tests use it to simulate a killed job). With ``diagnostic_test`` every evaluation also scores all test
+    candidates and records the ``eval_metric`` there as ``test_value``; the dev value alone selects and stops.
+    """
+    set_threads(spec.get("threads"))
+    device = select_device(spec.get("device", "auto"))
+    arm = resolve_arm(spec)  # the curriculum's every length decided once, in steps (the budget may be longer)
+    # patience counts only after min_steps: the grid's longest curriculum (experiment_runs sets it, so every arm
+    # gets the same minimum budget), else once this arm's curriculum axes have ended (pacing and the loss weights)
+    cfg = FitConfig.from_spec(spec, length=spec.get("min_steps") or arm.end)
+    queries, docs = data["queries"], data["docs"]
+    sampler = CurriculumSampler(Curriculum(curriculum_dir), arm.pacing, spec["batch_size"], seed)
+    negs = NegativeSampler(arm.negatives, queries=queries, docs=docs, qrels=data["qrels"],
+                           candidates=data["candidates"], relevant_min=relevant_min, neighbors=neighbors, run=run,
+                           seed=seed, query_vectors=query_vectors, doc_vectors=doc_vectors)
+    train_queries = queries.filter(pl.col("split") == "train")  # only training contexts are ever drawn
+    context_of = dict(zip(train_queries["qid"].to_list(), train_queries["text"].to_list()))
+    del train_queries
+    doc_texts = docs["text"].to_list()
+    ease = None
+    if arm.weighting is not None:
+        ease = PairEase.from_weighting(weights, arm.weighting, negs.q_of, negs.code_of, len(doc_texts))
+    dev = dev_pairs(data, spec["dev_queries"], config_seed, relevant_min)
+    if dev.height == 0:
+        raise ValueError("no dev candidates: model selection on dev needs a dev split with candidates")
+    test = candidate_pairs(data, splits=("test",), relevant_min=relevant_min) if spec.get("diagnostic_test") else None
+    if test is not None and test.height == 0:
+        raise ValueError("no test candidates: diagnostic_test scores the test split at every evaluation")
+    ranker = build_ranker(spec, seed).to(device)
+
+    def step_loss(step: int) -> torch.Tensor:
+        batch = sampler.batch(step)
+        qids = batch["qid"].to_list()
+        pos = np.array([negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
+        group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)  # (B, 1 + m)
+        contexts = [context_of[q] for q in qids for _ in range(group.shape[1])]
+        responses = [doc_texts[c] for c in group.reshape(-1)]
+        logits = ranker.pair_logits(contexts, responses, device, spec["precision"])
+        losses = element_losses(spec["loss"], logits.view(group.shape), spec["margin"])
+        w = None
+        if ease is not None:
+            q = np.array([negs.q_of[x] for x in qids], dtype=np.int64)
+            w = torch.from_numpy(ease.weights(q, group, spec["loss"], step, fallback=negs.last_fallback)).to(device)
+        return weighted_mean(losses, w)
+
+    def evaluate(done: int) -> dict[str, Any]:
+        value, per_query = dev_metric_per_query(ranker, dev, data["qrels"], spec, device, relevant_min)
+        row = {"metric": spec["eval_metric"], "value": value, "allowed": sampler.allowed(done - 1),
+               "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
+        if test is not None:  # diagnostic only: recorded, never compared (fit reads "value")
+            row["test_value"] = dev_metric(ranker, test, data["qrels"], spec, device, relevant_min, desc="test")
+            row["dev_query_values"] = per_query  # selection on fewer dev queries is replayed from them
+        return row
+
+    ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))
+    result = fit(ranker.module, step_loss, cfg, seed=seed, evaluate=evaluate, checkpoint=ckpt, on_step=on_step,
+                 progress=progress, desc="train")
+    ranker.save(model_out)
+    if negs.fallbacks:
+        log.info("negatives: %d draw(s) fell back to the random pool (no candidate left)", negs.fallbacks)
+    if ease is not None and ease.unlisted:
+        log.info("weights: %d fallback negative(s) outside the difficulty table weighed as unranked (h = 0)",
+                 ease.unlisted)
+    if negs.guard_unchecked:
+        log.info("negatives: %d draw(s) from past the stored neighbours could not be checked by the false-negative "
+                 "guard (every stored neighbour of their query was above it)", negs.guard_unchecked)
+    ckpt.clear()
+    return curve_frame(result)
+
+
+def curve_frame(result: FitResult) -> pl.DataFrame:
+    """The DEV_CURVE rows of a fit (DEV_CURVE_TEST's when its evaluations recorded a diagnostic ``test_value``):
+    one per evaluation, ``best`` marking the one whose weights were kept and ``stopped`` (last row only) saying
+    whether the budget or early stopping ended training."""
+    last = len(result.curve) - 1
+    rows = [{**row, "best": row["step"] == result.best_step, "stopped": result.stopped if i == last else None}
+            for i, row in enumerate(result.curve)]
+    spec = dev_curve_spec(result.curve[0] if result.curve else ())
+    return pl.DataFrame([tuple(row[c] for c in spec.columns) for row in rows], schema=spec.columns, orient="row")
+
+
+def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], spec: Mapping[str, Any],
+                seed: int, *, relevant_min: int = 1, config_seed: int = 42) -> pl.DataFrame:
+    """Rule ``train``: read the inputs one experiment needs, train, write model/, dev_curve.parquet, config.json.
+
+    ``inputs``: queries, docs, qrels, candidates, curriculum (folder) and, when the spec needs them, weights
+    (the weighting function's difficulty table), neighbors, run, query_vectors and doc_vectors (the dense stage's
+    embeddings, for the false-negative guard). The checkpoint folder is ``<model>.checkpoint``.
+    """
+    data = read_ingest(inputs, columns=TRAIN_COLUMNS)
+    names = set(inputs.keys())  # a Snakemake Namedlist's `in` looks at values, not names
+    extra = {}
+    if spec.get("weighting"):
+        extra["weights"] = read_table(inputs["weights"], difficulty_spec([spec["weighting"]["scoring"]]))
+    for name in ("neighbors", "run", "query_vectors", "doc_vectors"):  # read lazily / only the rows needed
+        if name in names:
+            extra[name] = Path(inputs[name])
+    model_out = Path(outputs["model"])
+    curve = train_ranker(data, spec, seed, curriculum_dir=inputs["curriculum"], model_out=model_out,
+                         checkpoint_dir=model_out.with_name(model_out.name + ".checkpoint"),
+                         relevant_min=relevant_min, config_seed=config_seed, **extra)
+    write_table(curve, outputs["dev_curve"], dev_curve_spec(curve.columns))
+    write_text_atomically(outputs["config"],
+                          json.dumps({"seed": seed, "spec": dict(spec)}, indent=2, sort_keys=True, default=str) + "\n")
+    return curve

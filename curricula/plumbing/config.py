@@ -1,0 +1,96 @@
+"""Config loading and validation against ``schemas/config.schema.yaml`` (the same check the Snakefile runs)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from snakemake.utils import validate
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "schemas" / "config.schema.yaml"
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` in place (filling schema defaults) with snakemake.utils.validate; return it.
+
+    An unknown key or a wrong type raises snakemake's WorkflowError naming the key.
+    """
+    validate(config, str(SCHEMA), set_default=True)
+    return config
+
+
+def _merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Overlay a config on another: Snakemake's recursive merge (overlay wins, dicts merge), with two exceptions.
+
+    An overlay whose ``dataset`` names *another* dataset (a different ``dataset.name``) replaces the whole
+    ``dataset`` section instead of merging into it: the default's chitchat ``options`` (or ``files``) mean nothing
+    to a WikiQA loader, and a merged section would fail validation with keys the user never wrote.
+    An overlay's ``experiments`` replaces the default grid: an experiment grid is one unit, and a user who lists
+    their experiments (or ``experiments: {}`` for the baseline alone) does not want the default ones trained too.
+    """
+    out = _merge(base, overlay)
+    if "experiments" in overlay:
+        out["experiments"] = copy.deepcopy(overlay["experiments"])
+    new = overlay.get("dataset")
+    old = base.get("dataset")
+    if isinstance(new, Mapping) and isinstance(old, Mapping) and new.get("name", old.get("name")) != old.get("name"):
+        out["dataset"] = copy.deepcopy(dict(new))
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML config file's content, as written (an empty file is an empty config; nothing merged or validated)."""
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def apply_overlays(config: dict[str, Any], default: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Recompute the Snakefile's ``config`` in place as ``merge(default, overlays)``; return it.
+
+    ``default`` is config.yaml's content (:func:`read_yaml`, read once by the Snakefile); ``overlay`` is what
+    ``--configfile``/``--config`` gave (``workflow.config_settings.overwrite_config``).
+    """
+    merged = merge(default, overlay or {})
+    config.clear()
+    config.update(merged)
+    return config
+
+
+def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Read one or more YAML config files (later ones overlay earlier ones), overlay ``overrides`` (what Snakemake's
+    ``--config`` gave, parsed) last, and validate the result."""
+    config: dict[str, Any] = {}
+    for path in paths:
+        config = merge(config, read_yaml(path))
+    return validate_config(merge(config, overrides or {}))
+
+
+def side_folder(config: Mapping[str, Any], kind: str, name: str | None = None) -> str:
+    """Where the rules of this config write their ``kind`` (``logs`` or ``benchmarks``) files: ``<kind>/<dataset
+    name>`` for the default ``results`` folder, ``<kind>/<results, its path parts joined by _>/<dataset name>`` for
+    any other, so two configs of one dataset that write to different results folders in one working directory
+    (an ablation beside the default) never share a log or benchmark file. ``name`` replaces the dataset's name
+    (``study`` for the findings page)."""
+    results = Path(config.get("results", "results"))
+    tag = "_".join(p for p in results.parts if p not in ("/", ".", ".."))
+    stem = name or config["dataset"]["name"]
+    return f"{kind}/{stem}" if results == Path("results") else f"{kind}/{tag}/{stem}"
+
+
+def results_dir(config: Mapping[str, Any]) -> Path:
+    """``<results>/<dataset name>``: where every stage of this config writes."""
+    return Path(config.get("results", "results")) / config["dataset"]["name"]
