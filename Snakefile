@@ -19,7 +19,8 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 DEFAULT_CONFIG = read_yaml(os.path.join(workflow.basedir, "config.yaml"))
 
 
-# An overlay naming another dataset replaces the dataset section instead of merging into it (curricula.plumbing.config.merge).
+# An overlay naming another dataset replaces the dataset section instead of merging into it
+# (curricula.plumbing.config.merge).
 if not workflow.config_settings.replace_workflow_config:
     apply_overlays(config, DEFAULT_CONFIG, workflow.config_settings.overwrite_config)
 

@@ -15,10 +15,13 @@ import polars as pl
 
 from curricula.evaluation.comparisons import experiment_files, load_metrics
 from curricula.evaluation.metrics import split_metrics
-from curricula.plumbing.config import load_config, results_dir, side_folder
+from curricula.plumbing.config import load_config
 from curricula.plumbing.contracts import CANDIDATE_SCORES, QRELS, QUERIES, TEACHER_SCORES, read_table
+from curricula.plumbing.layout import Layout, round_records, selection_rounds
 from curricula.report.tables import converged_length, planner_markdown
-from curricula.study.grid import selected_datasets, study_name
+from curricula.study.grid import selected_datasets
+
+EXAMPLE = Layout(dataset="chitchat").root  # a dataset's results folder, in the commands' help
 
 
 def outputs(config_files: list[str], overrides: dict | None = None) -> int:
@@ -28,12 +31,13 @@ def outputs(config_files: list[str], overrides: dict | None = None) -> int:
     config = load_config(*config_files, overrides=overrides)
     if config.get("study"):
         return study_outputs(config)
-    root = results_dir(config)
+    layout = Layout.of(config)
+    root = Path(layout.root)
     print(f"Outputs of dataset '{config['dataset']['name']}' are under {root}/")
     for stage in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         files = sorted(f for f in stage.rglob("*") if f.is_file())
         print(f"  {stage.name}/: {len(files)} file(s), e.g. {files[0].relative_to(root) if files else '-'}")
-    curves = sorted(root.glob("experiments/*/seed=*/dev_curve.parquet")) if root.is_dir() else []
+    curves = list(layout.experiment_files("dev_curve.parquet").values())
     if curves:
         print("Best dev value per trained ranker (model selection on dev; test is evaluated later), the step whose "
               "weights were kept, and why training stopped:")
@@ -43,33 +47,34 @@ def outputs(config_files: list[str], overrides: dict | None = None) -> int:
             stopped = curve["stopped"][-1] if "stopped" in curve.columns else None
             print(f"  {path.parent.parent.name:>36} {path.parent.name:<8} {best['metric']} {best['value']:.4f} "
                   f"at step {best['step']}, stopped at {curve['step'].max()} by {stopped or 'budget'}")
-    table = root / "report" / "table_seeds.md"
+    table = Path(layout.report()["seeds_md"])
     if table.is_file():
-        print(f"\nResult table: {table}  (all measures: {table.with_name('table_metrics.md')}; "
+        print(f"\nResult table: {table}  (all measures: {Path(layout.report()['metrics_md'])}; "
               "HTML report: snakemake --report report.html)\n")
         print(table.read_text(encoding="utf-8"))
-    print(f"Logs: {side_folder(config, 'logs')}/  Benchmarks: {side_folder(config, 'benchmarks')}/")
+    print(f"Logs: {layout.logs}/  Benchmarks: {layout.benchmarks}/")
     return 0
 
 
 def study_outputs(config: dict) -> int:
     """Print a study's dataset folders, each dataset's result table, and its findings page when it exists."""
-    results = Path(config["results"])
     study = config["study"]
+    own = Layout.of(config)
     datasets = selected_datasets(list(study["datasets"]), study["only"])
-    print(f"Study over {len(datasets)} datasets; each dataset's outputs are under {results}/<dataset>/:")
+    print(f"Study over {len(datasets)} datasets; each dataset's outputs are under {Path(own.results)}/<dataset>/:")
     for name in datasets:
-        table = results / name / "report" / "table_metrics.md"
-        print(f"  {name}: {results / name}/  (result table: {table if table.is_file() else 'not yet written'}; "
-              f"{side_folder(config, 'logs', name)}/, {side_folder(config, 'benchmarks', name)}/)")
-    own = results / "report" / study_name(list(study["datasets"]), study["only"])
-    if any((own / "rounds").glob("round=*.json")):
-        print(f"\nRound records: {own / 'rounds'}/  (as tables: python -m curricula.cli rounds {own / 'rounds'})")
-    findings = own / "findings.md"
+        layout = Layout(own.results, name)
+        table = Path(layout.report()["metrics_md"])
+        print(f"  {name}: {Path(layout.root)}/  (result table: {table if table.is_file() else 'not yet written'}; "
+              f"{layout.logs}/, {layout.benchmarks}/)")
+    rounds = Path(own.study_rounds)
+    if round_records(rounds):
+        print(f"\nRound records: {rounds}/  (as tables: python -m curricula.cli rounds {rounds})")
+    page = {name: Path(path) for name, path in own.study_report().items()}
+    findings = page["findings"]
     if findings.is_file():
-        print(f"\nFindings: {findings}  (table: {findings.with_suffix('.csv')}, figure: "
-              f"{findings.with_suffix('.png')}, cost per dataset: {findings.parent / 'costs.csv'}; HTML report: "
-              "snakemake --report report.html --configfile ...)\n")
+        print(f"\nFindings: {findings}  (table: {page['table']}, figure: {page['figure']}, cost per dataset: "
+              f"{page['costs']}; HTML report: snakemake --report report.html --configfile ...)\n")
         print(findings.read_text(encoding="utf-8"))
     return 0
 
@@ -77,15 +82,15 @@ def study_outputs(config: dict) -> int:
 def references(config_files: list[str], split: str) -> int:
     """Print the metrics of the reference rankers of the candidates: BM25 (Lucene scores) and the teacher."""
     config = load_config(*config_files)
-    root = results_dir(config)
-    queries = read_table(root / "data" / "queries.parquet", QUERIES)
-    qrels = read_table(root / "data" / "qrels.parquet", QRELS)
+    layout = Layout.of(config)
+    queries = read_table(layout.data("queries"), QUERIES)
+    qrels = read_table(layout.data("qrels"), QRELS)
     rel = config["dataset"]["relevant_min"]
-    sources = {"bm25": (root / "bm25" / "candidate_scores.parquet", CANDIDATE_SCORES),
-               "teacher": (root / "teacher" / "scores.parquet", TEACHER_SCORES)}
+    sources = {"bm25": (layout.bm25()["candidate_scores"], CANDIDATE_SCORES),
+               "teacher": (layout.teacher()["scores"], TEACHER_SCORES)}
     rows = []
     for name, (path, spec) in sources.items():
-        if path.exists():
+        if Path(path).exists():
             rows.append({"ranker": name, **split_metrics(read_table(path, spec), queries, qrels, split,
                                                          relevant_min=rel)})
     with pl.Config(float_precision=4, tbl_hide_dataframe_shape=True):
@@ -95,8 +100,9 @@ def references(config_files: list[str], split: str) -> int:
 
 
 def plan(roots: list[str], measure: str, max_queries: int | None) -> int:
-    """Print the power planner (:func:`curricula.report.tables.planner_markdown`) of each finished dataset results folder:
-    how many seeds and test queries a 2% effect needs, and what each number of seeds detects with its test split."""
+    """Print the power planner (:func:`curricula.report.tables.planner_markdown`) of each finished dataset results
+    folder: how many seeds and test queries a 2% effect needs, and what each number of seeds detects with its test
+    split."""
     for root in roots:
         metrics = load_metrics(experiment_files(root))
         print(f"## {root}\n")
@@ -127,13 +133,14 @@ def pair_lengths(roots: list[str], split: str, budgets: list[int], model: str) -
 
     tokenizer = load_tokenizer(resolve_model_dir(model))
     for root in roots:
-        data = Path(root) / "data"
-        queries = read_table(data / "queries.parquet", QUERIES, ["qid", "split", "text"]).filter(
+        layout = Layout.at(root)
+        queries = read_table(layout.data("queries"), QUERIES, ["qid", "split", "text"]).filter(
             pl.col("split") == split)
-        pairs = (read_table(data / "candidates.parquet", CANDIDATES).join(queries, on="qid")
-                 .join(read_table(data / "docs.parquet", DOCS).rename({"text": "doc"}), on="docid"))
+        pairs = (read_table(layout.data("candidates"), CANDIDATES).join(queries, on="qid")
+                 .join(read_table(layout.data("docs"), DOCS).rename({"text": "doc"}), on="docid"))
         if pairs.is_empty():
-            print(f"error: {data}: no candidate pairs of {split} queries", file=sys.stderr)
+            print(f"error: {Path(layout.data('candidates')).parent}: no candidate pairs of {split} queries",
+                  file=sys.stderr)
             return 1
         lengths = full_pair_lengths(tokenizer, pairs["text"].to_list(), pairs["doc"].to_list())
         q = np.percentile(lengths, [50, 90, 95, 99])
@@ -148,10 +155,10 @@ def rounds(folder: str) -> int:
     are under ``results/report/study/only=<keys>/rounds``) as tables, in round order."""
     from curricula.study.rounds import read_round, round_chain, rounds_markdown
 
-    paths = sorted(Path(folder).glob("round=*.json"), key=lambda p: int(p.stem.removeprefix("round=")))
+    paths = round_records(folder)
     if not paths:
-        # a study.only selection keeps its rounds in its own folder (curricula.study.grid.study_name)
-        selections = sorted(str(p.parent) for p in Path(folder).parent.glob("only=*/rounds/round=1.json"))
+        # a study.only selection keeps its rounds in its own folder (curricula.plumbing.layout.Layout.study_name)
+        selections = selection_rounds(Path(folder).parent)
         hint = f"; the study.only selections' rounds are in {', '.join(selections)}" if selections else ""
         print(f"error: no round records (round=<k>.json) in {folder}{hint}", file=sys.stderr)
         return 1
@@ -213,22 +220,22 @@ def main(argv: list[str] | None = None) -> int:
     p_ref.add_argument("config", nargs="+", help="config file(s), later ones overlay earlier ones")
     p_ref.add_argument("--split", default="dev", choices=["train", "dev", "test"])
     p_plan = sub.add_parser("plan", help="seeds and test queries a 2%% effect needs, from finished grids")
-    p_plan.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/chitchat")
+    p_plan.add_argument("results", nargs="+", help=f"a dataset's results folder, e.g. {EXAMPLE}")
     p_plan.add_argument("--measure", default="AP")
     p_plan.add_argument("--max-queries", type=int, default=None, help="largest test split to consider")
     p_len = sub.add_parser("length", help="the training length an experiment converges in on dev (train.steps)")
-    p_len.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/chitchat")
+    p_len.add_argument("results", nargs="+", help=f"a dataset's results folder, e.g. {EXAMPLE}")
     p_len.add_argument("--experiment", default="baseline")
     p_pairs = sub.add_parser("pair-lengths", help="a cross-encoder's pair lengths in word pieces per dataset "
                              "(train.max_length)")
-    p_pairs.add_argument("results", nargs="+", help="a dataset's results folder, e.g. results/wikiqa")
+    p_pairs.add_argument("results", nargs="+", help=f"a dataset's results folder, e.g. {EXAMPLE}")
     p_pairs.add_argument("--split", default="train", choices=["train", "dev", "test"])
     p_pairs.add_argument("--lengths", default="64,128,256", help="max_length values to report, comma-separated")
     p_pairs.add_argument("--model", default="minilm", help="the tokenizer's model (train.model)")
     p_rounds = sub.add_parser("rounds", help="a study's seeds in rounds: each round's verdicts, seeds and thresholds")
-    p_rounds.add_argument("folder", nargs="?", default="results/report/study/rounds",
-                          help="the round records' folder (a study.only selection's: "
-                          "results/report/study/only=<keys>/rounds)")
+    p_rounds.add_argument("folder", nargs="?", default=Layout().study_rounds,
+                          help=f"the round records' folder (a study.only selection's: "
+                          f"{Layout(only=('<keys>',)).study_rounds})")
     args = parser.parse_args(argv)
     if args.command == "rounds":
         return rounds(args.folder)

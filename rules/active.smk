@@ -3,16 +3,16 @@ rule active:
     input:
         unpack(active_inputs),
     output:
-        **active_outputs(),
+        **LAYOUT.active(),
     params:
         spec=active_params,
-        settings=active_settings(),
+        settings=PLAN.active_settings(),
         relevant_min=config["dataset"]["relevant_min"],
     threads: active_threads
     log:
-        log_path("active/{method}/seed={seed}"),
+        LAYOUT.log("active/{method}/seed={seed}"),
     benchmark:
-        benchmark_path("active/{method}/seed={seed}")
+        LAYOUT.benchmark("active/{method}/seed={seed}")
     resources:
         mem_mb=4000,
         gpu=active_gpus,
@@ -25,21 +25,24 @@ rule active:
 rule report_active:
     """Learning curves (test MRR by labeled fraction) and the Wang Table 1-style label-fraction table."""
     input:
-        **active_curves(),
+        **targets.active_curves(PLAN),
     output:
-        table=report(active_report_outputs()["table"], caption="../report/table_active.rst", category="Active learning"),
-        table_md=active_report_outputs()["table_md"],
-        table_parquet=active_report_outputs()["table_parquet"],
-        curves=report(active_report_outputs()["curves"], caption="../report/curves_active.rst", category="Active learning"),
-        curves_md=active_report_outputs()["curves_md"],
-        curves_parquet=active_report_outputs()["curves_parquet"],
-        figure=report(active_report_outputs()["figure"], caption="../report/figure_active.rst", category="Active learning"),
+        table=report(LAYOUT.active_report()["table"], caption="../report/table_active.rst",
+                     category="Active learning"),
+        table_md=LAYOUT.active_report()["table_md"],
+        table_parquet=LAYOUT.active_report()["table_parquet"],
+        curves=report(LAYOUT.active_report()["curves"], caption="../report/curves_active.rst",
+                      category="Active learning"),
+        curves_md=LAYOUT.active_report()["curves_md"],
+        curves_parquet=LAYOUT.active_report()["curves_parquet"],
+        figure=report(LAYOUT.active_report()["figure"], caption="../report/figure_active.rst",
+                      category="Active learning"),
     params:
         dataset=config["dataset"]["name"],
     log:
-        log_path("report_active"),
+        LAYOUT.log("report_active"),
     benchmark:
-        benchmark_path("report_active")
+        LAYOUT.benchmark("report_active")
     resources:
         mem_mb=2000,
     conda:

@@ -1,16 +1,16 @@
 rule bm25_index:
     """Lucene (Anserini) index of every document, for BM25."""
     input:
-        docs=ingest_outputs()["docs"],
+        docs=LAYOUT.data("docs"),
     output:
-        index=directory(bm25_outputs()["index"]),
+        index=directory(LAYOUT.bm25()["index"]),
     params:
         heap=config["bm25"]["heap"],
     threads: config["bm25"]["threads"]
     log:
-        log_path("bm25_index"),
+        LAYOUT.log("bm25_index"),
     benchmark:
-        benchmark_path("bm25_index")
+        LAYOUT.benchmark("bm25_index")
     resources:
         mem_mb=6000,
     conda:
@@ -22,17 +22,17 @@ rule bm25_index:
 rule bm25_run_shard:
     """BM25 top-k of one shard's block of queries (scatter; `shards.bm25` shards)."""
     input:
-        index=bm25_outputs()["index"],
-        queries=ingest_outputs()["queries"],
+        index=LAYOUT.bm25()["index"],
+        queries=LAYOUT.data("queries"),
     output:
-        run=temp(shard_path("bm25", "run")),
+        run=temp(LAYOUT.shard("bm25", "run")),
     params:
-        bm25=section("bm25", "k", "k1", "b", "query_turns", "heap"),
+        bm25=PLAN.section("bm25", "k", "k1", "b", "query_turns", "heap"),
     threads: config["bm25"]["threads"]
     log:
-        log_path("bm25_run_shard/{scatteritem}"),
+        LAYOUT.log("bm25_run_shard/{scatteritem}"),
     benchmark:
-        benchmark_path("bm25_run_shard/{scatteritem}")
+        LAYOUT.benchmark("bm25_run_shard/{scatteritem}")
     resources:
         mem_mb=6000,
     conda:
@@ -44,16 +44,16 @@ rule bm25_run_shard:
 rule bm25_run:
     """BM25 top-k of every query of every split (Parquet and TREC run), gathered from the shards."""
     input:
-        shards=gather.bm25(shard_path("bm25", "run")),
+        shards=gather.bm25(LAYOUT.shard("bm25", "run")),
     output:
-        run=bm25_outputs()["run"],
-        trec=bm25_outputs()["trec"],
+        run=LAYOUT.bm25()["run"],
+        trec=LAYOUT.bm25()["trec"],
     params:
         k=config["bm25"]["k"],  # cuts the row groups, as in the unsharded table
     log:
-        log_path("bm25_run"),
+        LAYOUT.log("bm25_run"),
     benchmark:
-        benchmark_path("bm25_run")
+        LAYOUT.benchmark("bm25_run")
     resources:
         mem_mb=4000,
     conda:
@@ -65,17 +65,17 @@ rule bm25_run:
 rule bm25_candidate_scores_shard:
     """Lucene BM25 score of every (query, candidate) pair of one shard's queries, also those outside the top k."""
     input:
-        index=bm25_outputs()["index"],
-        queries=ingest_outputs()["queries"],
-        candidates=ingest_outputs()["candidates"],
+        index=LAYOUT.bm25()["index"],
+        queries=LAYOUT.data("queries"),
+        candidates=LAYOUT.data("candidates"),
     output:
-        scores=temp(shard_path("bm25", "candidate_scores")),
+        scores=temp(LAYOUT.shard("bm25", "candidate_scores")),
     params:
-        bm25=section("bm25", "k1", "b", "query_turns", "heap"),
+        bm25=PLAN.section("bm25", "k1", "b", "query_turns", "heap"),
     log:
-        log_path("bm25_candidate_scores_shard/{scatteritem}"),
+        LAYOUT.log("bm25_candidate_scores_shard/{scatteritem}"),
     benchmark:
-        benchmark_path("bm25_candidate_scores_shard/{scatteritem}")
+        LAYOUT.benchmark("bm25_candidate_scores_shard/{scatteritem}")
     resources:
         mem_mb=6000,
     conda:
@@ -87,15 +87,15 @@ rule bm25_candidate_scores_shard:
 rule bm25_candidate_scores:
     """Lucene BM25 score of every (query, candidate) pair, gathered from the shards."""
     input:
-        shards=gather.bm25(shard_path("bm25", "candidate_scores")),
+        shards=gather.bm25(LAYOUT.shard("bm25", "candidate_scores")),
     output:
-        scores=bm25_outputs()["candidate_scores"],
+        scores=LAYOUT.bm25()["candidate_scores"],
     params:
         table="candidate_scores",
     log:
-        log_path("bm25_candidate_scores"),
+        LAYOUT.log("bm25_candidate_scores"),
     benchmark:
-        benchmark_path("bm25_candidate_scores")
+        LAYOUT.benchmark("bm25_candidate_scores")
     resources:
         mem_mb=4000,
     conda:
@@ -108,23 +108,23 @@ rule bm25_tune:
     """BM25's (k1, b) tuned on the dev queries over the `bm25.tune` grid (one index, no re-indexing); the dev and
     test candidates scored with the chosen point: the reference ranker `bm25_tuned` (MacAvaney et al. 2020)."""
     input:
-        index=bm25_outputs()["index"],
-        queries=ingest_outputs()["queries"],
-        candidates=ingest_outputs()["candidates"],
-        qrels=ingest_outputs()["qrels"],
+        index=LAYOUT.bm25()["index"],
+        queries=LAYOUT.data("queries"),
+        candidates=LAYOUT.data("candidates"),
+        qrels=LAYOUT.data("qrels"),
     output:
-        grid=bm25_outputs()["tuned_grid"],
-        scores=bm25_outputs()["tuned_scores"],
+        grid=LAYOUT.bm25()["tuned_grid"],
+        scores=LAYOUT.bm25()["tuned_scores"],
     params:
         tune={key: config["bm25"]["tune"][key] for key in ("k1", "b", "measure")},
-        default=section("bm25", "k1", "b"),
-        bm25=section("bm25", "query_turns", "heap"),
+        default=PLAN.section("bm25", "k1", "b"),
+        bm25=PLAN.section("bm25", "query_turns", "heap"),
         relevant_min=config["dataset"]["relevant_min"],
-        seed=bm25_tune_seed(),
+        seed=PLAN.bm25_tune_seed(),
     log:
-        log_path("bm25_tune"),
+        LAYOUT.log("bm25_tune"),
     benchmark:
-        benchmark_path("bm25_tune")
+        LAYOUT.benchmark("bm25_tune")
     resources:
         mem_mb=6000,
     conda:

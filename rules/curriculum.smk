@@ -1,16 +1,16 @@
 rule curriculum:
     """Training instances sorted easy -> hard by one scoring function, in shards (ties by a seeded key)."""
     input:
-        table=difficulty_function_path("{scoring}"),
+        table=LAYOUT.difficulty_function("{scoring}"),
     output:
-        shards=directory(curriculum_dir("{scoring}")),
+        shards=directory(LAYOUT.curriculum()),
     params:
         shard_size=config["curriculum"]["shard_size"],
         seed=config["seed"],
     log:
-        log_path("curriculum/{scoring}"),
+        LAYOUT.log("curriculum/{scoring}"),
     benchmark:
-        benchmark_path("curriculum/{scoring}")
+        LAYOUT.benchmark("curriculum/{scoring}")
     resources:
         mem_mb=2000,
     conda:

@@ -3,14 +3,14 @@ rule ingest:
     input:
         dataset_files,
     output:
-        **ingest_outputs(),
+        **targets.ingest_outputs(PLAN),
     params:
         dataset=config["dataset"],
         seed=config["seed"],
     log:
-        log_path("ingest"),
+        LAYOUT.log("ingest"),
     benchmark:
-        benchmark_path("ingest")
+        LAYOUT.benchmark("ingest")
     resources:
         mem_mb=4000,
     conda:

@@ -1,20 +1,20 @@
 rule dense_biencoder:
     """Optional: fine-tune context and response encoders with in-batch negatives on the train split."""
     input:
-        queries=ingest_outputs()["queries"],
-        docs=ingest_outputs()["docs"],
-        qrels=ingest_outputs()["qrels"],
+        queries=LAYOUT.data("queries"),
+        docs=LAYOUT.data("docs"),
+        qrels=LAYOUT.data("qrels"),
     output:
-        biencoder=directory(dense_outputs()["biencoder"]),
+        biencoder=directory(LAYOUT.dense()["biencoder"]),
     params:
-        dense=section("dense", "model", "finetune", "device", "precision", "query_truncation"),
+        dense=PLAN.section("dense", "model", "finetune", "device", "precision", "query_truncation"),
         seed=config["seed"],
     priority: 10  # G gates the encoding, the neighbours and HCL's train jobs: start it before the others
     threads: config["dense"]["threads"]
     log:
-        log_path("dense_biencoder"),
+        LAYOUT.log("dense_biencoder"),
     benchmark:
-        benchmark_path("dense_biencoder")
+        LAYOUT.benchmark("dense_biencoder")
     resources:
         mem_mb=8000,
         gpu=gpus(config["dense"]["device"]),
@@ -28,18 +28,17 @@ rule dense_encode_shard:
     """Unit-norm MiniLM embeddings of one shard's batches of queries (contexts) or docs (responses)."""
     input:
         unpack(biencoder_input),
-        table=ingest_table("{kind}"),
+        table=LAYOUT.data("{kind}"),
     output:
-        vectors=temp(shard_path("dense", "{kind}")),
+        vectors=temp(LAYOUT.shard("dense", "{kind}")),
     params:
-        dense={**section("dense", "model", "layers"), "max_length": DENSE_MAX_LENGTH,  # null resolved
-               **section("dense", "query_truncation", "batch_size", "device", "precision")},
+        dense=PLAN.dense_encode_params(),  # dense.max_length, null resolved
     priority: 10  # the neighbours gate HCL's train jobs: start them before the train jobs that need nothing
     threads: config["dense"]["threads"]
     log:
-        log_path("dense_encode_shard/{kind}.{scatteritem}"),
+        LAYOUT.log("dense_encode_shard/{kind}.{scatteritem}"),
     benchmark:
-        benchmark_path("dense_encode_shard/{kind}.{scatteritem}")
+        LAYOUT.benchmark("dense_encode_shard/{kind}.{scatteritem}")
     resources:
         mem_mb=6000,
         gpu=gpus(config["dense"]["device"]),
@@ -52,14 +51,14 @@ rule dense_encode_shard:
 rule dense_encode:
     """Unit-norm MiniLM embeddings of every query or doc, gathered from the shards in the ingest table's order."""
     input:
-        shards=gather.encode(shard_path("dense", "{{kind}}")),
-        table=ingest_table("{kind}"),
+        shards=gather.encode(LAYOUT.shard("dense", "{{kind}}")),
+        table=LAYOUT.data("{kind}"),
     output:
-        vectors=dense_vectors("{kind}"),
+        vectors=LAYOUT.dense_vectors("{kind}"),
     log:
-        log_path("dense_encode_{kind}"),
+        LAYOUT.log("dense_encode_{kind}"),
     benchmark:
-        benchmark_path("dense_encode_{kind}")
+        LAYOUT.benchmark("dense_encode_{kind}")
     resources:
         mem_mb=4000,
     conda:
@@ -71,22 +70,22 @@ rule dense_encode:
 rule dense_neighbors_shard:
     """Exact top-K responses of one shard's block of contexts by inner product (FAISS), chunked: never N x N."""
     input:
-        queries_vectors=dense_outputs()["queries"],
-        docs_vectors=dense_outputs()["docs"],
-        queries=ingest_outputs()["queries"],
-        qrels=ingest_outputs()["qrels"],
-        candidates=ingest_outputs()["candidates"],
+        queries_vectors=LAYOUT.dense()["queries"],
+        docs_vectors=LAYOUT.dense()["docs"],
+        queries=LAYOUT.data("queries"),
+        qrels=LAYOUT.data("qrels"),
+        candidates=LAYOUT.data("candidates"),
     output:
-        neighbors=temp(shard_path("dense", "neighbors")),
+        neighbors=temp(LAYOUT.shard("dense", "neighbors")),
     params:
         k=config["dense"]["neighbors_k"],
         within_split=config["dense"]["neighbors_within_split"],
     priority: 10  # the neighbours gate HCL's train jobs: start them before the train jobs that need nothing
     threads: config["dense"]["threads"]
     log:
-        log_path("dense_neighbors_shard/{scatteritem}"),
+        LAYOUT.log("dense_neighbors_shard/{scatteritem}"),
     benchmark:
-        benchmark_path("dense_neighbors_shard/{scatteritem}")
+        LAYOUT.benchmark("dense_neighbors_shard/{scatteritem}")
     resources:
         mem_mb=8000,
     conda:
@@ -98,16 +97,16 @@ rule dense_neighbors_shard:
 rule dense_neighbors:
     """Exact top-K responses of every context, gathered from the shards."""
     input:
-        shards=gather.neighbors(shard_path("dense", "neighbors")),
+        shards=gather.neighbors(LAYOUT.shard("dense", "neighbors")),
     output:
-        neighbors=dense_outputs()["neighbors"],
+        neighbors=LAYOUT.dense()["neighbors"],
     params:
         table="neighbors",
         k=config["dense"]["neighbors_k"],  # cuts the row groups, as in the unsharded table
     log:
-        log_path("dense_neighbors"),
+        LAYOUT.log("dense_neighbors"),
     benchmark:
-        benchmark_path("dense_neighbors")
+        LAYOUT.benchmark("dense_neighbors")
     resources:
         mem_mb=4000,
     conda:
@@ -120,18 +119,18 @@ rule dense_positive_ranks:
     """Where G ranks each context's true reply among its top-K neighbours, per split (median rank; shares at rank 1,
     in the top 10, 100, K, outside); the neighbours table is read lazily, joined with the relevant pairs only."""
     input:
-        neighbors=dense_outputs()["neighbors"],
-        queries=ingest_outputs()["queries"],
-        qrels=ingest_outputs()["qrels"],
+        neighbors=LAYOUT.dense()["neighbors"],
+        queries=LAYOUT.data("queries"),
+        qrels=LAYOUT.data("qrels"),
     output:
-        summary=dense_outputs()["positive_ranks"],
+        summary=LAYOUT.dense()["positive_ranks"],
     params:
         k=config["dense"]["neighbors_k"],
         relevant_min=config["dataset"]["relevant_min"],
     log:
-        log_path("dense_positive_ranks"),
+        LAYOUT.log("dense_positive_ranks"),
     benchmark:
-        benchmark_path("dense_positive_ranks")
+        LAYOUT.benchmark("dense_positive_ranks")
     resources:
         mem_mb=2000,
     conda:

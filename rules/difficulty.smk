@@ -3,14 +3,14 @@ rule difficulty_function:
     input:
         unpack(difficulty_function_inputs),
     output:
-        table=difficulty_outputs()["function"],
+        table=LAYOUT.difficulty_function(),
     params:
         knobs=difficulty_function_knobs,
         relevant_min=config["dataset"]["relevant_min"],
     log:
-        log_path("difficulty_function/{function}"),
+        LAYOUT.log("difficulty_function/{function}"),
     benchmark:
-        benchmark_path("difficulty_function/{function}")
+        LAYOUT.benchmark("difficulty_function/{function}")
     resources:
         mem_mb=6000,
     conda:
@@ -22,15 +22,15 @@ rule difficulty_function:
 rule difficulty:
     """The per-function tables joined into one (one row per training pair); logs their Spearman matrix."""
     input:
-        **{f: difficulty_function_path(f) for f in config["difficulty"]["functions"]},
+        **{f: LAYOUT.difficulty_function(f) for f in config["difficulty"]["functions"]},
     output:
-        table=difficulty_outputs()["table"],
+        table=LAYOUT.difficulty_table,
     params:
         functions=config["difficulty"]["functions"],
     log:
-        log_path("difficulty"),
+        LAYOUT.log("difficulty"),
     benchmark:
-        benchmark_path("difficulty")
+        LAYOUT.benchmark("difficulty")
     resources:
         mem_mb=2000,
     conda:
@@ -44,15 +44,15 @@ rule difficulty_test:
     input:
         unpack(difficulty_function_inputs),
     output:
-        table=difficulty_test_path("{function}"),
+        table=LAYOUT.difficulty_test(),
     params:
         knobs=difficulty_function_knobs,
         relevant_min=config["dataset"]["relevant_min"],
         split="test",
     log:
-        log_path("difficulty_test/{function}"),
+        LAYOUT.log("difficulty_test/{function}"),
     benchmark:
-        benchmark_path("difficulty_test/{function}")
+        LAYOUT.benchmark("difficulty_test/{function}")
     resources:
         mem_mb=6000,
     conda:

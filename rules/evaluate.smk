@@ -1,11 +1,11 @@
 rule evaluate:
     """Re-rank the test candidates with one trained model: TREC run and per-query metrics."""
     input:
-        **ingest_outputs(),
-        model=train_outputs()["model"],
-        **additive_input(),
+        **targets.ingest_outputs(PLAN),
+        model=LAYOUT.train()["model"],
+        **targets.additive_input(PLAN),
     output:
-        **evaluate_outputs(),
+        **targets.evaluate_outputs(PLAN),
     params:
         knobs=evaluate_knobs,
         additivity=additivity_params,
@@ -14,9 +14,9 @@ rule evaluate:
         seed=config["seed"],
     threads: experiment_knob("threads")
     log:
-        log_path("evaluate/{experiment}/seed={seed}"),
+        LAYOUT.log("evaluate/{experiment}/seed={seed}"),
     benchmark:
-        benchmark_path("evaluate/{experiment}/seed={seed}")
+        LAYOUT.benchmark("evaluate/{experiment}/seed={seed}")
     resources:
         mem_mb=4000,
         gpu=experiment_gpus,
@@ -33,15 +33,15 @@ rule evaluate_reference:
     input:
         unpack(reference_scores),
     output:
-        **reference_outputs(additive=False),
+        **targets.reference_outputs(PLAN, additive=False),
     params:
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
         seed=config["seed"],
     log:
-        log_path("evaluate/reference_{reference}"),
+        LAYOUT.log("evaluate/reference_{reference}"),
     benchmark:
-        benchmark_path("evaluate/reference_{reference}")
+        LAYOUT.benchmark("evaluate/reference_{reference}")
     resources:
         mem_mb=2000,
     conda:
@@ -56,18 +56,18 @@ rule evaluate_reference_additive:
         reference=r"teacher",
     input:
         unpack(reference_scores),
-        **additive_input(),
+        **targets.additive_input(PLAN),
     output:
-        **reference_outputs(additive=True),
+        **targets.reference_outputs(PLAN, additive=True),
     params:
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
         seed=config["seed"],
         additivity=additivity_params,
     log:
-        log_path("evaluate/reference_{reference}"),
+        LAYOUT.log("evaluate/reference_{reference}"),
     benchmark:
-        benchmark_path("evaluate/reference_{reference}")
+        LAYOUT.benchmark("evaluate/reference_{reference}")
     resources:
         mem_mb=2000,
     conda:

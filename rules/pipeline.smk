@@ -1,7 +1,8 @@
 # One dataset's pipeline: every stage from ingest to the report, on this file's `config`; its final targets are
 # `all_outputs()` (the Snakefile's `rule all`).
 # The Snakefile includes it directly for a one-dataset run; a study (rules/study.smk) loads it once per dataset as
-# a Snakemake module with that dataset's config, so each module has its own RESULTS, logs and benchmarks.
+# a Snakemake module with that dataset's config, so each module has its own plan and
+# paths (results, logs and benchmarks; rules/common.smk).
 import os
 
 from snakemake.utils import validate

@@ -2,18 +2,18 @@ rule report_tables:
     """Penha Table 5-style (seeds x experiments) and MacAvaney Table 3-style (experiments x measures) tables, and the
     power table (minimum detectable effect per experiment)."""
     input:
-        **runs_by_key("metrics", additive=True),
-        **reference_metrics(),
+        **targets.runs_by_key(PLAN, "metrics", additive=True),
+        **targets.reference_metrics(PLAN),
     output:
-        seeds=report(report_outputs()["seeds"], caption="../report/table_seeds.rst", category="Tables"),
-        metrics=report(report_outputs()["metrics"], caption="../report/table_metrics.rst", category="Tables"),
-        seeds_md=report_outputs()["seeds_md"],
-        seeds_parquet=report_outputs()["seeds_parquet"],
-        metrics_md=report_outputs()["metrics_md"],
-        metrics_parquet=report_outputs()["metrics_parquet"],
-        power=report(report_outputs()["power"], caption="../report/table_power.rst", category="Tables"),
-        power_md=report_outputs()["power_md"],
-        power_parquet=report_outputs()["power_parquet"],
+        seeds=report(LAYOUT.report()["seeds"], caption="../report/table_seeds.rst", category="Tables"),
+        metrics=report(LAYOUT.report()["metrics"], caption="../report/table_metrics.rst", category="Tables"),
+        seeds_md=LAYOUT.report()["seeds_md"],
+        seeds_parquet=LAYOUT.report()["seeds_parquet"],
+        metrics_md=LAYOUT.report()["metrics_md"],
+        metrics_parquet=LAYOUT.report()["metrics_parquet"],
+        power=report(LAYOUT.report()["power"], caption="../report/table_power.rst", category="Tables"),
+        power_md=LAYOUT.report()["power_md"],
+        power_parquet=LAYOUT.report()["power_parquet"],
     params:
         measure=config["report"]["measure"],
         measures=config["evaluate"]["measures"],
@@ -25,9 +25,9 @@ rule report_tables:
         seed=config["seed"],
         dataset=config["dataset"]["name"],
     log:
-        log_path("report_tables"),
+        LAYOUT.log("report_tables"),
     benchmark:
-        benchmark_path("report_tables")
+        LAYOUT.benchmark("report_tables")
     resources:
         mem_mb=2000,
     conda:
@@ -39,25 +39,25 @@ rule report_tables:
 rule report_figures:
     """Pacing functions, dev curves, test metric by turns, by difficulty bucket and by domain (PNG)."""
     input:
-        **runs_by_key("curve"),
-        **runs_by_key("metrics"),
-        queries=ingest_outputs()["queries"],
-        **{f"difficulty|{f}": difficulty_test_path(f) for f in report_functions()},
+        **targets.runs_by_key(PLAN, "curve"),
+        **targets.runs_by_key(PLAN, "metrics"),
+        queries=LAYOUT.data("queries"),
+        **targets.difficulty_tests(PLAN),
     output:
         figures=report(
-            directory(report_outputs()["figures"]),
+            directory(LAYOUT.report()["figures"]),
             patterns=["{name}.png"],
             caption="../report/figures.rst",
             category="Figures",
         ),
     params:
-        specs=experiment_params(),
+        specs=PLAN.experiment_params(),
         measure=config["report"]["measure"],
         turn_edges=config["report"]["turn_edges"],
     log:
-        log_path("report_figures"),
+        LAYOUT.log("report_figures"),
     benchmark:
-        benchmark_path("report_figures")
+        LAYOUT.benchmark("report_figures")
     resources:
         mem_mb=2000,
     conda:
@@ -66,22 +66,22 @@ rule report_figures:
         "../workflow_scripts/report_figures.py"
 
 
-if TUNED:  # the rule exists only when an experiment tunes a knob
+if PLAN.tuned:  # the rule exists only when an experiment tunes a knob
 
     rule report_tuning:
         """The knobs tuned on dev: every value's dev result per experiment and seed, and the chosen one."""
         input:
-            **selections(),
+            **targets.selections(PLAN),
         output:
-            tuning=report(tuning_report_outputs()["tuning"], caption="../report/table_tuning.rst", category="Tables"),
-            tuning_md=tuning_report_outputs()["tuning_md"],
-            tuning_parquet=tuning_report_outputs()["tuning_parquet"],
+            tuning=report(LAYOUT.tuning_report()["tuning"], caption="../report/table_tuning.rst", category="Tables"),
+            tuning_md=LAYOUT.tuning_report()["tuning_md"],
+            tuning_parquet=LAYOUT.tuning_report()["tuning_parquet"],
         params:
             dataset=config["dataset"]["name"],
         log:
-            log_path("report_tuning"),
+            LAYOUT.log("report_tuning"),
         benchmark:
-            benchmark_path("report_tuning")
+            LAYOUT.benchmark("report_tuning")
         resources:
             mem_mb=1000,
         conda:

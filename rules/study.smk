@@ -6,20 +6,16 @@
 include: "study_common.smk"
 
 
-for STUDY_DATASET, STUDY_CONFIG in STUDY.items():
+for STUDY_DATASET, STUDY_DATASET_PLAN in STUDY_PLAN.datasets.items():
     STUDY_MODULE = study_module(STUDY_DATASET)
     STUDY_RULES = f"{STUDY_DATASET}_"
     workflow.module(name=STUDY_MODULE, snakefile=os.path.join(workflow.basedir, "rules", "pipeline.smk"),
-                    config=STUDY_CONFIG)
+                    config=STUDY_DATASET_PLAN.config)
 
     use rule * from STUDY_MODULE as STUDY_RULES*
 
 
-# every claim's metrics for every seed (checked against each dataset's grid here, before any job)
-STUDY_CLAIM_METRICS = study_claim_metrics()
-
-
-if STUDY_LOOKS is not None:
+if STUDY_PLAN.looks is not None:
 
     checkpoint study_round:
         """Seeds in rounds: the verdict of every (claim, dataset) cell after a round's seeds (the group-sequential
@@ -27,13 +23,13 @@ if STUDY_LOOKS is not None:
         input:
             unpack(study_round_inputs),
         output:
-            f"{STUDY_RESULTS}/rounds/round={{round}}.json",
+            STUDY_LAYOUT.study_round("{round}"),
         params:
-            claims=STUDY_CLAIMS,  # all of them: the active-learning claims' share of alpha is left to them
-            looks=list(STUDY_LOOKS),
+            claims=STUDY_PLAN.claims,  # all of them: the active-learning claims' share of alpha is left to them
+            looks=list(STUDY_PLAN.looks),
             kind=STUDY_SETTINGS["sequential"]["kind"],
             alpha=STUDY_SETTINGS["alpha"],
-            seeds=STUDY_SEEDS,
+            seeds=STUDY_PLAN.seeds,
             round_=lambda wildcards: int(wildcards.round),
             measure=STUDY_SETTINGS["measure"],
             margin=STUDY_SETTINGS["equivalence_margin"],
@@ -41,9 +37,9 @@ if STUDY_LOOKS is not None:
         wildcard_constraints:
             round=r"[1-9][0-9]*",
         log:
-            f"{side_folder(config, 'logs', STUDY_NAME)}/study_round/round={{round}}.log",
+            STUDY_LAYOUT.study_log("study_round/round={round}"),
         benchmark:
-            f"{side_folder(config, 'benchmarks', STUDY_NAME)}/study_round/round={{round}}.tsv"
+            STUDY_LAYOUT.study_benchmark("study_round/round={round}")
         resources:
             mem_mb=2000,
         conda:
@@ -59,14 +55,15 @@ rule report_study:
     input:
         unpack(study_report_inputs),
     output:
-        findings=report(study_report_outputs()["findings"], caption="../report/study_findings.rst", category="Study"),
-        table=study_report_outputs()["table"],
-        parquet=study_report_outputs()["parquet"],
-        figure=report(study_report_outputs()["figure"], caption="../report/study_figure.rst", category="Study"),
-        costs=study_report_outputs()["costs"],
+        findings=report(STUDY_LAYOUT.study_report()["findings"], caption="../report/study_findings.rst",
+                        category="Study"),
+        table=STUDY_LAYOUT.study_report()["table"],
+        parquet=STUDY_LAYOUT.study_report()["parquet"],
+        figure=report(STUDY_LAYOUT.study_report()["figure"], caption="../report/study_figure.rst", category="Study"),
+        costs=STUDY_LAYOUT.study_report()["costs"],
     params:
-        claims=STUDY_CLAIMS,
-        differing_keys=study_claim_differences(),
+        claims=STUDY_PLAN.claims,
+        differing_keys=STUDY_PLAN.differences,
         measure=STUDY_SETTINGS["measure"],
         alpha=STUDY_SETTINGS["alpha"],
         power=STUDY_SETTINGS["power"],
@@ -74,12 +71,12 @@ rule report_study:
         margin=STUDY_SETTINGS["equivalence_margin"],
         multiplicity=STUDY_SETTINGS["multiplicity"],
         plan_max_queries=STUDY_SETTINGS["plan_max_queries"],
-        benchmarks=study_benchmark_folders(),
-        **({"seeds": STUDY_SEEDS} if STUDY_LOOKS is not None else {}),
+        benchmarks=STUDY_PLAN.benchmark_folders(),
+        **({"seeds": STUDY_PLAN.seeds} if STUDY_PLAN.looks is not None else {}),
     log:
-        f"{side_folder(config, 'logs', STUDY_NAME)}/report_study.log",
+        STUDY_LAYOUT.study_log("report_study"),
     benchmark:
-        f"{side_folder(config, 'benchmarks', STUDY_NAME)}/report_study.tsv"
+        STUDY_LAYOUT.study_benchmark("report_study")
     resources:
         mem_mb=2000,
     conda:

@@ -1,19 +1,19 @@
 rule teacher_train:
     """Fine-tune the teacher cross-encoder on the train split (balanced pairs, cross-entropy)."""
     input:
-        **ingest_outputs(),
+        **targets.ingest_outputs(PLAN),
     output:
-        model=directory(teacher_outputs()["model"]),
+        model=directory(LAYOUT.teacher()["model"]),
     params:
-        teacher=teacher_params("train"),
+        teacher=PLAN.teacher_params("train"),
         seed=config["seed"],
         relevant_min=config["dataset"]["relevant_min"],
-    priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_* curricula): start it first
+    priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_*): start it first
     threads: config["teacher"]["threads"]
     log:
-        log_path("teacher_train"),
+        LAYOUT.log("teacher_train"),
     benchmark:
-        benchmark_path("teacher_train")
+        LAYOUT.benchmark("teacher_train")
     resources:
         mem_mb=8000,
         gpu=gpus(config["teacher"]["device"]),
@@ -26,20 +26,20 @@ rule teacher_train:
 rule teacher_score_shard:
     """The teacher's logit and loss for one shard's batches of candidates (train cross-fitted when folds > 1)."""
     input:
-        **ingest_outputs(),
-        model=teacher_outputs()["model"],
+        **targets.ingest_outputs(PLAN),
+        model=LAYOUT.teacher()["model"],
     output:
-        scores=temp(shard_path("teacher", "scores")),
+        scores=temp(LAYOUT.shard("teacher", "scores")),
     params:
-        teacher=teacher_params("score"),
+        teacher=PLAN.teacher_params("score"),
         seed=config["seed"],
         relevant_min=config["dataset"]["relevant_min"],
-    priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_* curricula): start it first
+    priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_*): start it first
     threads: config["teacher"]["threads"]
     log:
-        log_path("teacher_score_shard/{scatteritem}"),
+        LAYOUT.log("teacher_score_shard/{scatteritem}"),
     benchmark:
-        benchmark_path("teacher_score_shard/{scatteritem}")
+        LAYOUT.benchmark("teacher_score_shard/{scatteritem}")
     resources:
         mem_mb=8000,
         gpu=gpus(config["teacher"]["device"]),
@@ -52,15 +52,15 @@ rule teacher_score_shard:
 rule teacher_score:
     """The teacher's logit and loss for every candidate, gathered from the shards."""
     input:
-        shards=gather.teacher(shard_path("teacher", "scores")),
+        shards=gather.teacher(LAYOUT.shard("teacher", "scores")),
     output:
-        scores=teacher_outputs()["scores"],
+        scores=LAYOUT.teacher()["scores"],
     params:
         table="teacher_scores",
     log:
-        log_path("teacher_score"),
+        LAYOUT.log("teacher_score"),
     benchmark:
-        benchmark_path("teacher_score")
+        LAYOUT.benchmark("teacher_score")
     resources:
         mem_mb=4000,
     conda:

@@ -1,22 +1,22 @@
 rule train:
     """One ranker per (training run, seed): curriculum sampling, negatives, weighted loss, best-on-dev model."""
     wildcard_constraints:
-        experiment=one_of(RUNS),
+        experiment=one_of(PLAN.runs),
     input:
         unpack(train_inputs),
     output:
-        model=directory(train_outputs()["model"]),
-        dev_curve=train_outputs()["dev_curve"],
-        config=train_outputs()["config"],
+        model=directory(LAYOUT.train()["model"]),
+        dev_curve=LAYOUT.train()["dev_curve"],
+        config=LAYOUT.train()["config"],
     params:
         spec=train_params,
         relevant_min=config["dataset"]["relevant_min"],
         config_seed=config["seed"],
     threads: experiment_knob("threads")
     log:
-        log_path("train/{experiment}/seed={seed}"),
+        LAYOUT.log("train/{experiment}/seed={seed}"),
     benchmark:
-        benchmark_path("train/{experiment}/seed={seed}")
+        LAYOUT.benchmark("train/{experiment}/seed={seed}")
     resources:
         mem_mb=6000,
         gpu=experiment_gpus,
@@ -29,19 +29,19 @@ rule train:
 rule select_tuned:
     """A tuned experiment's run that is best on dev, per seed: its model and dev curve, and the selection table."""
     wildcard_constraints:
-        experiment=one_of(TUNED),
+        experiment=one_of(PLAN.tuned),
     input:
         unpack(tuned_inputs),
     output:
-        model=directory(train_outputs()["model"]),
-        dev_curve=train_outputs()["dev_curve"],
-        selection=selection_path(),
+        model=directory(LAYOUT.train()["model"]),
+        dev_curve=LAYOUT.train()["dev_curve"],
+        selection=LAYOUT.selection(),
     params:
         values=tuned_params,
     log:
-        log_path("select_tuned/{experiment}/seed={seed}"),
+        LAYOUT.log("select_tuned/{experiment}/seed={seed}"),
     benchmark:
-        benchmark_path("select_tuned/{experiment}/seed={seed}")
+        LAYOUT.benchmark("select_tuned/{experiment}/seed={seed}")
     resources:
         mem_mb=1000,
     conda:

@@ -188,6 +188,7 @@ def tiny_spec():
     return resolve_ranker(merge_experiment(train, {}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["random", "dal", "dasl", "bald", "coreset"])
 def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, method):
     from curricula.active.loop import ActiveSettings, run_active

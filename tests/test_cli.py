@@ -10,8 +10,9 @@ import pytest
 from curricula.cli import config_overrides_in, configfiles_in, main
 from curricula.evaluation.comparisons import experiment_files, load_metrics
 from curricula.plumbing.contracts import DEV_CURVE, write_table
-from curricula.report.tables import converged_length, pooled_components, power_table
-from curricula.statistics.stats import design_mde
+from curricula.report.power import pooled_components, power_table
+from curricula.report.tables import converged_length
+from curricula.statistics.power import design_mde
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,7 +146,7 @@ def test_logs_and_benchmarks_of_another_results_folder_are_kept_apart(tmp_path, 
 
 
 def test_rounds_prints_each_round_in_order_and_fails_on_an_empty_folder(tmp_path, capsys):
-    from curricula.statistics.sequential import SequentialDecision
+    from curricula.statistics.sequential_verdicts import SequentialDecision
 
     for round_, verdict in ((2, "reproduced"), (1, "continue")):  # written out of order: read in round order
         decision = SequentialDecision(verdict, round_ - 1, 5 * round_, 0.001, 0.9, 0.005, 0.005)

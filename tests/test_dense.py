@@ -31,8 +31,8 @@ from curricula.retrieval.dense import (
     positive_ranks,
     tokenize_texts,
     vectors_frame,
-    vectors_to_numpy,
 )
+from curricula.retrieval.similarity import vectors_to_numpy
 from tests.conftest import shared_file
 
 TEXTS = [

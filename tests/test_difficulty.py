@@ -104,6 +104,26 @@ def test_hcl_corpus_from_vectors():
     assert got["hcl_corpus"].to_list() == pytest.approx([0.0, 1 - 2 ** -0.5, 1.0], abs=1e-6)
 
 
+def test_hcl_guard_and_corpus_difficulty_read_the_same_g_of_the_true_reply():
+    """G(c, r+) has one definition (curricula.retrieval.similarity): the false-negative guard's reference score of
+    each training query is exactly the G that HCL's corpus-level difficulty f_d is computed from."""
+    from curricula.data import chitchat
+    from curricula.data.ingest import candidate_pairs
+    from tests.test_train import CAPS, guard_fixture, sampler
+
+    loaded = chitchat.load({}, max_instances=CAPS, seed=11, max_context_turns=3)
+    data = {name: df for name, (df, _) in loaded.tables().items()}
+    neighbors, qv, dv, _ = guard_fixture(data)
+    guarded = sampler(data, {"mode": "neighbors", "m": 2, "pacing": {"kT": 1, "T": 50}, "false_negative_guard": 0.8},
+                      neighbors=neighbors, query_vectors=qv, doc_vectors=dv)
+    pairs = candidate_pairs(data).filter(pl.col("qid").is_in(qv["id"].implode()))
+    corpus = hcl.hcl_corpus(pairs, qv, dv)
+    single = pairs.filter(pl.col("rel") > 0).group_by("qid").len().filter(pl.col("len") == 1)["qid"]
+    assert single.len() > 10
+    for qid, g in corpus.filter(pl.col("qid").is_in(single.implode())).select("qid", "hcl_corpus_raw").iter_rows():
+        assert guarded.positive_score[guarded.q_of[qid]] == g  # the same float64, not merely close
+
+
 def test_table_has_raw_and_difficulty_per_function_with_query_level_values_broadcast():
     fns = ["random", "turns", "u_words", "r_words"]
     table = difficulty_table(PAIRS, QUERIES, DOCS, fns, seed=3)

@@ -21,6 +21,8 @@ import pytest
 
 from tests.workflow_run import REPO, TINY_PRECOMPUTE
 
+pytestmark = pytest.mark.slow  # Snakemake runs of the tiny workflow
+
 # training long enough to be killed between checkpoints (steps are milliseconds on the 1-layer model)
 FAULTS = {**TINY_PRECOMPUTE, "difficulty": {"functions": ["random"]},
           "train": {**TINY_PRECOMPUTE["train"], "steps": 60, "eval_every": 10, "checkpoint_every": 10}}
@@ -97,7 +99,8 @@ def test_sigkill_mid_job_then_rerun_equals_uninterrupted(rule, reference, tmp_pa
     script, bench, marker, targets = CASES[rule]
     wd = tmp_path / "faulted"
     prepare(wd)
-    proc = subprocess.Popen(command(wd, targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
+    proc = subprocess.Popen(command(wd, targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env())
     share = 0.5 * benchmark_seconds(reference, bench)
     killed, started = False, None
     deadline = time.time() + 600

@@ -11,20 +11,12 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from curricula.statistics.stats import (
-    BELOW_MARGIN,
-    EQUIVALENT,
-    INCONCLUSIVE,
-    NOT_REPRODUCED,
-    REPRODUCED,
-    cheapest,
-    confidence_interval,
-    holm,
-    mde,
-    plan,
-    verdict,
-)
-from curricula.study.findings import claim_row, dataset_plans, findings_markdown, findings_stage, findings_table
+from curricula.statistics.multiplicity import holm
+from curricula.statistics.paired import confidence_interval
+from curricula.statistics.power import cheapest, mde, plan
+from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, verdict
+from curricula.study.findings import claim_row, dataset_plans, findings_stage, findings_table
+from curricula.study.findings_page import METHOD, findings_markdown
 
 
 def test_confidence_interval_is_the_t_interval_of_the_mean():
@@ -217,10 +209,24 @@ def test_a_claim_is_judged_by_the_seed_aware_test_with_the_per_query_p_beside():
     old = claim_row(frame, "x", "baseline", "AP", "better", inference="per_query")
     assert old["p"] == pytest.approx(old["p_per_query"], rel=1e-9) and old["verdict"] != INCONCLUSIVE
     page = findings_markdown(findings_table({"one": frame}, CLAIMS[:1], "AP"))
-    assert "seeds paired across the two experiments by seed id" in page and "| p | p per query |" in page
+    # the method (the seed-aware test's model, the verdicts, the family) is on the docs page the findings page names
+    assert "p value by the seed-aware test" in page and "| p | p per query |" in page
+    assert f"Method (the test, the verdicts, the multiplicity adjustment, seeds in rounds): {METHOD}" in page
     with pytest.raises(ValueError, match="unbalanced design: x, seed 3"):
         claim_row(frame.filter(~((pl.col("experiment") == "x") & (pl.col("seed") == "3") & (pl.col("qid") == "q0001"))),
                   "x", "baseline", "AP", "better")
+
+
+def test_the_method_the_findings_page_names_is_a_section_of_the_docs():
+    from curricula.plumbing.doc_links import heading_anchors
+
+    doc, anchor = METHOD.split("#")
+    text = (Path(__file__).resolve().parents[1] / doc).read_text(encoding="utf-8")
+    assert anchor in heading_anchors(text)
+    section = text.split("## How the findings page is computed")[1].split("\n## ")[0]
+    for method in ("seeds paired across the two experiments by seed id", "Satterthwaite", "two one-sided tests",
+                   "both its p values", "Shaffer 1986", "Lan-DeMets"):
+        assert method in section, method
 
 
 def test_multiplicity_marks_the_verdicts_that_survive_the_family():
@@ -339,7 +345,7 @@ def _cells(rows: list[tuple]) -> pl.DataFrame:
 def test_verdict_changes_compare_the_cells_as_each_matrix_shows_them():
     """The last study's verdicts against this one's, on (paper, claim, dataset): a sequential cell reads as its
     sequential verdict at its look's seeds, a fixed one as its verdict with the multiplicity mark."""
-    from curricula.study.findings import CHANGED, GONE, NEW, SAME, verdict_changes, verdict_changes_markdown
+    from curricula.study.verdicts import CHANGED, GONE, NEW, SAME, verdict_changes, verdict_changes_markdown
 
     before = _cells([("wikiqa", "a", REPRODUCED, 5, True, None, None),
                      ("wikiqa", "b", REPRODUCED, 5, False, None, None),       # decided, did not survive Holm
@@ -367,7 +373,7 @@ def test_verdict_changes_compare_the_cells_as_each_matrix_shows_them():
 
 def test_the_last_study_is_read_from_its_parquet_or_csv_and_a_wrong_file_is_named(tmp_path):
     from curricula.plumbing.errors import InputFormatError
-    from curricula.study.findings import read_previous_findings, verdict_changes
+    from curricula.study.verdicts import read_previous_findings, verdict_changes
 
     paths, out = _stage_files(tmp_path, 0.0)
     table = findings_stage(paths, CLAIMS, out, measure="AP")

@@ -1,4 +1,5 @@
-"""The training core (curricula.training.core): schedule, optimiser steps, dev selection with rollback, resume."""
+"""The training core (curricula.training.core, .averaging, .budget, .checkpoints): schedule, optimiser steps, dev
+selection with rollback, weight averages, resume."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import pytest
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from curricula.training.averaging import WeightAverage, takes_in
+from curricula.training.budget import budget
+from curricula.training.checkpoints import Checkpointer
 from curricula.training.core import (
-    Checkpointer,
     FitConfig,
     FitResult,
-    WeightAverage,
-    budget,
     fit,
     linear_schedule_factor,
     make_optimizer,
@@ -397,6 +398,13 @@ def test_ema_and_swa_against_hand_values():
     assert torch.equal(averaged("ema", [[4, 8]])[0], torch.tensor([4.0, 8.0]))  # the first weights are the average
     with pytest.raises(ValueError, match="weight average 'none'"):
         WeightAverage("none")
+
+
+def test_an_ema_takes_in_every_step_and_swa_every_evaluation_step_from_average_from_on():
+    ema, swa = WeightAverage("ema"), WeightAverage("swa")
+    assert [done for done in range(1, 8) if takes_in(ema, done, 4, done % 3 == 0)] == [4, 5, 6, 7]
+    assert [done for done in range(1, 8) if takes_in(swa, done, 4, done % 3 == 0)] == [6]
+    assert takes_in(swa, 3, 0, True) and not takes_in(swa, 3, 4, True)
 
 
 def averaging_fit(averaging: str, average_from: int, *, evaluate: bool = True, tmp_path=None, kill_at=None,

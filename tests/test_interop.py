@@ -66,6 +66,7 @@ def project_scores(folder, contexts, responses) -> np.ndarray:
                        progress=False)
 
 
+@pytest.mark.slow
 def test_sentence_transformers_scores_a_trained_folder_as_the_project_does(trained, pairs):
     pooling, folder = trained
     _, (contexts, responses) = pairs
@@ -79,6 +80,7 @@ def test_sentence_transformers_scores_a_trained_folder_as_the_project_does(train
     assert ours.std() > 1e-3  # a trained head separates the pairs; a constant would match trivially
 
 
+@pytest.mark.slow
 def test_transformers_loads_a_cls_folder_and_cuts_pairs_as_the_project_does(trained, pairs):
     pooling, folder = trained
     _, (contexts, responses) = pairs

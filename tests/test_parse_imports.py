@@ -25,6 +25,10 @@ active_spec(config, schema)
 check_names(["kde", "bert_pred"], "difficulty.functions")
 needed_inputs(["kde", "hcl_corpus"], "run")
 dense_max_length(config, finetune_dense_model(config, {{r: s for v in runs.values() for r, s in v.items()}}))
+from curricula.pipeline.plan import dataset_plan  # what rules/common.smk builds once at parse time
+from curricula.pipeline.study import study_plan  # and rules/study_common.smk
+import curricula.pipeline.targets
+dataset_plan(config, schema)
 heavy = sorted(m for m in ("torch", "transformers", "faiss", "jnius") if m in sys.modules)
 print(len(runs), sum(len(r) for r in runs.values()), heavy)
 """

@@ -141,13 +141,15 @@ def test_positive_pairs_are_train_only(stage):
     assert pairs.columns == ["qid", "docid", "context", "response"]
 
 
+@pytest.mark.slow
 def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage, tmp_path):
     cfg = {**DENSE, "finetune": {"enabled": True, "steps": 4, "batch_size": 8, "lr": 1e-4, "max_length": 32,
                                  "layers": 1}}
     stats = precompute.biencoder_stage(stage, tmp_path / "biencoder", cfg, seed=5)
     assert stats["pairs"] == CAPS["train"] and stats["steps"] == 4 and stats["layers"] == 1
     for kind in ("queries", "docs"):
-        precompute.encode_stage(kind, stage[kind], tmp_path / f"{kind}.parquet", cfg, biencoder_dir=tmp_path / "biencoder")
+        precompute.encode_stage(kind, stage[kind], tmp_path / f"{kind}.parquet", cfg,
+                                biencoder_dir=tmp_path / "biencoder")
     q = pl.read_parquet(tmp_path / "queries.parquet")["vector"].to_numpy()
     assert q.shape == (sum(CAPS.values()), 384)
     # the two halves were trained apart: the same text gets different vectors from the context and response encoders
@@ -185,7 +187,8 @@ def test_bm25_run_searched_in_blocks_and_neighbours_in_chunks_are_the_same_files
 
 def test_positive_ranks_stage_writes_and_logs_the_summary_per_split(tmp_path, caplog):
     """Rule dense_positive_ranks file to file, on hand-made tables: the summary per split, each row logged."""
-    from curricula.plumbing.contracts import QRELS, write_grouped_table, write_table
+    from curricula.plumbing.contracts import QRELS, write_table
+    from curricula.plumbing.row_groups import write_grouped_table
     from curricula.retrieval.dense import POSITIVE_RANKS
 
     qids = ["d1", "d2", "t1", "t2"]

@@ -7,16 +7,11 @@ import polars as pl
 import pytest
 
 from curricula.evaluation.comparisons import baseline_of, experiment_order, paired_cells
-from curricula.report.tables import (
-    mark,
-    mde_sentence,
-    metrics_table,
-    power_table,
-    seeds_table,
-    tables_stage,
-    to_markdown,
-)
-from curricula.statistics.stats import holm, mde, paired_ttest, queries_needed
+from curricula.report.power import mde_sentence, power_table
+from curricula.report.tables import mark, metrics_table, seeds_table, tables_stage, to_markdown
+from curricula.statistics.multiplicity import holm
+from curricula.statistics.paired import paired_ttest
+from curricula.statistics.power import mde, queries_needed
 from tests.test_stats import _crossed
 
 

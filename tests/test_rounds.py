@@ -12,8 +12,9 @@ import polars as pl
 import pytest
 
 from curricula.evaluation.comparisons import trained_experiment, with_seeds
-from curricula.statistics.sequential import CONTINUE, SequentialDecision, sequential_design
-from curricula.statistics.stats import INCONCLUSIVE, REPRODUCED
+from curricula.statistics.group_sequential import sequential_design
+from curricula.statistics.sequential_verdicts import CONTINUE, SequentialDecision
+from curricula.statistics.verdicts import INCONCLUSIVE, REPRODUCED
 from curricula.study.findings import findings_table
 from curricula.study.rounds import (
     arms_to_extend,

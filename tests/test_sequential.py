@@ -1,6 +1,7 @@
 """Adding seeds in rounds (issue 45, item 4): the spending boundaries against published tables and a brute-force
 Monte-Carlo, the sequential seed-aware rule's type-I error, equivalence size and power across the looks (5, 10, 15, 20)
-by seeded whole-matrix simulations, and the verdict words of :func:`curricula.statistics.sequential.sequential_decision`."""
+by seeded whole-matrix simulations, and the verdict words of
+:func:`curricula.statistics.sequential_verdicts.sequential_decision`."""
 
 from __future__ import annotations
 
@@ -10,34 +11,26 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from curricula.statistics.sequential import (
-    CONTINUE,
+from curricula.statistics.group_sequential import (
     LOOKS,
     SequentialDesign,
-    SimulatedCell,
     crossing_probabilities,
     group_sequential_z,
-    holm_design,
     information_fractions,
-    look_mean_squares,
-    sequential_decision,
     sequential_design,
-    simulate_family,
-    simulate_sequential,
     spending,
     spending_boundaries,
     student_boundaries,
 )
-from curricula.statistics.stats import (
-    BELOW_MARGIN,
-    EQUIVALENT,
-    INCONCLUSIVE,
-    NOT_REPRODUCED,
-    REPRODUCED,
-    SeedAwareResult,
-    SeedQueryComponents,
-    seed_query_components,
+from curricula.statistics.seed_aware import SeedAwareResult, SeedQueryComponents, seed_query_components
+from curricula.statistics.sequential_simulation import (
+    SimulatedCell,
+    look_mean_squares,
+    simulate_family,
+    simulate_sequential,
 )
+from curricula.statistics.sequential_verdicts import CONTINUE, holm_design, sequential_decision
+from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 DRAWS = 4000
 BOUND = 0.05 + 3 * math.sqrt(0.05 * 0.95 / DRAWS)  # 5% + 3 Monte-Carlo SE: 6.03%

@@ -14,6 +14,8 @@ import pytest
 from tests.slurm_cluster import Cluster, missing_tools
 from tests.workflow_run import REPO, TINY_PRECOMPUTE, snakemake
 
+pytestmark = pytest.mark.slow  # Snakemake runs of the tiny workflow
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):

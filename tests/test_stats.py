@@ -1,5 +1,6 @@
-"""The statistics module: per-query paired tests, the seed-aware test and its size at every number of seeds,
-equivalence, multiplicity and the planner, on synthetic data with known answers and seeded simulations."""
+"""The fixed-design statistics of curricula/statistics/: per-query paired tests, the seed-aware test and its size at
+every number of seeds, equivalence, multiplicity and the planner, on synthetic data with known answers and seeded
+simulations."""
 
 from __future__ import annotations
 
@@ -11,31 +12,29 @@ import pytest
 from scipy import stats
 
 from curricula.report.tables import plan_sentence
-from curricula.statistics.stats import (
-    adjust,
+from curricula.statistics.multiplicity import adjust, holm
+from curricula.statistics.paired import paired_pvalue, paired_randomization, paired_ttest, paired_wilcoxon
+from curricula.statistics.power import (
     cheapest,
     design_mde,
     design_queries,
     design_seeds,
-    equivalence_pvalue,
-    holm,
     mde,
-    mean_variance,
-    paired_pvalue,
-    paired_randomization,
-    paired_ttest,
-    paired_wilcoxon,
     plan,
     pool_components,
     queries_needed,
-    rejection_rate,
     seed_aware_mde,
-    seed_aware_test,
-    seed_query_components,
     seed_sd_interval,
-    simulate_mean_squares,
     with_seed_sd,
 )
+from curricula.statistics.seed_aware import (
+    mean_variance,
+    rejection_rate,
+    seed_aware_test,
+    seed_query_components,
+    simulate_mean_squares,
+)
+from curricula.statistics.verdicts import equivalence_pvalue
 
 
 def test_paired_ttest_matches_the_textbook_formula():
@@ -97,6 +96,7 @@ def test_randomization_matches_the_exact_enumeration_of_all_sign_flips():
     assert paired_randomization(a, a, permutations=10) == 1.0
 
 
+@pytest.mark.slow
 def test_randomization_and_ttest_agree_with_ranx():
     """ranx (a peer implementation, test-only): compare(..., stat_test="fisher" / "student") on the nDCG@10 of two
     random runs. Continuous per-query values on purpose: ranx compares float means with a bare ``>=``, so on tied
@@ -327,11 +327,11 @@ def test_holm_with_groups_counts_the_nulls_that_can_be_true_together():
 
 # ------------------------------------------------------------------------------ simulated error rates (issue 43)
 def _size_bench():
-    """bench/seed_aware_size.py, whose ``pretest`` is the rule before issue 43 (a seed component estimated at or below
-    zero switched to MS_query with Q - 1 df), the one definition of it the bench's table and this test share."""
-    from tests.conftest import bench_module
+    """analyses/seed_aware_size.py, whose ``pretest`` is the rule before issue 43 (a seed component estimated at or
+    below zero switched to MS_query with Q - 1 df), the one definition of it the bench's table and this test share."""
+    from tests.conftest import script_module
 
-    return bench_module("seed_aware_size")
+    return script_module("analyses/seed_aware_size")
 
 
 GRID = [(sd_seed, sd_query) for sd_seed in (0.0, 0.002, 0.005, 0.01, 0.02, 0.05) for sd_query in (0.01, 0.03, 0.1)]
@@ -406,7 +406,7 @@ def test_the_planner_returns_the_smallest_feasible_number_of_queries(components,
 def test_the_planner_finds_a_feasible_window_a_doubling_search_steps_over(monkeypatch):
     """An MDE that is feasible only between 500 and 800 queries (not monotone in Q): the planner still returns 500;
     a doubling search (2, 4, ..., 512, 1024) would have stepped from 256 to 512 and bisected, or from 512 on."""
-    import curricula.statistics.stats as st
+    import curricula.statistics.power as st
 
     monkeypatch.setattr(st, "design_mde", lambda c, s, q, *a: 0.5 if 500 <= q <= 800 else 1.0)
     assert st.design_queries((0.0, 0.0, 0.0), 0.6, 3) == 500
@@ -474,7 +474,7 @@ def test_the_seed_aware_p_agrees_with_a_two_level_bootstrap_on_a_real_run():
 
 
 def test_pitman_morgan_against_hand_values_and_its_level_and_interval_by_simulation():
-    from curricula.statistics.stats import pitman_morgan
+    from curricula.statistics.paired import pitman_morgan
 
     x = np.array([0.01, -0.03, 0.02, 0.05, -0.01, 0.00, 0.04, -0.02])
     y = 0.5 * x + np.array([0.003, -0.002, 0.001, -0.004, 0.002, 0.000, -0.001, 0.002])
@@ -503,7 +503,7 @@ def test_pitman_morgan_against_hand_values_and_its_level_and_interval_by_simulat
 
 
 def test_pitman_morgan_power_is_its_level_at_equal_sds_and_matches_fishers_z_where_that_holds():
-    from curricula.statistics.stats import pitman_morgan_power
+    from curricula.statistics.paired import pitman_morgan_power
 
     draws, se = 2000, np.sqrt(0.05 * 0.95 / 2000)
     assert abs(pitman_morgan_power(1.0, 0.63, 8, draws) - 0.05) < 3 * se

@@ -15,14 +15,12 @@ from curricula.plumbing.contracts import (
     QUERIES,
     RUN,
     VECTORS,
-    KeyedRowGroups,
     check_table,
-    iter_row_groups,
     read_table,
-    write_grouped_table,
     write_table,
     write_trec_run,
 )
+from curricula.plumbing.row_groups import KeyedRowGroups, iter_row_groups, write_grouped_table
 from curricula.plumbing.errors import SchemaError
 
 
@@ -111,7 +109,8 @@ def test_read_missing_table_says_which(tmp_path):
 
 def test_a_write_removes_temporaries_a_killed_writer_left(tmp_path):
     """SIGKILL skips cleanup: the next write of the same table removes the stale temporaries, and only those."""
-    from curricula.plumbing.contracts import CANDIDATES, write_dir_atomically, write_table
+    from curricula.plumbing.atomic import write_dir_atomically
+    from curricula.plumbing.contracts import CANDIDATES, write_table
 
     target = tmp_path / "candidates.parquet"
     stale_file = tmp_path / ".candidates.parquet.k3j2.tmp"

@@ -48,8 +48,9 @@ def test_relevant_min_binarises_graded_labels():
     d = pl.DataFrame({"docid": ["g", "p", "b"], "text": ["good", "useful", "bad"]})
     qrels = pl.DataFrame({"qid": ["a"] * 3, "docid": ["g", "p", "b"], "rel": [2, 1, 0]})
     cands = qrels.select("qid", "docid")
-    assert candidate_pairs({"queries": q, "docs": d, "qrels": qrels, "candidates": cands})["rel"].to_list() == [0, 1, 1]  # b, g, p
-    assert candidate_pairs({"queries": q, "docs": d, "qrels": qrels, "candidates": cands}, relevant_min=2)["rel"].to_list() == [0, 1, 0]
+    tables = {"queries": q, "docs": d, "qrels": qrels, "candidates": cands}
+    assert candidate_pairs(tables)["rel"].to_list() == [0, 1, 1]  # b, g, p
+    assert candidate_pairs(tables, relevant_min=2)["rel"].to_list() == [0, 1, 0]
 
 
 def test_balanced_batches_have_half_positives():
@@ -64,7 +65,8 @@ def test_pair_inputs_keep_the_latest_context_tokens():
     text = tok.decode(ids)
     assert len(ids) == 16 and "latest turn" in text and "a reply" in text
     batch = collate([ids, ids[:10] + [ids[-1]]], tok.pad_token_id)
-    assert batch["token_type_ids"][0].tolist().count(1) == len(tok("a reply", add_special_tokens=False)["input_ids"]) + 1
+    reply_ids = tok("a reply", add_special_tokens=False)["input_ids"]
+    assert batch["token_type_ids"][0].tolist().count(1) == len(reply_ids) + 1
 
 
 
@@ -97,6 +99,7 @@ def test_pair_inputs_tokenise_each_distinct_text_once_with_the_same_ids():
     assert pair_token_ids(tok, [], [], max_length=16) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_length", [8, 9, 16, 33, 64])
 def test_pair_inputs_are_hugging_faces_left_longest_first_cut_of_real_pairs(max_length):
     """On real chitchat pairs (contexts of up to ten turns, every case: no cut, the context cut, both sides cut),
@@ -123,6 +126,7 @@ def test_pair_lengths_follow_longest_first(n_context, n_response, budget, kept):
     assert pair_lengths(n_context, n_response, budget) == kept
 
 
+@pytest.mark.slow
 def test_train_then_score_every_candidate(data):
     cfg = teacher.teacher_config(CFG, seed=1)
     stats = teacher.teacher_train_stage(data, data["root"] / "model", cfg)
@@ -136,6 +140,7 @@ def test_train_then_score_every_candidate(data):
     assert again.equals(scores)  # eval mode: deterministic
 
 
+@pytest.mark.slow
 def test_crossfit_scores_train_pairs_with_other_folds(data):
     cfg = teacher.teacher_config({**CFG, "folds": 2, "steps": 2}, seed=1)
     teacher.teacher_train_stage(data, data["root"] / "model2", cfg)

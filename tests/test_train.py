@@ -20,7 +20,8 @@ from curricula.data.ingest import candidate_pairs
 from curricula.difficulty import difficulty_table
 from curricula.experiments.specs import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
 from curricula.experiments.train import PairEase, train_ranker
-from curricula.plumbing.contracts import DEV_CURVE, DEV_CURVE_TEST, NEIGHBORS, RUN, write_grouped_table
+from curricula.plumbing.contracts import DEV_CURVE, DEV_CURVE_TEST, NEIGHBORS, RUN
+from curricula.plumbing.row_groups import write_grouped_table
 from curricula.training.losses import element_losses, weighted_mean
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
@@ -538,6 +539,7 @@ SMALL = {"cross_encoder": {}, "convknrm": {"channels": 8, "hidden": 8, "kernels"
          "lstm_qa": {"channels": 8, "hidden": 8, "dropout": 0.5}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranker", list(SMALL))
 def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, tmp_path, ranker):
     """Every ranker (dropout included: the torch RNG is checkpointed) resumes to the uninterrupted weights."""
@@ -576,6 +578,7 @@ def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, 
     assert not other["value"].equals(a["value"]) or not other["train_loss"].equals(a["train_loss"])
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_config_is_ignored(data, table, tmp_path):
     folder = folder_for(table, "random", tmp_path)
     spec = spec_of(steps=4, eval_every=4)
@@ -594,6 +597,7 @@ def test_checkpoint_of_another_config_is_ignored(data, table, tmp_path):
     assert resumed.equals(fresh)
 
 
+@pytest.mark.slow
 def test_early_stopping_records_why_and_resumes_after_a_kill(data, table, tmp_path):
     """max_steps is the budget, steps the curriculum's length (pacing reaches all instances there), patience counts
     evaluations after it; the curve marks the kept evaluation and why training ended; a kill resumes exactly."""
@@ -652,12 +656,14 @@ def pinned_training(data, table, tmp_path, **over) -> tuple[str, pl.DataFrame, d
     return digest.hexdigest(), curve, weights
 
 
+@pytest.mark.slow
 def test_the_default_training_is_the_training_with_idle_knobs(data, table, tmp_path):
     digest, curve, _ = pinned_training(data, table, tmp_path / "a")
     assert curve.columns == list(DEV_CURVE.columns) and curve["step"].to_list() == [2, 4, 6, 8]
     assert digest == pinned_training(data, table, tmp_path / "b", averaging="none", diagnostic_test=False)[0]
 
 
+@pytest.mark.slow
 def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(data, table, tmp_path):
     """diagnostic_test records the test metric at every evaluation and nothing else: the same kept step, dev values,
     train losses and weights as without it, and the kept evaluation's test value is the kept model's test AP."""
@@ -682,6 +688,7 @@ def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(da
     assert not on["test_value"].equals(on["value"])
 
 
+@pytest.mark.slow
 def test_a_diagnostic_run_with_shadow_averages_writes_their_columns_and_keeps_the_plain_model(data, table, tmp_path):
     """diagnostic_averages adds ema_/swa_ value and test_value columns to the diagnostic curve (its contract
     checked on write and read) and changes nothing of the trained run: its own columns and kept weights."""
@@ -703,6 +710,7 @@ def test_a_diagnostic_run_with_shadow_averages_writes_their_columns_and_keeps_th
     assert read_dev_curve(tmp_path / "curve.parquet").equals(shadow)
 
 
+@pytest.mark.slow
 def test_weight_averaging_changes_only_evaluations_after_the_curriculum_and_resumes_after_a_kill(data, table,
                                                                                                  tmp_path):
     """SWA from the curriculum's end (step 8 of a 12-step budget): the evaluations at 2..6 are the plain run's; those

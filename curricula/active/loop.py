@@ -58,7 +58,8 @@ from curricula.experiments.train import dev_metric
 from curricula.models import build_ranker
 from curricula.models.base import mc_dropout_probabilities
 from curricula.models.hf import select_device, set_threads
-from curricula.plumbing.contracts import VECTORS, TableSpec, read_table, write_table, write_text_atomically
+from curricula.plumbing.atomic import write_text_atomically
+from curricula.plumbing.contracts import VECTORS, TableSpec, read_table, write_table
 from curricula.training.core import FitConfig, fit
 from curricula.training.losses import element_losses, weighted_mean
 
@@ -180,8 +181,8 @@ def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.
     return ranker, result.best_value
 
 
-def split_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
-                  relevant_min: int) -> dict[str, float]:
+def rr_and_ap(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+              relevant_min: int) -> dict[str, float]:
     """MRR (trec_eval ``recip_rank``) and MAP of the ranker on a split's candidate pairs."""
     return ranker_metrics(ranker, pairs, qrels, ["RR", "AP"], batch_size=spec["score_batch_size"], device=device,
                           precision=spec["precision"], relevant_min=relevant_min, desc="scoring")
@@ -227,6 +228,105 @@ def _save_state(path: Path, state: dict) -> None:
     write_text_atomically(path, json.dumps(state, sort_keys=True) + "\n")
 
 
+def load_state(state_path: Path | None, fingerprint: str, method: str, seed: int) -> dict | None:
+    """The state a killed job left after its last finished round (labeled qids, curve rows, per-query test values),
+    or None when there is none or it belongs to another configuration, method or seed. A state written before
+    per-query test values were kept cannot give them for its rounds: None (the job starts over)."""
+    if state_path is None or not state_path.exists():
+        return None
+    state = json.loads(state_path.read_text())
+    if (state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed
+            and "test_metrics" in state):
+        return state
+    return None
+
+
+@dataclass(frozen=True)
+class ActiveJob:
+    """What every round of one (method, seed) of :func:`run_active` reads: the train query pool, the dev and test
+    pairs, the qrels, the ranker spec, the loop's knobs and (``coreset`` only) the train queries' embeddings."""
+
+    method: str
+    seed: int
+    pool: QueryPool
+    dev: pl.DataFrame
+    test: pl.DataFrame
+    qrels: pl.DataFrame
+    spec: Mapping[str, Any]
+    settings: ActiveSettings
+    device: torch.device
+    relevant_min: int
+    embeddings: np.ndarray | None
+
+    def fit(self, labeled: np.ndarray, pseudo: Mapping[int, int] | None = None):
+        """A ranker trained from scratch on the labeled (and pseudo-labeled) queries: (ranker, best dev value)."""
+        return fit_ranker(self.spec, self.seed, labeled_pairs(self.pool, labeled, pseudo), self.dev, self.qrels,
+                          self.device, self.relevant_min)
+
+    def uncertainty(self, model, eligible: np.ndarray, r: int, kind: str):
+        """:func:`uncertainty` of round ``r`` (its MC-dropout passes seeded with ``seed * 1000 + r``)."""
+        return uncertainty(model, self.pool, eligible, self.settings, self.spec, self.device, self.seed * 1000 + r,
+                           kind)
+
+    def dasl_round(self, labeled: np.ndarray, r: int) -> tuple[Any, dict[int, int], np.ndarray, int]:
+        """DASL's self-paced pseudo-labelling inside round ``r`` (Wang et al. 2020 Algorithm 2 lines 2-9): (the kept
+        model, its pseudo-labels, the unlabeled queries' EL under it, the SPL iterations it took)."""
+        settings = self.settings
+        pseudo: dict[int, int] = {}
+        best = None
+        iterations = 1
+        for it in range(settings.spl_iterations):
+            model, value = self.fit(labeled, pseudo)
+            if best is not None and value <= best[1]:
+                break  # dev stopped improving: keep the previous model and its pseudo-labels
+            el, answer, agree = self.uncertainty(model, ~labeled, r, "el")
+            best = (model, value, dict(pseudo), el, answer)
+            iterations = it + 1
+            pool_el = el[~labeled]
+            candidates = ~labeled & agree if settings.require_agreement else ~labeled
+            if it == 0:  # each round starts at lambda0 (Algorithm 2 line 2), here or from the first model's EL
+                lam0 = (settings.lambda0 if settings.lambda0_quantile is None
+                        else quantile_lambda0(el[candidates], settings.lambda0_quantile))
+            lam = spl_lambda(lam0, settings.mu, it)  # Algorithm 2 line 8
+            log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g); all passes "
+                     "agree on the top answer for %d of %d", *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam,
+                     int((~labeled & agree).sum()), int((~labeled).sum()))
+            # eq. 14; with the quantile rule, the authors' EL <= lambda (a quantile of tied zeros is 0)
+            inclusive = settings.lambda0_quantile is not None
+            reliable = np.flatnonzero(candidates & self_paced_indicators(el, lam, inclusive))
+            pseudo = {int(q): int(answer[q]) for q in reliable}
+            log.info("round %d, spl iteration %d: dev %.4f, lambda %.3g, %d pseudo-labeled of %d", r, it,
+                     value, lam, len(pseudo), int((~labeled).sum()))
+        model, _, pseudo, el, _ = best
+        return model, pseudo, el, iterations
+
+    def scores(self, model, r: int) -> tuple[dict[str, float], dict[str, float], list[list]]:
+        """The dev MRR and MAP of round ``r``'s model, its test means and its per-query test values (rows
+        [round, qid, measure, value])."""
+        d = rr_and_ap(model, self.dev, self.qrels, self.spec, self.device, self.relevant_min)
+        t_pq = ranker_per_query(model, self.test, self.qrels, TEST_MEASURES, batch_size=self.spec["score_batch_size"],
+                                device=self.device, precision=self.spec["precision"], relevant_min=self.relevant_min,
+                                desc="scoring")
+        per_query = [[r, q, m, v] for q, m, v in t_pq.select("qid", "measure", "value").iter_rows()]
+        return d, measure_means(t_pq, TEST_MEASURES), per_query
+
+    def acquire(self, model, labeled: np.ndarray, el: np.ndarray | None, r: int, budget: int) -> np.ndarray:
+        """The ``budget`` unlabeled queries the method picks after round ``r`` (with the (seed, r + 1) generator);
+        ``el`` is the round's EL when DASL computed it already."""
+        rng = np.random.default_rng([self.seed, r + 1])
+        eligible = ~labeled
+        if self.method == "random":
+            return random_pick(eligible, budget, rng)
+        if self.method == "coreset":
+            return k_center_greedy(self.embeddings, labeled, budget)
+        if self.method == "bald":
+            scores, _, _ = self.uncertainty(model, eligible, r, "bald")
+            return top_uncertain(scores, eligible, budget, rng)
+        if el is None:  # dal, dasl: Algorithm 1's EL of the round's final model
+            el, _, _ = self.uncertainty(model, eligible, r, "el")
+        return top_uncertain(el, eligible, budget, rng)
+
+
 def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame, test: pl.DataFrame,
                qrels: pl.DataFrame, spec: Mapping[str, Any], settings: ActiveSettings,
                embeddings: np.ndarray | None = None, state_dir: str | Path | None = None, relevant_min: int = 1,
@@ -242,9 +342,9 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     if method == "coreset" and embeddings is None:
         raise ValueError("coreset needs the train queries' embeddings (dense stage)")
     set_threads(spec.get("threads"))
-    device = select_device(spec.get("device", "auto"))
-    pool = QueryPool(train)
-    n = len(pool)
+    job = ActiveJob(method, seed, QueryPool(train), dev, test, qrels, spec, settings,
+                    select_device(spec.get("device", "auto")), relevant_min, embeddings)
+    pool, n = job.pool, len(job.pool)
     budget = max(1, int(round(settings.budget * n)))
     rounds = 1 if method == "all" else settings.rounds
     state_path = Path(state_dir) / "state.json" if state_dir else None
@@ -252,71 +352,25 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     rows: list[dict] = []
     per_query: list[list] = []  # [round, qid, measure, value] of every finished round
     start = 0
-    if state_path is not None and state_path.exists():
-        state = json.loads(state_path.read_text())
-        # a state written before per-query test values were kept cannot give them for its rounds: start over
-        if (state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed
-                and "test_metrics" in state):
-            labeled = np.isin(np.array(pool.qids), state["labeled"])
-            rows, start = state["rows"], int(state["round"])
-            per_query = state["test_metrics"]
-            log.info("resuming %s seed %d after round %d of %d", method, seed, start, rounds)
+    state = load_state(state_path, fingerprint, method, seed)
+    if state is not None:
+        labeled = np.isin(np.array(pool.qids), state["labeled"])
+        rows, start, per_query = state["rows"], int(state["round"]), state["test_metrics"]
+        log.info("resuming %s seed %d after round %d of %d", method, seed, start, rounds)
     for r in range(start, rounds):
-        pseudo: dict[int, int] = {}
-        iterations = 1
-        el = answer = None
         if method == "dasl":
-            best = None
-            for it in range(settings.spl_iterations):
-                model, value = fit_ranker(spec, seed, labeled_pairs(pool, labeled, pseudo), dev, qrels, device,
-                                          relevant_min)
-                if best is not None and value <= best[1]:
-                    break  # dev stopped improving: keep the previous model and its pseudo-labels
-                el, answer, agree = uncertainty(model, pool, ~labeled, settings, spec, device, seed * 1000 + r, "el")
-                best = (model, value, dict(pseudo), el, answer)
-                iterations = it + 1
-                pool_el = el[~labeled]
-                candidates = ~labeled & agree if settings.require_agreement else ~labeled
-                if it == 0:  # each round starts at lambda0 (Algorithm 2 line 2), here or from the first model's EL
-                    lam0 = (settings.lambda0 if settings.lambda0_quantile is None
-                            else quantile_lambda0(el[candidates], settings.lambda0_quantile))
-                lam = spl_lambda(lam0, settings.mu, it)  # Algorithm 2 line 8
-                log.info("EL of the unlabeled queries: 10%% %.3g, median %.3g, 90%% %.3g (lambda %.3g); all passes "
-                         "agree on the top answer for %d of %d", *np.quantile(pool_el, [0.1, 0.5, 0.9]), lam,
-                         int((~labeled & agree).sum()), int((~labeled).sum()))
-                # eq. 14; with the quantile rule, the authors' EL <= lambda (a quantile of tied zeros is 0)
-                inclusive = settings.lambda0_quantile is not None
-                reliable = np.flatnonzero(candidates & self_paced_indicators(el, lam, inclusive))
-                pseudo = {int(q): int(answer[q]) for q in reliable}
-                log.info("round %d, spl iteration %d: dev %.4f, lambda %.3g, %d pseudo-labeled of %d", r, it,
-                         value, lam, len(pseudo), int((~labeled).sum()))
-            model, _, pseudo, el, answer = best
+            model, pseudo, el, iterations = job.dasl_round(labeled, r)
         else:
-            model, _ = fit_ranker(spec, seed, labeled_pairs(pool, labeled), dev, qrels, device, relevant_min)
-        d = split_metrics(model, dev, qrels, spec, device, relevant_min)
-        t_pq = ranker_per_query(model, test, qrels, TEST_MEASURES, batch_size=spec["score_batch_size"], device=device,
-                                precision=spec["precision"], relevant_min=relevant_min, desc="scoring")
-        per_query += [[r, q, m, v] for q, m, v in t_pq.select("qid", "measure", "value").iter_rows()]
-        t = measure_means(t_pq, TEST_MEASURES)
+            (model, _), pseudo, el, iterations = job.fit(labeled), {}, None, 1
+        d, t, t_rows = job.scores(model, r)
+        per_query += t_rows
         rows.append({"round": r, "labeled": int(labeled.sum()), "labeled_fraction": float(labeled.mean()),
                      "pseudo_labeled": len(pseudo), "spl_iterations": iterations, "dev_RR": d["RR"],
                      "dev_AP": d["AP"], "test_RR": t["RR"], "test_AP": t["AP"]})
         log.info("%s seed %d round %d: %d labeled (%.0f%%), %d pseudo; dev MRR %.4f, test MRR %.4f", method, seed,
                  r, labeled.sum(), 100 * labeled.mean(), len(pseudo), d["RR"], t["RR"])
         if r < rounds - 1:
-            rng = np.random.default_rng([seed, r + 1])
-            eligible = ~labeled
-            if method == "random":
-                picks = random_pick(eligible, budget, rng)
-            elif method == "coreset":
-                picks = k_center_greedy(embeddings, labeled, budget)
-            elif method == "bald":
-                scores, _, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "bald")
-                picks = top_uncertain(scores, eligible, budget, rng)
-            else:  # dal, dasl: Algorithm 1's EL of the round's final model
-                if el is None:
-                    el, _, _ = uncertainty(model, pool, eligible, settings, spec, device, seed * 1000 + r, "el")
-                picks = top_uncertain(el, eligible, budget, rng)
+            picks = job.acquire(model, labeled, el, r, budget)
             if labeled[picks].any():
                 raise AssertionError("an acquisition picked an already labeled query")
             labeled[picks] = True
@@ -350,7 +404,8 @@ def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | P
         qids = QueryPool(split["train"]).qids
         missing = [x for x in qids if x not in order]
         if missing:
-            raise ValueError(f"{inputs['query_vectors']}: no vector for {len(missing)} train queries, e.g. {missing[0]}")
+            raise ValueError(f"{inputs['query_vectors']}: no vector for {len(missing)} train queries, "
+                             f"e.g. {missing[0]}")
         embeddings = np.stack(vec["vector"].to_numpy())[[order[x] for x in qids]]
     fingerprint = hashlib.sha256(json.dumps({"spec": dict(spec), "settings": dict(settings)}, sort_keys=True,
                                             default=str).encode()).hexdigest()[:16]

@@ -13,7 +13,8 @@ Modes (an experiment's ``negatives.mode``):
   probability (k - K) / k. At k = |pool| (the start of training, k_0 = log10 |D|) this is exactly uniform over the
   pool, as in the paper.
 * ``bm25``: the same over the query's BM25 run (``bm25/run.parquet``), cut to ``depth`` (never beyond the run's
-  training-pool docs); with a ``pacing`` the sampling space shrinks like HCL's, without one it is the whole list (MacAvaney §4.3: "randomly sample
+  training-pool docs); with a ``pacing`` the sampling space shrinks like HCL's, without one it is the whole list
+  (MacAvaney §4.3: "randomly sample
   from the top 100 BM25 results for additional negative samples").
 
 HCL's false-negative guard (``false_negative_guard``: a ratio, e.g. 0.8; absent or null = off), for ``neighbors``
@@ -25,7 +26,8 @@ where this sampler departs from it.
 Only training-split responses are ever drawn (ranked lists are filtered to the pool), so dev and test responses
 never appear in training. The ranked tables (neighbours, BM25 run) may be passed as frames or as file paths; from a
 path the lists are read lazily (:class:`LazyRankedLists`): only the row groups of the queries a step draws for, so
-a 131M-row neighbour table never has to fit in memory. Both give the same draws. Draws for step t use a generator seeded by (seed, t): a pure function of the step, which
+a 131M-row neighbour table never has to fit in memory. Both give the same draws. Draws for step t use a generator seeded
+by (seed, t): a pure function of the step, which
 keeps resumed runs identical to uninterrupted ones.
 """
 
@@ -41,8 +43,10 @@ import numpy as np
 import polars as pl
 
 from curricula.curriculum.pacing import InstancePacing, resolve_instance_pacing
-from curricula.plumbing.contracts import NEIGHBORS, RUN, KeyedRowGroups
+from curricula.plumbing.contracts import NEIGHBORS, RUN
+from curricula.plumbing.row_groups import KeyedRowGroups
 from curricula.plumbing.errors import whole_number
+from curricula.retrieval.similarity import positive_similarity
 
 log = logging.getLogger(__name__)
 
@@ -67,32 +71,6 @@ def false_negative_guard(scores: np.ndarray, positive_score: float, ratio: float
     falls back to uniform pool docs (:meth:`NegativeSampler._from_list`, counted in ``fallbacks``).
     """
     return np.asarray(scores) <= ratio * positive_score
-
-
-def positive_similarity(query_vectors: pl.DataFrame, doc_vectors: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
-    """G(c, r+) per query: the inner product of the dense embeddings of each (qid, docid) of ``pairs``, reduced to
-    the query's lowest (qid, score). ``query_vectors`` / ``doc_vectors`` are ``VECTORS`` tables (id, vector).
-
-    A query with several relevant docs takes the lowest, so the guard is at least as strict as Su's per-positive rule
-    for each of them (their data has one true reply per context)."""
-    from curricula.retrieval.dense import (
-        vectors_to_numpy,  # imports torch: keep `import curricula.curriculum.negatives` light
-    )
-
-    q_row = {q: i for i, q in enumerate(query_vectors["id"].to_list())}
-    d_row = {d: i for i, d in enumerate(doc_vectors["id"].to_list())}
-    qids, docids = pairs["qid"].to_list(), pairs["docid"].to_list()
-    missing = sorted({q for q in qids if q not in q_row}) + sorted({d for d in docids if d not in d_row})
-    if missing:
-        raise ValueError(f"the false-negative guard needs the dense vectors of every training query and relevant "
-                         f"doc; missing: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    Q, D = vectors_to_numpy(query_vectors), vectors_to_numpy(doc_vectors)
-    qi = np.array([q_row[q] for q in qids], dtype=np.int64)
-    di = np.array([d_row[d] for d in docids], dtype=np.int64)
-    score = np.einsum("ij,ij->i", Q[qi], D[di]) if len(qi) else np.empty(0, dtype=np.float32)
-    frame = pl.DataFrame({"qid": qids, "score": score.astype(np.float64)},
-                         schema={"qid": pl.String, "score": pl.Float64})
-    return frame.group_by("qid").agg(pl.col("score").min())
 
 
 def _read_vectors(source: pl.DataFrame | str | Path, ids: list[str]) -> pl.DataFrame:
@@ -232,7 +210,8 @@ _NEGATIVES_KEYS = ("mode", "m", "depth", "pacing", "false_negative_guard")
 class Negatives:
     """An experiment's ``negatives`` section resolved once against its curriculum's length: the mode (:data:`MODES`),
     ``m`` negatives per positive, the BM25 run's ``depth`` (None = the whole stored list), the instance-level
-    pacing of the ranked sampling space (:class:`curricula.curriculum.pacing.InstancePacing`; None = the whole list, which
+    pacing of the ranked sampling space (:class:`curricula.curriculum.pacing.InstancePacing`; None = the whole list,
+    which
     ``neighbors`` never is: it defaults to Su's) and HCL's false-negative ``guard`` ratio (None = off). Build it with
     :func:`resolve_negatives`."""
 
@@ -246,7 +225,8 @@ class Negatives:
 def resolve_negatives(section: Mapping, total_steps: int, where: str = "negatives") -> Negatives:
     """The :class:`Negatives` of a ``negatives`` section ({mode, m, depth, pacing, false_negative_guard}; mode
     defaults to ``random``, m to 1), the pacing's ``T`` resolved against ``total_steps``, the curriculum's length.
-    ``neighbors`` without a ``pacing`` gets Su's defaults (:func:`curricula.curriculum.pacing.resolve_instance_pacing` of {}).
+    ``neighbors`` without a ``pacing`` gets Su's defaults (:func:`curricula.curriculum.pacing.resolve_instance_pacing`
+    of {}).
     ValueError naming the key under ``where`` for an unknown mode or key, a bad m or depth, or a guard outside
     ``neighbors``."""
     unknown = set(section) - set(_NEGATIVES_KEYS)
@@ -318,21 +298,15 @@ class NegativeSampler:
         self.lists: RankedLists | LazyRankedLists | None = None
         self.positive_score: np.ndarray | None = None  # G(c, r+) per training query (the guard's reference)
         if self.guard_ratio is not None:
-            if query_vectors is None or doc_vectors is None:
-                raise ValueError("negatives.false_negative_guard needs the dense query and doc vectors")
-            pairs = rel.select("qid", "docid")
-            positive = positive_similarity(_read_vectors(query_vectors, self.qids),
-                                           _read_vectors(doc_vectors, pairs["docid"].unique().to_list()), pairs)
-            g = np.full(n_q, np.inf)  # a query without a relevant doc is never drawn as a positive
-            g[[self.q_of[q] for q in positive["qid"].to_list()]] = positive["score"].to_numpy()
-            self.positive_score = g
+            self.positive_score = self._positive_scores(rel.select("qid", "docid"), query_vectors, doc_vectors)
         if self.mode == "candidates":
             nonrel = cand.join(rel.select("qid", "docid"), on=["qid", "docid"], how="anti")
             self.lists = ranked_lists(nonrel, query_index, doc_index, n_q, order=None)
         elif self.mode in ("neighbors", "bm25"):
             frame = neighbors if self.mode == "neighbors" else run
             if frame is None:
-                raise ValueError(f"negatives mode {self.mode!r} needs the {'neighbors' if self.mode == 'neighbors' else 'BM25 run'} table")
+                table = "neighbors" if self.mode == "neighbors" else "BM25 run"
+                raise ValueError(f"negatives mode {self.mode!r} needs the {table} table")
             depth = self.negatives.depth
             scored = self.positive_score is not None
             if isinstance(frame, pl.DataFrame):
@@ -340,6 +314,22 @@ class NegativeSampler:
             else:  # a file: read each query's list when a step draws for it
                 reader = KeyedRowGroups(frame, NEIGHBORS if self.mode == "neighbors" else RUN, cache=0)
                 self.lists = LazyRankedLists(reader, self.qids, doc_index, self.in_pool, depth, with_scores=scored)
+
+    def _positive_scores(self, pairs: pl.DataFrame, query_vectors: pl.DataFrame | str | Path | None,
+                         doc_vectors: pl.DataFrame | str | Path | None) -> np.ndarray:
+        """The guard's reference G(c, r+) per training query (row order of ``self.qids``; inf for a query without a
+        relevant doc, which is never drawn as a positive), from the relevant ``pairs`` (qid, docid).
+
+        A query with several relevant docs takes the lowest, so the guard is at least as strict as Su's
+        per-positive rule for each of them (their data has one true reply per context)."""
+        if query_vectors is None or doc_vectors is None:
+            raise ValueError("negatives.false_negative_guard needs the dense query and doc vectors")
+        positive = positive_similarity(pairs, _read_vectors(query_vectors, self.qids),
+                                       _read_vectors(doc_vectors, pairs["docid"].unique().to_list()))
+        lowest = positive.group_by("qid").agg(pl.col("g").min())
+        g = np.full(len(self.qids), np.inf)
+        g[[self.q_of[q] for q in lowest["qid"].to_list()]] = lowest["g"].to_numpy()
+        return g
 
     def _stored_lists(self, frame: pl.DataFrame, train_qids: pl.Series, query_index: pl.DataFrame,
                       doc_index: pl.DataFrame, depth: int | None, scored: bool = False) -> RankedLists:
@@ -415,7 +405,8 @@ class NegativeSampler:
         """Doc codes, shape (len(qids), m): the negatives of each instance of step ``step``.
 
         :attr:`last_fallback` then marks the instances whose negatives are pool docs drawn because their list had
-        none left (counted in ``fallbacks``): :class:`curricula.curriculum.weighting.PairEase` weighs those outside its table.
+        none left (counted in ``fallbacks``): :class:`curricula.curriculum.weighting.PairEase` weighs those outside its
+        table.
         """
         rng = np.random.default_rng([self.seed, step, 1])
         out = np.empty((len(qids), self.m), dtype=np.int64)

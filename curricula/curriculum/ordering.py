@@ -28,7 +28,8 @@ import polars as pl
 
 from curricula.curriculum.pacing import Pacing
 from curricula.difficulty import difficulty_spec
-from curricula.plumbing.contracts import TableSpec, check_table, read_table, write_dir_atomically
+from curricula.plumbing.atomic import write_dir_atomically
+from curricula.plumbing.contracts import TableSpec, check_table, read_table
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,8 @@ class Curriculum:
 class CurriculumSampler:
     """Which instances step ``s`` may draw, and a batch drawn uniformly from them (Penha §3, Su Algorithm 1).
 
-    ``pacing`` is an experiment's resolved :class:`curricula.curriculum.pacing.Pacing` (the arm's, :func:`curricula.experiments.
+    ``pacing`` is an experiment's resolved :class:`curricula.curriculum.pacing.Pacing` (the arm's,
+    :func:`curricula.experiments.
     resolve_arm`; its ``T`` already in steps of the curriculum's length): in ``fraction`` mode the
     allowed set is the easiest ceil(f(s) * N) instances, in ``threshold`` mode the instances with difficulty <=
     f(s). At least ``min_allowed`` instances are always allowed (a threshold below every difficulty would
@@ -180,8 +182,8 @@ class CurriculumSampler:
     def __init__(self, curriculum: Curriculum, pacing: Pacing, batch_size: int, seed: int,
                  min_allowed: int | None = None):
         if not isinstance(pacing, Pacing):
-            raise TypeError(f"CurriculumSampler takes a resolved Pacing (curricula.curriculum.pacing.resolve_pacing), got "
-                            f"{type(pacing).__name__}")
+            raise TypeError("CurriculumSampler takes a resolved Pacing (curricula.curriculum.pacing.resolve_pacing), "
+                            f"got {type(pacing).__name__}")
         self.curriculum = curriculum
         self.pacing = pacing
         self.mode = pacing.mode

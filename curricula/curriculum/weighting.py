@@ -199,7 +199,8 @@ class PairEase:
 
         ``q`` is (B,) query codes, ``docs`` (B, 1 + m) doc codes with the positive in column 0. ``fallback`` (B,)
         marks the instances whose negatives the sampler drew from the pool because their ranked list had none left
-        (:attr:`curricula.curriculum.negatives.NegativeSampler.last_fallback`). For MacAvaney's heuristics such a negative may
+        (:attr:`curricula.curriculum.negatives.NegativeSampler.last_fallback`). For MacAvaney's heuristics such a
+        negative may
         be outside the table (neither a candidate nor in the BM25 run): it is then a doc outside the ranked list D
         with no BM25 score, whose h is 0 (eq. 5's 1/rank as the rank grows; :func:`macavaney_heuristics` maps a
         missing score to 0), so raw 0 and difficulty 0 (D_point = 1 - h = 1, an easy negative). Any other missing

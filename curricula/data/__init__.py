@@ -1,8 +1,10 @@
-"""Loaders, one module per native format, and the registry the ingest stage dispatches on.
+"""Data (stage 1): loaders, one module per native format, the registry the ingest stage dispatches on, and the
+ingest stage itself (:mod:`~curricula.data.ingest`: load, split, filter and write the four tables).
 
 Every loader is ``load(files: Mapping[str, Any], **options) -> RankingData``; ``files`` maps a role (usually a
 split name: train/dev/test) to a path, and options are the format's own knobs from ``dataset.options`` in
-config. Loaders raise :class:`curricula.plumbing.errors.InputFormatError` (``path:line: problem``) on malformed input.
+config. Loaders raise :class:`curricula.plumbing.errors.InputFormatError` (``path:line: problem``) on malformed
+input.
 """
 
 from __future__ import annotations

@@ -278,7 +278,8 @@ def filter_queries(data: RankingData, keep: str, relevant_min: int = 1) -> tuple
 
     ``all`` keeps everything; ``with_positive`` keeps queries with at least one relevant qrel
     (``rel >= relevant_min``); ``with_positive_and_negative`` also needs one judged or candidate document that is
-    not relevant (the standard WikiQA answer-selection filter). Returns the data and a note for the log (None if nothing changed).
+    not relevant (the standard WikiQA answer-selection filter). Returns the data and a note for the log (None if nothing
+    changed).
     """
     if keep not in KEEP_QUERIES:
         raise ValueError(f"keep_queries must be one of {KEEP_QUERIES}, got {keep!r}")

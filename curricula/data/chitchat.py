@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -171,60 +171,79 @@ def load(
         raise ValueError("negatives must be >= 1")
     conversations = read_conversations(path)
     split_of = seeded_split([c.cid for c in conversations], fractions, seed)
-
-    q_rows: dict[str, list] = {"qid": [], "split": [], "text": [], "turns": []}
-    cand_q: list[str] = []
-    cand_d: list[str] = []
-    qrel_q: list[str] = []
-    qrel_d: list[str] = []
-    doc_text: dict[str, str] = {}
-
+    tables = _Tables()
     for s_index, split in enumerate(SPLITS):
         convs = [c for c in conversations if split_of.get(c.cid) == split]
         if not convs:
             continue
-        # The response pool of this split: every turn of every conversation in it.
-        pool_ids = [f"{c.cid}:{i}" for c in convs for i in range(1, len(c.turns) + 1)]
-        pool_texts = [t for c in convs for t in c.turns]
-        pool_owners = np.repeat(np.arange(len(convs)), [len(c.turns) for c in convs])
-        # All instances of the split, in (conversation, tau) order, then a seeded cap.
-        inst = [(ci, tau) for ci, c in enumerate(convs) for tau in instance_positions(len(c.turns))]
         rng = np.random.default_rng([seed, s_index])
-        cap = caps.get(split)
-        if cap is not None and cap < len(inst):
-            keep = np.sort(rng.choice(len(inst), size=cap, replace=False))
-            inst = [inst[i] for i in keep]
-        owners = np.array([ci for ci, _ in inst], dtype=np.int64)
-        positives = [convs[ci].turns[tau - 1] for ci, tau in inst]
-        negs = sample_negatives(positives, owners, pool_texts, pool_owners, negatives, rng)
-        for (ci, tau), row in zip(inst, negs):
-            c = convs[ci]
-            qid = f"{c.cid}:{tau}"
-            context = list(c.turns[: tau - 1])
-            if max_context_turns is not None:
-                context = context[-max_context_turns:]
-            q_rows["qid"].append(qid)
-            q_rows["split"].append(split)
-            q_rows["text"].append("\n".join(context))
-            q_rows["turns"].append(context)
-            pos_id = f"{c.cid}:{tau}"
-            doc_text[pos_id] = c.turns[tau - 1]
-            qrel_q.append(qid)
-            qrel_d.append(pos_id)
-            cand_q.append(qid)
-            cand_d.append(pos_id)
-            for j in row:
-                doc_text[pool_ids[j]] = pool_texts[j]
-                cand_q.append(qid)
-                cand_d.append(pool_ids[j])
+        _add_split(tables, split, convs, rng, caps.get(split), negatives, max_context_turns)
+    return tables.data()
 
-    queries = pl.DataFrame(
-        {**q_rows, "domain": [None] * len(q_rows["qid"])},
-        schema={"qid": pl.String, "split": pl.String, "text": pl.String, "turns": pl.List(pl.String),
-                "domain": pl.String},
-    )
-    docs = pl.DataFrame({"docid": list(doc_text), "text": list(doc_text.values())})
-    qrels = pl.DataFrame({"qid": qrel_q, "docid": qrel_d, "rel": [1] * len(qrel_q)},
-                         schema={"qid": pl.String, "docid": pl.String, "rel": pl.Int32})
-    candidates = pl.DataFrame({"qid": cand_q, "docid": cand_d}, schema={"qid": pl.String, "docid": pl.String})
-    return RankingData.build(queries, docs, qrels, candidates)
+
+@dataclass
+class _Tables:
+    """The columns of the four tables, collected instance by instance (docs keyed by docid, first text kept)."""
+
+    queries: dict[str, list] = field(default_factory=lambda: {"qid": [], "split": [], "text": [], "turns": []})
+    cand_q: list[str] = field(default_factory=list)
+    cand_d: list[str] = field(default_factory=list)
+    qrel_q: list[str] = field(default_factory=list)
+    qrel_d: list[str] = field(default_factory=list)
+    doc_text: dict[str, str] = field(default_factory=dict)
+
+    def add(self, qid: str, split: str, context: list[str], positive: tuple[str, str],
+            negatives: list[tuple[str, str]]) -> None:
+        """One instance: its query (context turns joined by newlines), its positive (docid, text), rel 1, and its
+        candidates, the positive first, then the negatives (docid, text) in order."""
+        self.queries["qid"].append(qid)
+        self.queries["split"].append(split)
+        self.queries["text"].append("\n".join(context))
+        self.queries["turns"].append(context)
+        self.qrel_q.append(qid)
+        self.qrel_d.append(positive[0])
+        for docid, text in [positive, *negatives]:
+            self.doc_text[docid] = text
+            self.cand_q.append(qid)
+            self.cand_d.append(docid)
+
+    def data(self) -> RankingData:
+        """The collected rows as a :class:`RankingData` (``domain`` null)."""
+        q_rows = self.queries
+        queries = pl.DataFrame(
+            {**q_rows, "domain": [None] * len(q_rows["qid"])},
+            schema={"qid": pl.String, "split": pl.String, "text": pl.String, "turns": pl.List(pl.String),
+                    "domain": pl.String},
+        )
+        docs = pl.DataFrame({"docid": list(self.doc_text), "text": list(self.doc_text.values())})
+        qrels = pl.DataFrame({"qid": self.qrel_q, "docid": self.qrel_d, "rel": [1] * len(self.qrel_q)},
+                             schema={"qid": pl.String, "docid": pl.String, "rel": pl.Int32})
+        candidates = pl.DataFrame({"qid": self.cand_q, "docid": self.cand_d},
+                                  schema={"qid": pl.String, "docid": pl.String})
+        return RankingData.build(queries, docs, qrels, candidates)
+
+
+def _add_split(tables: _Tables, split: str, convs: list[Conversation], rng: np.random.Generator, cap: int | None,
+               negatives: int, max_context_turns: int | None) -> None:
+    """Add every instance of one split's conversations to ``tables``: all (conversation, tau) in order, a seeded
+    sample of ``cap`` of them when there are more, each with ``negatives`` responses of the split's other
+    conversations (:func:`sample_negatives`); ``rng`` draws the sample, then the negatives."""
+    # The response pool of this split: every turn of every conversation in it.
+    pool_ids = [f"{c.cid}:{i}" for c in convs for i in range(1, len(c.turns) + 1)]
+    pool_texts = [t for c in convs for t in c.turns]
+    pool_owners = np.repeat(np.arange(len(convs)), [len(c.turns) for c in convs])
+    # All instances of the split, in (conversation, tau) order, then a seeded cap.
+    inst = [(ci, tau) for ci, c in enumerate(convs) for tau in instance_positions(len(c.turns))]
+    if cap is not None and cap < len(inst):
+        keep = np.sort(rng.choice(len(inst), size=cap, replace=False))
+        inst = [inst[i] for i in keep]
+    owners = np.array([ci for ci, _ in inst], dtype=np.int64)
+    positives = [convs[ci].turns[tau - 1] for ci, tau in inst]
+    negs = sample_negatives(positives, owners, pool_texts, pool_owners, negatives, rng)
+    for (ci, tau), row in zip(inst, negs):
+        c = convs[ci]
+        context = list(c.turns[: tau - 1])
+        if max_context_turns is not None:
+            context = context[-max_context_turns:]
+        tables.add(f"{c.cid}:{tau}", split, context, (f"{c.cid}:{tau}", c.turns[tau - 1]),
+                   [(pool_ids[j], pool_texts[j]) for j in row])

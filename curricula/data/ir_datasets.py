@@ -98,44 +98,64 @@ def from_datasets(
     with_run = [(s, ds) for s, ds in ordered if _has(ds, "scoreddocs")]
     mode = candidate_mode(candidates, bool(with_run), run_depth)
     sources: list[str] = []
-
-    def source(role: str, kind: str) -> int:
-        sources.append(f"ir_datasets {names.get(role, role)} {kind} record")
-        return len(sources) - 1
-
-    src = source("corpus", "docs")
-    docs = Columns(DOC_COLUMNS, src)
-    for n, doc in enumerate(corpus.docs_iter(), start=1):
-        docs.append(doc.doc_id, _text(record_text(doc), sources[src], n, f"doc {doc.doc_id!r}"), n)
-
+    docs = _read_docs(corpus, _Source(sources, names, "corpus", "docs"))
     query_frames, qrel_frames, run_frames = [], [], []
     for split, ds in ordered:
-        src = source(split, "queries")
-        cols = Columns(QUERY_COLUMNS, src)
-        for n, q in enumerate(ds.queries_iter(), start=1):
-            cols.append(q.query_id, split, _text(record_text(q), sources[src], n, f"query {q.query_id!r}"), n)
-        query_frames.append(cols.frame())
+        query_frames.append(_read_queries(ds, split, _Source(sources, names, split, "queries")))
         if _has(ds, "qrels"):
-            src = source(split, "qrels")
-            cols = Columns(QREL_COLUMNS, src)
-            for n, r in enumerate(ds.qrels_iter(), start=1):
-                if not -INT32_MAX - 1 <= int(r.relevance) <= INT32_MAX:
-                    raise InputFormatError(sources[src], n, f"relevance {r.relevance} is outside the 32-bit range")
-                cols.append(r.query_id, r.doc_id, int(r.relevance), n)
-            qrel_frames.append(cols.frame())
+            qrel_frames.append(_read_qrels(ds, _Source(sources, names, split, "qrels")))
     for split, ds in with_run:
-        src = source(split, "scoreddocs")
-        cols = Columns(SCORE_COLUMNS, src)
-        for n, r in enumerate(ds.scoreddocs_iter(), start=1):
-            score = float(r.score)
-            if not math.isfinite(score):
-                raise InputFormatError(sources[src], n, f"score must be a finite number, got {r.score!r}")
-            cols.append(r.query_id, r.doc_id, score, n)
-        run_frames.append(cols.frame())
+        run_frames.append(_read_scoreddocs(ds, _Source(sources, names, split, "scoreddocs")))
 
     qrels = pl.concat(qrel_frames) if qrel_frames else Columns(QREL_COLUMNS, 0).frame()
     run = pl.concat(run_frames) if run_frames else None
-    return assemble(docs.frame(), pl.concat(query_frames), qrels, run, sources, mode, run_depth)
+    return assemble(docs, pl.concat(query_frames), qrels, run, sources, mode, run_depth)
+
+
+class _Source:
+    """One iterator's records as an error source: ``ir_datasets <id> <kind> record``, appended to ``sources`` (the
+    list :func:`curricula.data.trec.assemble` resolves source indices in); ``index`` is its position there."""
+
+    def __init__(self, sources: list[str], names: Mapping[str, str], role: str, kind: str):
+        sources.append(f"ir_datasets {names.get(role, role)} {kind} record")
+        self.index, self.name = len(sources) - 1, sources[-1]
+
+
+def _read_docs(corpus: Any, src: _Source) -> pl.DataFrame:
+    """The docs table (docid, text) of ``corpus.docs_iter()``; an empty text is an error naming the record."""
+    docs = Columns(DOC_COLUMNS, src.index)
+    for n, doc in enumerate(corpus.docs_iter(), start=1):
+        docs.append(doc.doc_id, _text(record_text(doc), src.name, n, f"doc {doc.doc_id!r}"), n)
+    return docs.frame()
+
+
+def _read_queries(ds: Any, split: str, src: _Source) -> pl.DataFrame:
+    """The queries (qid, split, text) of ``ds.queries_iter()``, all of ``split``."""
+    cols = Columns(QUERY_COLUMNS, src.index)
+    for n, q in enumerate(ds.queries_iter(), start=1):
+        cols.append(q.query_id, split, _text(record_text(q), src.name, n, f"query {q.query_id!r}"), n)
+    return cols.frame()
+
+
+def _read_qrels(ds: Any, src: _Source) -> pl.DataFrame:
+    """The qrels (qid, docid, rel) of ``ds.qrels_iter()``; a relevance outside 32 bits is an error."""
+    cols = Columns(QREL_COLUMNS, src.index)
+    for n, r in enumerate(ds.qrels_iter(), start=1):
+        if not -INT32_MAX - 1 <= int(r.relevance) <= INT32_MAX:
+            raise InputFormatError(src.name, n, f"relevance {r.relevance} is outside the 32-bit range")
+        cols.append(r.query_id, r.doc_id, int(r.relevance), n)
+    return cols.frame()
+
+
+def _read_scoreddocs(ds: Any, src: _Source) -> pl.DataFrame:
+    """The run rows (qid, docid, score) of ``ds.scoreddocs_iter()``; a score that is not finite is an error."""
+    cols = Columns(SCORE_COLUMNS, src.index)
+    for n, r in enumerate(ds.scoreddocs_iter(), start=1):
+        score = float(r.score)
+        if not math.isfinite(score):
+            raise InputFormatError(src.name, n, f"score must be a finite number, got {r.score!r}")
+        cols.append(r.query_id, r.doc_id, score, n)
+    return cols.frame()
 
 
 def _text(text: Any, source: str, n: int, what: str) -> str:

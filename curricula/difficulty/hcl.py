@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from curricula.retrieval.similarity import positive_similarity
+
 
 def hcl_corpus_difficulty(similarity: np.ndarray) -> np.ndarray:
     """Eq. 2 on an array of G(c, r+) over the training pairs: 1 - G / max G, clipped to [0, 1]."""
@@ -25,24 +27,8 @@ def hcl_corpus_difficulty(similarity: np.ndarray) -> np.ndarray:
     return np.clip(1.0 - g / top, 0.0, 1.0)
 
 
-def positive_similarity(pairs: pl.DataFrame, query_vectors: pl.DataFrame, doc_vectors: pl.DataFrame) -> pl.DataFrame:
-    """G(c, r+) for every relevant (rel > 0) pair: (qid, docid, g), the inner product of the dense vectors."""
-    from curricula.retrieval.dense import vectors_to_numpy
-
-    pos = pairs.filter(pl.col("rel") > 0).select("qid", "docid")
-    qv = query_vectors.filter(pl.col("id").is_in(pos["qid"].unique().implode()))
-    dv = doc_vectors.filter(pl.col("id").is_in(pos["docid"].unique().implode()))
-    qi = dict(zip(qv["id"].to_list(), range(qv.height)))
-    di = dict(zip(dv["id"].to_list(), range(dv.height)))
-    Q, D = vectors_to_numpy(qv), vectors_to_numpy(dv)
-    rows_q = np.array([qi[x] for x in pos["qid"].to_list()], dtype=np.int64)
-    rows_d = np.array([di[x] for x in pos["docid"].to_list()], dtype=np.int64)
-    g = np.einsum("ij,ij->i", Q[rows_q].astype(np.float64), D[rows_d].astype(np.float64)) if pos.height else np.empty(0)
-    return pos.with_columns(g=pl.Series(g, dtype=pl.Float64))
-
-
 def hcl_corpus(pairs: pl.DataFrame, query_vectors: pl.DataFrame, doc_vectors: pl.DataFrame) -> pl.DataFrame:
     """Per query: (qid, hcl_corpus_raw = G(c, r+), hcl_corpus = f_d of eq. 2), mean over several positives."""
-    sim = positive_similarity(pairs, query_vectors, doc_vectors)
+    sim = positive_similarity(pairs.filter(pl.col("rel") > 0).select("qid", "docid"), query_vectors, doc_vectors)
     sim = sim.with_columns(fd=pl.Series(hcl_corpus_difficulty(sim["g"].to_numpy()), dtype=pl.Float64))
     return sim.group_by("qid").agg(pl.col("g").mean().alias("hcl_corpus_raw"), pl.col("fd").mean().alias("hcl_corpus"))

@@ -128,20 +128,8 @@ def kde_cdf(
     out = np.full(x.shape, np.nan)
     if not x.size or not ref.size:
         return out
-
-    # (groups x max_n) matrix of each group's scores, padded with +inf
-    n = np.bincount(ref_code, minlength=k)
-    order = np.argsort(ref_code, kind="stable")
-    start = np.cumsum(n) - n
-    code_sorted = ref_code[order]
-    matrix = np.full((k, int(n.max())), np.inf)
-    matrix[code_sorted, np.arange(ref.size) - start[code_sorted]] = ref[order]
-
-    # Scott's rule per group: h = std(ddof=1) * n^(-1/5) (two-pass variance)
-    safe_n = np.maximum(n, 1)
-    mean = np.bincount(ref_code, weights=ref, minlength=k) / safe_n
-    var = np.bincount(ref_code, weights=(ref - mean[ref_code]) ** 2, minlength=k) / np.maximum(n - 1, 1)
-    bandwidth = np.sqrt(var) * safe_n ** (-0.2)
+    matrix, n = _padded_references(ref, ref_code, k)
+    bandwidth = _scott_bandwidths(ref, ref_code, n, k)
     lowest = matrix.min(axis=1)
     highest = np.where(np.isfinite(matrix), matrix, -np.inf).max(axis=1)
     step = (n >= 1) & (highest == lowest)  # n == 1 or zero std: scipy raises, the limit is a step
@@ -152,6 +140,46 @@ def kde_cdf(
     is_step = np.zeros_like(known)
     is_step[known] = step[val_code[known]]
     rows = np.flatnonzero(known & ~is_step & np.isfinite(x))
+    _kde_rows(out, rows, x, val_code, matrix, bandwidth, n, chunk_rows)
+
+    idx = np.flatnonzero(is_step)
+    at = lowest[val_code[idx]]
+    out[idx] = np.where(x[idx] > at, 1.0, np.where(x[idx] < at, 0.0, 0.5))
+    infinite = known & np.isinf(x)
+    out[infinite] = (x[infinite] > 0).astype(np.float64)
+    return out
+
+
+def _padded_references(
+    ref: NDArray[np.float64], ref_code: NDArray[np.int64], k: int
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """The (k groups x max_n) matrix of each group's reference scores in input order, padded with +inf (which adds
+    ndtr(-inf) = 0 to a KDE CDF), and each group's count n."""
+    n = np.bincount(ref_code, minlength=k)
+    order = np.argsort(ref_code, kind="stable")
+    start = np.cumsum(n) - n
+    code_sorted = ref_code[order]
+    matrix = np.full((k, int(n.max())), np.inf)
+    matrix[code_sorted, np.arange(ref.size) - start[code_sorted]] = ref[order]
+    return matrix, n
+
+
+def _scott_bandwidths(
+    ref: NDArray[np.float64], ref_code: NDArray[np.int64], n: NDArray[np.int64], k: int
+) -> NDArray[np.float64]:
+    """Scott's rule per group, as scipy's ``gaussian_kde``: h = std(ddof=1) * n^(-1/5) (two-pass variance; 0 for a
+    group of one score or of equal scores)."""
+    safe_n = np.maximum(n, 1)
+    mean = np.bincount(ref_code, weights=ref, minlength=k) / safe_n
+    var = np.bincount(ref_code, weights=(ref - mean[ref_code]) ** 2, minlength=k) / np.maximum(n - 1, 1)
+    return np.sqrt(var) * safe_n ** (-0.2)
+
+
+def _kde_rows(out: NDArray[np.float64], rows: NDArray[np.int64], x: NDArray[np.float64],
+              val_code: NDArray[np.int64], matrix: NDArray[np.float64], bandwidth: NDArray[np.float64],
+              n: NDArray[np.int64], chunk_rows: int) -> None:
+    """Write CDF(x) = mean_j ndtr((x - x_j) / h) (eq. 10/11's KDE) into ``out`` at the positions ``rows``, each
+    against its group's row of ``matrix`` (:func:`_padded_references`), ``chunk_rows`` values at a time."""
     for lo in range(0, rows.size, chunk_rows):
         idx = rows[lo: lo + chunk_rows]
         g = val_code[idx]
@@ -160,13 +188,6 @@ def kde_cdf(
         z /= bandwidth[g, None]
         ndtr(z, out=z)
         out[idx] = z.sum(axis=1) / n[g]
-
-    idx = np.flatnonzero(is_step)
-    at = lowest[val_code[idx]]
-    out[idx] = np.where(x[idx] > at, 1.0, np.where(x[idx] < at, 0.0, 0.5))
-    infinite = known & np.isinf(x)
-    out[infinite] = (x[infinite] > 0).astype(np.float64)
-    return out
 
 
 # ------------------------------------------------------------------------------------------- D (ease) forms

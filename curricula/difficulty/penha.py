@@ -104,7 +104,8 @@ def semantic_match(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.nda
 
 def sigma_sm(pairs: pl.DataFrame, queries: pl.DataFrame, docs: pl.DataFrame, tokenizer, embeddings: np.ndarray,
              k: int = SM_WORDS) -> pl.DataFrame:
-    """Table 2 sigma_SM: std over the query's candidates of SM(U, r) (qid, sigma_sm_raw); U = the concatenated context."""
+    """Table 2 sigma_SM: std over the query's candidates of SM(U, r) (qid, sigma_sm_raw); U = the concatenated
+    context."""
     q = queries.filter(pl.col("qid").is_in(pairs["qid"].unique().implode())).select("qid", "text")
     d = docs.filter(pl.col("docid").is_in(pairs["docid"].unique().implode())).select("docid", "text")
     qv = first_word_vectors(q["text"].to_list(), tokenizer, embeddings, k)

@@ -1,6 +1,6 @@
 """Per-query test metrics as paired comparisons: which run an experiment is compared with, the tables' order, the
 metrics files of a results folder, and the two arms' values aligned by qid (seed-averaged) or as seeds x queries
-arrays paired by seed id for :func:`curricula.statistics.stats.seed_aware_test`.
+arrays paired by seed id for :func:`curricula.statistics.seed_aware.seed_aware_test`.
 
 A long metrics frame has the columns (experiment, seed, qid, measure, value), one row per per-query value
 (:func:`load_metrics`).
@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from curricula.statistics.stats import SeedAwareResult, seed_aware_test
+from curricula.plumbing.layout import Layout
+from curricula.statistics.seed_aware import SeedAwareResult, seed_aware_test
 
 BASELINE = "baseline"
 BM25_SUFFIX = "+bm25"
@@ -56,12 +57,12 @@ def experiment_files(root: str | Path, filename: str = "metrics.parquet",
     """{(experiment, seed): file} of a dataset's results folder (``<root>/experiments/<name>/seed=<s>/<filename>``):
     by default every trained ranker's per-query test metrics, or e.g. one experiment's ``dev_curve.parquet``;
     raises FileNotFoundError naming the folder and the pattern when none exists."""
-    found = {(p.parent.parent.name, p.parent.name.removeprefix("seed=")): p
-             for p in sorted(Path(root).glob(f"experiments/{experiment}/seed=*/{filename}"))}
+    layout = Layout.at(root)
+    found = layout.experiment_files(filename, experiment)
     if not found:
         name = "<name>" if experiment == "*" else experiment
-        raise FileNotFoundError(f"{root}: no experiments/{name}/seed=<s>/{filename} under it (not a finished "
-                                f"dataset's results folder?)")
+        pattern = f"{layout.experiment(name, '<s>')}/{filename}".removeprefix(f"{layout.root}/")
+        raise FileNotFoundError(f"{root}: no {pattern} under it (not a finished dataset's results folder?)")
     return found
 
 

@@ -1,6 +1,7 @@
 """Test-set evaluation (rule ``evaluate``): re-rank the test candidates, write a TREC run and per-query metrics.
 
-Metrics come from ir-measures (trec_eval semantics, :mod:`curricula.evaluation.metrics`): MAP (``AP``), MRR@10 (``RR@10``),
+Metrics come from ir-measures (trec_eval semantics, :mod:`curricula.evaluation.metrics`): MAP (``AP``), MRR@10
+(``RR@10``),
 ``P@1``, ``Rprec``, ``nDCG@10``, plus the response-selection recalls R_n@k of Su et al. 2021 §5.1 (R10@1, R10@2,
 R10@5, R2@1): the recall at k when the query's relevant responses are ranked among n candidates. They are
 ir-measures' ``R@k`` on a run cut to n candidates per query: every relevant candidate plus n - #relevant
@@ -158,7 +159,8 @@ def ranker_metrics(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures: S
 def ranker_per_query(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures: Sequence[str], *,
                      batch_size: int, device, precision: str = "auto", relevant_min: int = 1, progress: bool = False,
                      desc: str = "dev") -> pl.DataFrame:
-    """Per-query ``measures`` (qid, measure, value; curricula.evaluation.metrics.per_query) of a ranker's scores of ``pairs``
+    """Per-query ``measures`` (qid, measure, value; curricula.evaluation.metrics.per_query) of a ranker's scores of
+    ``pairs``
     against the qrels of the queries in ``pairs``."""
     from curricula.models import score_pair_frame  # imports torch
 

@@ -254,7 +254,8 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
 class Arm:
     """One training run's curriculum, resolved once from its spec before training: the ordering (``scoring``, a
     difficulty function; ``random`` = none), its :class:`~curricula.curriculum.pacing.Pacing`, the
-    :class:`~curricula.curriculum.negatives.Negatives` and MacAvaney's :class:`~curricula.curriculum.weighting.Weighting` (None = uniform
+    :class:`~curricula.curriculum.negatives.Negatives` and MacAvaney's
+    :class:`~curricula.curriculum.weighting.Weighting` (None = uniform
     loss weights). ``length`` is the curriculum length in optimiser updates that every fraction (pacing ``T``/``T0``,
     the negatives' ``T``) was resolved against: the spec's ``steps``. Build it with :func:`resolve_arm`; the
     sampler, the negative sampler and the loss weights read these values and never the spec."""

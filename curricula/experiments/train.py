@@ -4,17 +4,17 @@ Each step (Su et al. 2021 Algorithm 1, with Penha's and MacAvaney's axes in the 
 
 1. draw ``batch_size`` positives uniformly from the curriculum prefix the pacing allows
    (:class:`curricula.curriculum.ordering.CurriculumSampler`: Penha §3 / HCL-CC);
-2. draw ``m`` negatives per positive (:class:`curricula.curriculum.negatives.NegativeSampler`: random, candidates, BM25, or
-   HCL-IC from the dense neighbours with k = 10^h_p(t));
+2. draw ``m`` negatives per positive (:class:`curricula.curriculum.negatives.NegativeSampler`: random, candidates,
+   BM25, or HCL-IC from the dense neighbours with k = 10^h_p(t));
 3. score the (1 + m) pairs of each positive with the ranker (:mod:`curricula.models`), take the per-element loss
    (:mod:`curricula.training.losses`), multiply by MacAvaney's weight W = D + (i/m)(1 - D) (eq. 3; :mod:`weighting`) and
    average (eq. 4);
 4. every ``eval_every`` steps, score the dev candidates, compute the dev metric with ir-measures, and keep the best
    model (model selection on dev only: test data is never read here, except by the diagnostic mode
    ``diagnostic_test``, which also scores the test candidates at every evaluation for the selection-noise analysis
-   of :mod:`curricula.study.selection_noise`, keeps each dev query's value there (``dev_query_values``), and never selects,
-   stops or keeps anything by them; with ``averaging`` the
-   evaluations score, and the best is, a weight average: :class:`curricula.training.core.WeightAverage`);
+   of :mod:`curricula.study.selection_noise`, keeps each dev query's value there (``dev_query_values``), and never
+   selects, stops or keeps anything by them; with ``averaging`` the evaluations score, and the best is, a weight
+   average: :class:`curricula.training.averaging.WeightAverage`);
 5. every ``checkpoint_every`` steps, save the training state; a re-run of a killed job resumes from there and ends
    with the same weights as an uninterrupted run.
 
@@ -29,8 +29,9 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -46,9 +47,14 @@ from curricula.evaluation.rerank import ranker_per_query
 from curricula.experiments.specs import job_params, resolve_arm
 from curricula.models import build_ranker
 from curricula.models.hf import select_device, set_threads
-from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table, write_text_atomically
-from curricula.training.core import Checkpointer, FitConfig, FitResult, fit
+from curricula.plumbing.atomic import write_text_atomically
+from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table
+from curricula.training.checkpoints import Checkpointer
+from curricula.training.core import FitConfig, FitResult, fit
 from curricula.training.losses import element_losses, weighted_mean
+
+if TYPE_CHECKING:
+    from curricula.models.base import Ranker
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +105,91 @@ def dev_metric_per_query(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: M
     return measure_means(pq, [metric])[metric], per_query
 
 
+def eval_pairs(data: Mapping[str, Any], spec: Mapping[str, Any], config_seed: int, relevant_min: int
+               ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The dev pairs model selection reads (:func:`dev_pairs`) and, with the spec's ``diagnostic_test``, every test
+    candidate pair (else None); ValueError when either split has no candidates."""
+    dev = dev_pairs(data, spec["dev_queries"], config_seed, relevant_min)
+    if dev.height == 0:
+        raise ValueError("no dev candidates: model selection on dev needs a dev split with candidates")
+    test = candidate_pairs(data, splits=("test",), relevant_min=relevant_min) if spec.get("diagnostic_test") else None
+    if test is not None and test.height == 0:
+        raise ValueError("no test candidates: diagnostic_test scores the test split at every evaluation")
+    return dev, test
+
+
+def train_texts(queries: pl.DataFrame, docs: pl.DataFrame) -> tuple[dict[Any, str], list[str]]:
+    """The context of each training query by qid (only training contexts are ever drawn) and every response's text
+    by its code (the row of ``docs``)."""
+    train_queries = queries.filter(pl.col("split") == "train")
+    return dict(zip(train_queries["qid"].to_list(), train_queries["text"].to_list())), docs["text"].to_list()
+
+
+@dataclass
+class RankerSteps:
+    """What one training step and one dev evaluation of :func:`train_ranker` are (steps 1-4 of the module's list):
+    the ranker, the positive and negative samplers, the loss weights (``ease``, None without ``weighting``), the
+    texts (:func:`train_texts`) and the evaluation pairs (:func:`eval_pairs`)."""
+
+    spec: Mapping[str, Any]
+    device: torch.device
+    ranker: Ranker
+    sampler: CurriculumSampler
+    negs: NegativeSampler
+    ease: PairEase | None
+    context_of: dict[Any, str]
+    doc_texts: list[str]
+    dev: pl.DataFrame
+    test: pl.DataFrame | None
+    qrels: pl.DataFrame
+    relevant_min: int
+
+    def step_loss(self, step: int) -> torch.Tensor:
+        """The loss of step ``step``: the batch's positives, ``m`` negatives each, the per-element loss of the
+        (1 + m) pairs and its mean weighted by MacAvaney et al.'s W (eq. 3-4; unweighted without ``ease``)."""
+        spec, negs, device = self.spec, self.negs, self.device
+        batch = self.sampler.batch(step)
+        qids = batch["qid"].to_list()
+        pos = np.array([negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
+        group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)  # (B, 1 + m)
+        contexts = [self.context_of[q] for q in qids for _ in range(group.shape[1])]
+        responses = [self.doc_texts[c] for c in group.reshape(-1)]
+        logits = self.ranker.pair_logits(contexts, responses, device, spec["precision"])
+        losses = element_losses(spec["loss"], logits.view(group.shape), spec["margin"])
+        w = None
+        if self.ease is not None:
+            q = np.array([negs.q_of[x] for x in qids], dtype=np.int64)
+            w = self.ease.weights(q, group, spec["loss"], step, fallback=negs.last_fallback)
+            w = torch.from_numpy(w).to(device)
+        return weighted_mean(losses, w)
+
+    def evaluate(self, done: int) -> dict[str, Any]:
+        """The dev curve row after ``done`` steps: the dev metric (``value``), the curriculum's ``allowed`` prefix and
+        negative space, and with ``diagnostic_test`` the test metric and each dev query's value."""
+        spec, negs = self.spec, self.negs
+        value, per_query = dev_metric_per_query(self.ranker, self.dev, self.qrels, spec, self.device, self.relevant_min)
+        row = {"metric": spec["eval_metric"], "value": value, "allowed": self.sampler.allowed(done - 1),
+               "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
+        if self.test is not None:  # diagnostic only: recorded, never compared (fit reads "value")
+            row["test_value"] = dev_metric(self.ranker, self.test, self.qrels, spec, self.device, self.relevant_min,
+                                           desc="test")
+            row["dev_query_values"] = per_query  # selection on fewer dev queries is replayed from them
+        return row
+
+    def log_fallbacks(self) -> None:
+        """Log how often the samplers and the loss weights fell back (no candidate left, an unranked negative, a
+        draw the false-negative guard could not check)."""
+        negs, ease = self.negs, self.ease
+        if negs.fallbacks:
+            log.info("negatives: %d draw(s) fell back to the random pool (no candidate left)", negs.fallbacks)
+        if ease is not None and ease.unlisted:
+            log.info("weights: %d fallback negative(s) outside the difficulty table weighed as unranked (h = 0)",
+                     ease.unlisted)
+        if negs.guard_unchecked:
+            log.info("negatives: %d draw(s) from past the stored neighbours could not be checked by the "
+                     "false-negative guard (every stored neighbour of their query was above it)", negs.guard_unchecked)
+
+
 def train_ranker(
     data: Mapping[str, Any],
     spec: Mapping[str, Any],
@@ -136,57 +227,19 @@ def train_ranker(
     negs = NegativeSampler(arm.negatives, queries=queries, docs=docs, qrels=data["qrels"],
                            candidates=data["candidates"], relevant_min=relevant_min, neighbors=neighbors, run=run,
                            seed=seed, query_vectors=query_vectors, doc_vectors=doc_vectors)
-    train_queries = queries.filter(pl.col("split") == "train")  # only training contexts are ever drawn
-    context_of = dict(zip(train_queries["qid"].to_list(), train_queries["text"].to_list()))
-    del train_queries
-    doc_texts = docs["text"].to_list()
+    context_of, doc_texts = train_texts(queries, docs)
     ease = None
     if arm.weighting is not None:
         ease = PairEase.from_weighting(weights, arm.weighting, negs.q_of, negs.code_of, len(doc_texts))
-    dev = dev_pairs(data, spec["dev_queries"], config_seed, relevant_min)
-    if dev.height == 0:
-        raise ValueError("no dev candidates: model selection on dev needs a dev split with candidates")
-    test = candidate_pairs(data, splits=("test",), relevant_min=relevant_min) if spec.get("diagnostic_test") else None
-    if test is not None and test.height == 0:
-        raise ValueError("no test candidates: diagnostic_test scores the test split at every evaluation")
+    dev, test = eval_pairs(data, spec, config_seed, relevant_min)
     ranker = build_ranker(spec, seed).to(device)
-
-    def step_loss(step: int) -> torch.Tensor:
-        batch = sampler.batch(step)
-        qids = batch["qid"].to_list()
-        pos = np.array([negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
-        group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)  # (B, 1 + m)
-        contexts = [context_of[q] for q in qids for _ in range(group.shape[1])]
-        responses = [doc_texts[c] for c in group.reshape(-1)]
-        logits = ranker.pair_logits(contexts, responses, device, spec["precision"])
-        losses = element_losses(spec["loss"], logits.view(group.shape), spec["margin"])
-        w = None
-        if ease is not None:
-            q = np.array([negs.q_of[x] for x in qids], dtype=np.int64)
-            w = torch.from_numpy(ease.weights(q, group, spec["loss"], step, fallback=negs.last_fallback)).to(device)
-        return weighted_mean(losses, w)
-
-    def evaluate(done: int) -> dict[str, Any]:
-        value, per_query = dev_metric_per_query(ranker, dev, data["qrels"], spec, device, relevant_min)
-        row = {"metric": spec["eval_metric"], "value": value, "allowed": sampler.allowed(done - 1),
-               "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
-        if test is not None:  # diagnostic only: recorded, never compared (fit reads "value")
-            row["test_value"] = dev_metric(ranker, test, data["qrels"], spec, device, relevant_min, desc="test")
-            row["dev_query_values"] = per_query  # selection on fewer dev queries is replayed from them
-        return row
-
+    steps = RankerSteps(spec, device, ranker, sampler, negs, ease, context_of, doc_texts, dev, test, data["qrels"],
+                        relevant_min)
     ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))
-    result = fit(ranker.module, step_loss, cfg, seed=seed, evaluate=evaluate, checkpoint=ckpt, on_step=on_step,
-                 progress=progress, desc="train")
+    result = fit(ranker.module, steps.step_loss, cfg, seed=seed, evaluate=steps.evaluate, checkpoint=ckpt,
+                 on_step=on_step, progress=progress, desc="train")
     ranker.save(model_out)
-    if negs.fallbacks:
-        log.info("negatives: %d draw(s) fell back to the random pool (no candidate left)", negs.fallbacks)
-    if ease is not None and ease.unlisted:
-        log.info("weights: %d fallback negative(s) outside the difficulty table weighed as unranked (h = 0)",
-                 ease.unlisted)
-    if negs.guard_unchecked:
-        log.info("negatives: %d draw(s) from past the stored neighbours could not be checked by the false-negative "
-                 "guard (every stored neighbour of their query was above it)", negs.guard_unchecked)
+    steps.log_fallbacks()
     ckpt.clear()
     return curve_frame(result)
 

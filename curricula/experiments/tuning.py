@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from curricula.plumbing.contracts import TableSpec, dev_curve_spec, read_dev_curve, read_table, write_table
+from curricula.plumbing.contracts import TableSpec, dev_curve_spec, read_dev_curve, write_table
 
 #: knobs whose value is a list by nature (not a list of values to tune)
 LIST_KNOBS = frozenset({"architecture.ngrams", "diagnostic_averages"})

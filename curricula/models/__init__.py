@@ -5,7 +5,10 @@
 * ``cnn_qa`` / ``lstm_qa``: the CNN and LSTM answer-selection networks of Wang et al. 2020 §3.
 
 Training, dev selection, evaluation and MC-dropout only use :func:`build_ranker`, :func:`load_ranker` and the
-Ranker methods; nothing outside this package branches on the architecture.
+Ranker methods; nothing outside this package branches on the architecture. Beside the rankers: loading local Hugging
+Face checkpoints offline and choosing device and precision (:mod:`~curricula.models.hf`), and Penha & Hauff's teacher,
+the cross-encoder fine-tuned on the train split whose scores order BERT_pred and BERT_loss
+(:mod:`~curricula.models.teacher`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
 #: Adam learning rate of each ranker when the config leaves ``lr`` null (MacAvaney §4: 1e-3 for ConvKNRM;
 #: 5e-5 is Penha's BERT rate and the measured-good rate for the 6-layer MiniLM here)
 DEFAULT_LR = {"cross_encoder": 5.0e-5, "convknrm": 1.0e-3, "cnn_qa": 1.0e-3, "lstm_qa": 1.0e-3}
-#: learning-rate schedule of each ranker when the config leaves ``schedule`` null (curricula.training.core.schedule_factor):
+#: learning-rate schedule of each ranker when the config leaves ``schedule`` null
+#: (curricula.training.core.schedule_factor):
 #: constant for ConvKNRM (MacAvaney §4 and OpenNIR: constant Adam, no warm-up); linear warm-up + decay for the
 #: cross-encoder (BERT fine-tuning) and for cnn_qa / lstm_qa, whose schedule Wang et al. 2020 §5.1.2 do not state
 DEFAULT_SCHEDULE = {"cross_encoder": "linear", "convknrm": "constant", "cnn_qa": "linear", "lstm_qa": "linear"}

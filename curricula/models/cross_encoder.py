@@ -119,7 +119,8 @@ def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor
 
 
 class CrossEncoderRanker(Ranker):
-    """A one-logit cross-encoder over ``[CLS] context [SEP] response [SEP]`` (:func:`curricula.models.hf.load_cross_encoder`).
+    """A one-logit cross-encoder over ``[CLS] context [SEP] response [SEP]``
+    (:func:`curricula.models.hf.load_cross_encoder`).
 
     ``max_length`` is the word-piece budget of the whole pair (:func:`pair_token_ids`); ``pooling`` is ``cls`` or
     ``mean``.
@@ -135,7 +136,8 @@ class CrossEncoderRanker(Ranker):
 
     @property
     def pooling(self) -> str:
-        """``mean`` for a :class:`~curricula.models.hf.MeanPooledCrossEncoder`, else ``cls`` (what ranker.json records)."""
+        """``mean`` for a :class:`~curricula.models.hf.MeanPooledCrossEncoder`, else ``cls`` (what ranker.json
+        records)."""
         return "mean" if isinstance(self.module, MeanPooledCrossEncoder) else "cls"
 
     @classmethod

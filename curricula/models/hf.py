@@ -32,7 +32,7 @@ import safetensors.torch  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from curricula.plumbing.contracts import write_dir_atomically  # noqa: E402,F401  (re-exported for callers of hf)
+from curricula.plumbing.atomic import write_dir_atomically  # noqa: E402,F401  (re-exported for callers of hf)
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,9 @@ def quiet_transformers() -> Iterator[None]:
             transformers.logging.enable_progress_bar()
 
 
-def load_config(model_dir: str | Path) -> transformers.PretrainedConfig:
+def model_config(model_dir: str | Path) -> transformers.PretrainedConfig:
+    """The checkpoint's Hugging Face ``config.json`` (the pipeline's own config is
+    :func:`curricula.plumbing.config.load_config`'s)."""
     return transformers.AutoConfig.from_pretrained(resolve_model_dir(model_dir), local_files_only=True)
 
 
@@ -300,7 +302,7 @@ def checkpoint_pooling(model_dir: str | Path) -> str | None:
         head_cfg, pool_cfg = json.loads(head.read_text()), json.loads(pooling.read_text())
         if head_cfg.get("module_output_name") == "scores" and pool_cfg.get("pooling_mode") == "mean":
             return "mean"
-    architectures = load_config(path).architectures or []
+    architectures = model_config(path).architectures or []
     return "cls" if any(a.endswith("ForSequenceClassification") for a in architectures) else None
 
 

@@ -72,7 +72,8 @@ def balanced_batches(labels: np.ndarray, steps: int, batch_size: int, rng: np.ra
 
 def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.ndarray, cfg: TeacherConfig,
                         progress: bool = True):
-    """Fine-tune a cross-encoder on balanced batches (AdamW, linear warm-up and decay: :func:`curricula.training.core.fit`);
+    """Fine-tune a cross-encoder on balanced batches (AdamW, linear warm-up and decay:
+    :func:`curricula.training.core.fit`);
     returns (the ranker, per-step losses)."""
     set_threads(cfg.threads)
     device = select_device(cfg.device)
@@ -120,7 +121,8 @@ def scores_frame(pairs: pl.DataFrame, scores: np.ndarray) -> pl.DataFrame:
 def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = True,
                      shard: Shard = WHOLE) -> pl.DataFrame:
     """TEACHER_SCORES rows (:func:`scores_frame`) of a saved cross-encoder for ``pairs`` (columns qid, docid,
-    context, response, rel); with ``shard`` only the pairs in that shard's batches (:mod:`curricula.plumbing.shards`)."""
+    context, response, rel); with ``shard`` only the pairs in that shard's batches
+    (:mod:`curricula.plumbing.shards`)."""
     set_threads(cfg.threads)
     ranker = load_ranker(model_dir, device=select_device(cfg.device), max_length=cfg.max_length)
     rows, scores = score_pair_rows(ranker, pairs["context"].to_list(), pairs["response"].to_list(),
@@ -175,7 +177,8 @@ def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: 
     which makes the teacher an evaluation reference. ``loss`` is BCE against the label (rel >= relevant_min).
 
     With ``shard`` (rule ``teacher_score_shard``) only that shard's batches of pairs are scored
-    (:mod:`curricula.plumbing.shards`); :func:`curricula.retrieval.stages.gather_stage` joins the shards. Cross-fitting trains
+    (:mod:`curricula.plumbing.shards`); :func:`curricula.retrieval.stages.gather_stage` joins the shards. Cross-fitting
+    trains
     ``folds`` teachers inside the job, so it is not sharded.
     """
     pairs = candidate_pairs(read_ingest(data), splits=("train", "dev", "test"), relevant_min=relevant_min)

@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from curricula.models import resolve_architecture
 from curricula.models.base import RANKER_FILE, Ranker
 from curricula.models.hf import input_embeddings, load_tokenizer, quiet_transformers, resolve_model_dir
-from curricula.plumbing.contracts import write_dir_atomically
+from curricula.plumbing.atomic import write_dir_atomically
 
 TOKENIZER_DIR = "tokenizer"
 WEIGHTS_FILE = "model.safetensors"

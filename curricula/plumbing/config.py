@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 from snakemake.utils import validate
 
+from curricula.plumbing.layout import Layout
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
@@ -80,17 +82,13 @@ def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) 
 
 
 def side_folder(config: Mapping[str, Any], kind: str, name: str | None = None) -> str:
-    """Where the rules of this config write their ``kind`` (``logs`` or ``benchmarks``) files: ``<kind>/<dataset
-    name>`` for the default ``results`` folder, ``<kind>/<results, its path parts joined by _>/<dataset name>`` for
-    any other, so two configs of one dataset that write to different results folders in one working directory
-    (an ablation beside the default) never share a log or benchmark file. ``name`` replaces the dataset's name
-    (``study`` for the findings page)."""
-    results = Path(config.get("results", "results"))
-    tag = "_".join(p for p in results.parts if p not in ("/", ".", ".."))
-    stem = name or config["dataset"]["name"]
-    return f"{kind}/{stem}" if results == Path("results") else f"{kind}/{tag}/{stem}"
+    """Where the rules of this config write their ``kind`` (``logs`` or ``benchmarks``) files
+    (:meth:`curricula.plumbing.layout.Layout.side`); ``name`` replaces the dataset's name (``study`` for the
+    findings page)."""
+    return Layout.of(config).side(kind, name)
 
 
 def results_dir(config: Mapping[str, Any]) -> Path:
     """``<results>/<dataset name>``: where every stage of this config writes."""
-    return Path(config.get("results", "results")) / config["dataset"]["name"]
+    return Path(Layout.of(config).root)
+

@@ -1,4 +1,5 @@
-"""Check that the documentation's references resolve: ``python -m curricula.plumbing.doc_links`` (``tests/test_docs.py``).
+"""Check that the documentation's references resolve: ``python -m curricula.plumbing.doc_links``
+(``tests/test_docs.py``).
 
 The pages are README.md, configs/README.md and docs/*.md. In each, outside fenced code blocks:
 
@@ -8,7 +9,8 @@ The pages are README.md, configs/README.md and docs/*.md. In each, outside fence
   ``configs/wikiqa.yaml`` (a path whose first part is a top-level entry of the repository), or ``test_faults.py``
   (a bare file name with a source suffix, which must be the name of a repository file);
 - every ``path.py:name`` or ``path.py::name`` reference (``curricula/plumbing/config.py:side_folder``,
-  ``curricula/curriculum/weighting.py:PairEase.ease``, ``tests/test_workflow.py::test_x``) names a function, class or variable
+  ``curricula/curriculum/weighting.py:PairEase.ease``, ``tests/test_workflow.py::test_x``) names a function, class or
+  variable
   the file defines or imports (parsed with :mod:`ast`; dotted names look inside classes; a test id's ``[params]`` is
   dropped), and so does every dotted ``curricula.module.name``.
 
@@ -67,8 +69,9 @@ class Problem:
 
 
 def doc_pages(repo: Path) -> list[Path]:
-    """The pages checked: README.md, configs/README.md and docs/*.md (those that exist), in that order."""
-    pages = [repo / "README.md", repo / "configs" / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    """The pages checked: README.md, configs/README.md, docs/*.md and the records under docs/ (docs/**/*.md), those
+    that exist, in that order."""
+    pages = [repo / "README.md", repo / "configs" / "README.md", *sorted((repo / "docs").rglob("*.md"))]
     return [p for p in pages if p.is_file()]
 
 

@@ -66,7 +66,8 @@ def block(n: int, shard: Shard) -> slice:
     return slice(start, start + size + (1 if shard.index < extra else 0))
 
 
-def length_batches(lengths: Sequence[int] | np.ndarray, batch_size: int, longest_first: bool = False) -> list[np.ndarray]:
+def length_batches(lengths: Sequence[int] | np.ndarray, batch_size: int,
+                   longest_first: bool = False) -> list[np.ndarray]:
     """Row indices grouped into the batches a model processes: rows sorted by length (stable), cut every
     ``batch_size``. ``longest_first`` sorts by decreasing length (a memory problem shows in the first batch)."""
     if batch_size < 1:

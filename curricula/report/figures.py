@@ -20,7 +20,8 @@ import polars as pl
 
 from curricula.curriculum.pacing import resolve_pacing
 from curricula.evaluation.comparisons import load_metrics
-from curricula.plumbing.contracts import QUERIES, read_table, write_dir_atomically, write_file_atomically
+from curricula.plumbing.atomic import write_dir_atomically, write_file_atomically
+from curricula.plumbing.contracts import QUERIES, read_table
 
 
 def _use_agg() -> None:
@@ -31,7 +32,8 @@ def _use_agg() -> None:
 
 
 def _save(fig, path: str | Path) -> Path:
-    """Save ``fig`` atomically (:func:`curricula.plumbing.contracts.write_file_atomically`) in the format of ``path``'s suffix,
+    """Save ``fig`` atomically (:func:`curricula.plumbing.contracts.write_file_atomically`) in the format of ``path``'s
+    suffix,
     without a version stamp: same inputs, same bytes."""
     path = Path(path)
     return write_file_atomically(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip("."),
@@ -112,8 +114,8 @@ def plot_by_group(metrics: pl.DataFrame, groups: pl.DataFrame, measure: str, xla
         rows = dict(table.filter(pl.col("experiment") == name).select("group", "value").iter_rows())
         ax.bar(np.arange(len(labels)) + i * width, [rows.get(g, np.nan) for g in labels], width, label=name)
     sizes = dict(table.group_by("group").agg(pl.col("queries").max()).iter_rows())
-    ax.set_xticks(np.arange(len(labels)) + (len(experiments) - 1) * width / 2, [f"{g}\n(n={sizes.get(g, 0)})" for g in labels],
-                  fontsize=7)
+    ax.set_xticks(np.arange(len(labels)) + (len(experiments) - 1) * width / 2,
+                  [f"{g}\n(n={sizes.get(g, 0)})" for g in labels], fontsize=7)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"test {measure}")
     ax.legend(fontsize=7)

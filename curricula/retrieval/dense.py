@@ -11,7 +11,7 @@
   Nothing is excluded: a context's own positive response normally appears in its list; instance-level
   negatives are drawn after an anti-join with the qrels (ask for a few more than 10^k_T to keep 10^k_T).
 * :func:`positive_ranks` and :func:`positive_rank_summary` say how well G ranks each context's true reply among
-  its neighbours (rule ``dense_positive_ranks``, ``bench/g_rank.py`` before and after fine-tuning G).
+  its neighbours (rule ``dense_positive_ranks``, ``analyses/g_rank.py`` before and after fine-tuning G).
 * The dual encoder of eq. 4 fine-tuned with in-batch negatives lives in :mod:`curricula.retrieval.biencoder`; its two
   halves (``<folder>/context``, ``<folder>/response``) encode like any checkpoint.
 """
@@ -38,6 +38,7 @@ from curricula.models.hf import (
 )
 from curricula.plumbing.contracts import NEIGHBORS, SPLITS, VECTORS, TableSpec, check_table
 from curricula.plumbing.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
+from curricula.retrieval.similarity import vectors_to_numpy
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,8 @@ def encode(
 
     Mean pooling over the attention mask and L2 normalisation, so inner product = cosine similarity.
     ``model_dir`` is ``"minilm"`` (the packaged all-MiniLM-L6-v2), any local BERT-family checkpoint, or one half
-    of a bi-encoder saved by :func:`curricula.retrieval.biencoder.finetune_biencoder` (``out_dir/context``, ``out_dir/response``).
+    of a bi-encoder saved by :func:`curricula.retrieval.biencoder.finetune_biencoder` (``out_dir/context``,
+    ``out_dir/response``).
     ``truncation_side="left"`` keeps the end of texts longer than ``max_length`` (dialogue contexts).
     With ``shard`` only that shard's texts are encoded (:func:`encode_rows`), still in input order.
     """
@@ -205,29 +207,6 @@ def encode(
 
 
 # ------------------------------------------------------------------------------------------------- neighbours
-def vectors_to_numpy(vectors: pl.DataFrame | pl.Series) -> np.ndarray:
-    """The ``vector`` column (Array or List of floats) as a C-contiguous float32 matrix, without a Python loop.
-
-    Zero-copy where polars allows it, so the result may be a read-only view: copy it before writing to it.
-    """
-    s = vectors["vector"] if isinstance(vectors, pl.DataFrame) else vectors
-    if s.null_count():
-        raise ValueError(f"vector column has {s.null_count()} null row(s)")
-    if isinstance(s.dtype, pl.List):
-        if not len(s):
-            return np.empty((0, 0), dtype=np.float32)
-        widths = s.list.len()
-        if widths.min() != widths.max():
-            raise ValueError(f"vectors of unequal length ({widths.min()}..{widths.max()})")
-        s = s.list.to_array(int(widths[0]))
-    if not isinstance(s.dtype, pl.Array):
-        raise TypeError(f"vector column has type {s.dtype}, expected Array or List of floats")
-    m = s.to_numpy()
-    if m.ndim != 2:
-        m = m.reshape(len(s), -1)
-    return np.ascontiguousarray(m, dtype=np.float32)
-
-
 def faiss_gpu_available() -> bool:
     """True when faiss was built with GPU support and sees a GPU (faiss-cpu has no ``StandardGpuResources``)."""
     import faiss

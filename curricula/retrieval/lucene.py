@@ -132,7 +132,8 @@ def _configure_and_start(heap: str) -> None:
     if int(version.split(".")[0]) < 21:
         raise BM25Error(
             f"the running JVM is Java {version} ({system.getProperty('java.home')}); Anserini needs Java >= 21. "
-            "Something started the JVM before curricula.retrieval.lucene.start_jvm(); call start_jvm() first in the process"
+            "Something started the JVM before curricula.retrieval.lucene.start_jvm(); call start_jvm() first in the "
+            "process"
         )
     try:
         jnius.autoclass("io.anserini.search.SimpleSearcher")
@@ -203,7 +204,8 @@ def index_collection(collection: Path, index: Path, threads: int) -> dict[str, i
     """Index the ``JsonCollection`` folder ``collection`` (``{"id", "contents"}`` lines) into ``index``.
 
     Anserini's ``IndexCollection`` with ``DefaultLuceneDocumentGenerator``, without positions, doc vectors or raw
-    text, force-merged to one segment (:func:`curricula.retrieval.bm25.build_index` says why). Returns Anserini's counters
+    text, force-merged to one segment (:func:`curricula.retrieval.bm25.build_index` says why). Returns Anserini's
+    counters
     (``indexed``, ``empty``, ``unindexable``, ``skipped``, ``errors``); a Java failure propagates as the jnius
     exception (see :func:`java_message`).
     """

@@ -1,7 +1,8 @@
 """The first-stage precomputation stages: BM25 (Lucene) and the bi-encoder (MiniLM + FAISS), file to file.
 
 Each function here is one Snakemake rule's whole job: read the ingest tables (checked against their contracts),
-call :mod:`curricula.retrieval.bm25` or :mod:`curricula.retrieval.dense`, write the stage's outputs atomically. The rules in
+call :mod:`curricula.retrieval.bm25` or :mod:`curricula.retrieval.dense`, write the stage's outputs atomically. The
+rules in
 ``rules/bm25.smk`` and ``rules/dense.smk`` pass only their own config section as params, so changing a training
 knob never re-runs these stages.
 
@@ -12,8 +13,9 @@ Outputs (paths relative to ``results/<dataset>/``):
   split (MacAvaney et al. 2020 §3.3 derive D_recip/D_norm/D_kde from it);
 * ``bm25/candidate_scores.parquet`` (``CANDIDATE_SCORES``): the Lucene BM25 score of every (query, candidate) pair,
   also those outside the top k (Penha & Hauff 2020 Table 2's sigma_BM25 needs all of them);
-* ``bm25/tuned/grid.parquet`` (``bm25.GRID``) and ``bm25/tuned/candidate_scores.parquet`` (``CANDIDATE_SCORES``, dev
-  and test candidates): (k1, b) tuned on dev, the reference ranker ``bm25_tuned`` (MacAvaney et al. 2020);
+* ``bm25/tuned/grid.parquet`` (``bm25_tuning.GRID``) and ``bm25/tuned/candidate_scores.parquet``
+  (``CANDIDATE_SCORES``, dev and test candidates): (k1, b) tuned on dev, the reference ranker ``bm25_tuned``
+  (MacAvaney et al. 2020);
 * ``dense/biencoder/`` (when G is fine-tuned: ``dense.finetune.enabled``, null = when a curriculum uses G): context
   and response encoders fine-tuned with in-batch negatives on the train split (Su et al. 2021 §3.4 eq. 4);
 * ``dense/queries.parquet``, ``dense/docs.parquet`` (``VECTORS``): unit-norm embeddings;
@@ -46,16 +48,15 @@ from curricula.plumbing.contracts import (
     TEACHER_SCORES,
     VECTORS,
     TableSpec,
-    group_size,
-    iter_row_groups,
     read_table,
     scan_table,
-    write_grouped_table,
     write_table,
     write_trec_run,
 )
+from curricula.plumbing.row_groups import group_size, iter_row_groups, write_grouped_table
 from curricula.plumbing.shards import WHOLE, Shard, block, gather_tables
-from curricula.retrieval import bm25
+from curricula.retrieval import bm25, bm25_tuning
+from curricula.retrieval.similarity import vectors_to_numpy
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,8 @@ def bm25_tune_stage(
     relevant_min: int = 1,
     seed: int | None = None,
 ) -> dict:
-    """Rule ``bm25_tune``: BM25's (k1, b) tuned on dev (:func:`curricula.retrieval.bm25.tune`) into ``bm25/tuned/``.
+    """Rule ``bm25_tune``: BM25's (k1, b) tuned on dev (:func:`curricula.retrieval.bm25_tuning.tune`) into
+    ``bm25/tuned/``.
 
     ``data`` names the ingest queries, candidates and qrels; ``tune`` is the config's ``bm25.tune`` (k1 and b grids,
     measure); ``k1``/``b`` are the untuned defaults (the tie-break's anchor); the query text is built exactly as for
@@ -177,12 +179,12 @@ def bm25_tune_stage(
     bm25.start_jvm(heap)
     queries = read_table(data["queries"], QUERIES)
     text = bm25.query_text(queries, query_turns).join(queries.select("qid", "split"), on="qid")
-    grid, scores = bm25.tune(
+    grid, scores = bm25_tuning.tune(
         index_dir, text, read_table(data["candidates"], CANDIDATES), read_table(data["qrels"], QRELS),
         k1_grid=tune["k1"], b_grid=tune["b"], measure=tune.get("measure", "AP"), default_k1=k1, default_b=b,
         relevant_min=relevant_min, seed=seed or 0, progress=True,
     )
-    write_table(grid, grid_path, bm25.GRID)
+    write_table(grid, grid_path, bm25_tuning.GRID)
     write_table(scores, scores_path, CANDIDATE_SCORES)
     chosen = grid.filter(pl.col("chosen")).row(0, named=True)
     return {"k1": chosen["k1"], "b": chosen["b"], "measure": chosen["measure"], "value": chosen["value"],
@@ -190,7 +192,8 @@ def bm25_tune_stage(
 
 
 # ------------------------------------------------------------------------------------------------ bi-encoder
-def positive_pairs(queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame, split: str = "train") -> pl.DataFrame:
+def positive_pairs(queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame,
+                   split: str = "train") -> pl.DataFrame:
     """(qid, docid, context, response) of every relevant (rel > 0) pair of ``split``, sorted by qid, docid."""
     return (
         qrels.filter(pl.col("rel") > 0)
@@ -332,8 +335,9 @@ def neighbors_stage(
     With ``shard`` (rule ``dense_neighbors_shard``) only that shard's block of queries (in qid order).
 
     Streaming: queries are searched ``chunk_size`` at a time in qid order and each chunk's rows go straight to
-    disk in row groups of whole queries (:func:`curricula.retrieval.dense.neighbor_chunks`, :func:`curricula.plumbing.contracts.write_grouped_table`),
-    so memory is the vectors and one chunk, not the queries x k table (131M rows for the whole chitchat corpus).
+    disk in row groups of whole queries (:func:`curricula.retrieval.dense.neighbor_chunks`,
+    :func:`curricula.plumbing.row_groups.write_grouped_table`), so memory is the vectors and one chunk, not the
+    queries x k table (131M rows for the whole chitchat corpus).
     """
     import faiss
 
@@ -343,11 +347,11 @@ def neighbors_stage(
         faiss.omp_set_num_threads(int(threads))
     qv = read_table(query_vectors, VECTORS).sort("id")
     qv = qv[block(qv.height, shard)]
-    qids, Q = qv["id"], dense.vectors_to_numpy(qv)
+    qids, Q = qv["id"], vectors_to_numpy(qv)
     del qv
     dv = read_table(doc_vectors, VECTORS)
     if not within_split:
-        pools = [(dv["id"], dense.vectors_to_numpy(dv))]
+        pools = [(dv["id"], vectors_to_numpy(dv))]
         pool_of = np.zeros(len(qids), dtype=np.int64)
     else:
         queries = read_table(data["queries"], QUERIES, columns=["qid", "split"])
@@ -356,7 +360,7 @@ def neighbors_stage(
         pools = []
         for split in SPLITS:
             d = dv.filter(pl.col("id").is_in(refs[split].implode()))
-            pools.append((d["id"], dense.vectors_to_numpy(d)))
+            pools.append((d["id"], vectors_to_numpy(d)))
         split_of = qids.to_frame("qid").join(queries, on="qid", how="left", maintain_order="left")["split"]
         if split_of.null_count():
             raise ValueError(f"{query_vectors}: {split_of.null_count()} query vector(s) of queries not in "

@@ -1,7 +1,8 @@
 """What a study cost: the CPU time of its jobs, per dataset, in core-hours, from Snakemake's ``benchmark:`` files.
 
 Every rule writes a benchmark file under its dataset's folder (``benchmarks/<dataset>``, or ``benchmarks/<results,
-joined by _>/<dataset>``; :func:`curricula.plumbing.config.side_folder`): a tab-separated table whose last row is the job's
+joined by _>/<dataset>``; :func:`curricula.plumbing.config.side_folder`): a tab-separated table whose last row is the
+job's
 latest run, with ``s`` (wall seconds) and ``cpu_time`` (CPU seconds of the job's processes, all threads: user plus
 system). A core-hour is 3,600 CPU seconds, so a job that keeps two cores busy for an hour costs two.
 

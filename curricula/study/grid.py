@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from curricula.plumbing.config import merge
+from curricula.plumbing.layout import Layout, study_selection
 
 KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 STUDY_WIDE = ("results", "shards")
@@ -142,11 +143,9 @@ def study_name(datasets: Sequence[str], only: Sequence[str] | None) -> str:
 
     A selection judges a smaller family of cells than the whole study, so its round records, findings page and
     their logs are its own: two selections run on one results tree (WikiQA's rounds, then DailyDialog++'s) each keep
-    theirs instead of the second overwriting the first's. Keys match ``KEY``, so ``+`` and ``=`` cannot occur in
-    one."""
-    if only is None or set(only) == set(datasets):
-        return "study"
-    return "study/only=" + "+".join(sorted(only))
+    theirs instead of the second overwriting the first's (:attr:`curricula.plumbing.layout.Layout.study_name`). Keys
+    match ``KEY``, so ``+`` and ``=`` cannot occur in one."""
+    return Layout(only=study_selection(datasets, only)).study_name
 
 
 def listed_claims(claims: Mapping[str, Mapping[str, str] | None]) -> list[dict[str, str]]:

@@ -5,7 +5,8 @@ round's seeds for.
 Round k (1-based) trains the first ``looks[k-1]`` seeds of the dataset's seed list, extended past its largest seed
 by consecutive integers (:func:`look_seeds`): with ``seeds: [1, 2, 3, 4]`` and looks (5, 10) the rounds train seeds
 1-5 and 1-10. After each round the checkpoint ``study_round`` (rules/study.smk) tests every cell still open on the
-seeds so far by the group-sequential seed-aware rule of :func:`curricula.statistics.sequential.sequential_decision` (per-look
+seeds so far by the group-sequential seed-aware rule of
+:func:`curricula.statistics.sequential_verdicts.sequential_decision` (per-look
 thresholds from Lan-DeMets alpha spending; Lan & DeMets 1983, *Biometrika* 70: 659-663), keeps the verdict of every
 cell decided before, and lists the arms that need the next round's seeds (:func:`arms_to_extend`): both arms of
 every cell still at ``continue``, so an arm shared by several claims (the baseline) trains more seeds when any of its
@@ -13,7 +14,8 @@ claims is open. Active-learning claims (``active:<method>@<round>``) stay fixed-
 rounds leave them out and the findings judge them as without rounds.
 
 With ``study.multiplicity: holm`` (the default) the cells are not judged one by one at alpha but as one family: the
-sequential Holm procedure (:func:`curricula.statistics.sequential.holm_design`; Maurer & Bretz 2013) over every cell's difference
+sequential Holm procedure (:func:`curricula.statistics.sequential_verdicts.holm_design`; Maurer & Bretz 2013) over every
+cell's difference
 and equivalence hypotheses, at the share of alpha the sequential claims hold among all claims (:func:`family_alpha`).
 Each round's record keeps every cell's tests at the looks it reached, so a later round's step-down can count the
 hypotheses of cells decided before without their metrics.
@@ -34,18 +36,17 @@ from typing import Any
 import polars as pl
 
 from curricula.evaluation.comparisons import _paired, seed_aware_result, with_seeds
-from curricula.statistics.sequential import (
+from curricula.statistics.group_sequential import SequentialDesign, sequential_design
+from curricula.statistics.seed_aware import SeedAwareResult
+from curricula.statistics.sequential_verdicts import (
     CONTINUE,
     SEQUENTIAL_MULTIPLICITIES,
     LookTests,
     SequentialDecision,
-    SequentialDesign,
     holm_design,
     look_tests,
     sequential_decision,
-    sequential_design,
 )
-from curricula.statistics.stats import SeedAwareResult
 from curricula.study.grid import claim_datasets, is_active_claim
 
 #: a cell's key in a round's record: (claim id, dataset)
@@ -90,7 +91,8 @@ def sequential_claims(claims: Sequence[Mapping[str, Any]]) -> list[Mapping[str, 
 
 
 def first_round_arms(claims: Sequence[Mapping[str, Any]], datasets: Sequence[str]) -> list[Arm]:
-    """Every arm of every sequential claim on every dataset it is tested on (:func:`curricula.study.grid.claim_datasets`),
+    """Every arm of every sequential claim on every dataset it is tested on
+    (:func:`curricula.study.grid.claim_datasets`),
     in claim then dataset order: the first round's."""
     return list(dict.fromkeys((dataset, claim[arm]) for claim in sequential_claims(claims)
                               for dataset in claim_datasets(claim, datasets) for arm in ("experiment", "against")))
@@ -120,7 +122,8 @@ def cell_margin(frame: pl.DataFrame, against: str, experiment: str, measure: str
 
 def look_results(frame: pl.DataFrame, experiment: str, against: str, measure: str,
                  seeds_by_look: Sequence[Sequence[int]], alpha: float = 0.05) -> list[SeedAwareResult]:
-    """The seed-aware test (:func:`curricula.evaluation.comparisons.seed_aware_result`) of ``experiment`` - ``against`` on the
+    """The seed-aware test (:func:`curricula.evaluation.comparisons.seed_aware_result`) of ``experiment`` - ``against``
+    on the
     seeds of each look in ``seeds_by_look``, in order (the looks reached so far)."""
     out = []
     for seeds in seeds_by_look:
@@ -147,7 +150,8 @@ def cell_results(frame: pl.DataFrame, claim: Mapping[str, Any], measure: str, lo
 @dataclass(frozen=True)
 class RoundOutcome:
     """The judgement of a round (:func:`study_round`): every sequential cell's decision and its tests at the looks it
-    reached (:func:`curricula.statistics.sequential.look_tests`; a decided cell keeps those of the round it stopped at), the
+    reached (:func:`curricula.statistics.sequential_verdicts.look_tests`; a decided cell keeps those of the round it
+    stopped at), the
     design the open cells were judged by (under Holm, at the step-down's final level), and the family's size and
     rejected hypotheses (0 and 0 without an adjustment)."""
 
@@ -168,8 +172,10 @@ def study_round(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[st
     its arms' seeds of this round). ``seeds`` maps a dataset to its seed list (:func:`look_seeds` extends it).
 
     ``multiplicity="holm"`` judges the open cells at the level of the sequential Holm procedure over every cell's two
-    hypotheses (:func:`curricula.statistics.sequential.holm_design`, family-wise error ``alpha``); ``"none"`` judges each cell
-    at ``alpha`` alone (:func:`curricula.statistics.sequential.sequential_decision`). Cells are keyed (claim id, dataset), in
+    hypotheses (:func:`curricula.statistics.sequential_verdicts.holm_design`, family-wise error ``alpha``); ``"none"``
+    judges each cell
+    at ``alpha`` alone (:func:`curricula.statistics.sequential_verdicts.sequential_decision`). Cells are keyed (claim
+    id, dataset), in
     claim then dataset order."""
     if multiplicity not in SEQUENTIAL_MULTIPLICITIES:
         raise ValueError(f"study.multiplicity {multiplicity!r} with study.sequential: expected one of "
@@ -256,7 +262,7 @@ def study_round_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], p
     of ``alpha`` its hypotheses hold in the findings page's family (:func:`family_alpha`): the fixed-seed
     active-learning claims keep the rest, a weighted Bonferroni split between the two families."""
     from curricula.evaluation.comparisons import load_metrics
-    from curricula.plumbing.contracts import write_text_atomically
+    from curricula.plumbing.atomic import write_text_atomically
 
     looks = tuple(int(s) for s in looks)
     if not 1 <= round_ <= len(looks):

@@ -2,7 +2,8 @@
 spread of the paired differences between two arms under each rule.
 
 A run trained with ``train.diagnostic_test`` writes, beside each dev evaluation's ``value``, the same metric on the
-test queries (``test_value``; :data:`curricula.plumbing.contracts.DEV_CURVE_TEST`). From such curves a rule that picks one
+test queries (``test_value``; :data:`curricula.plumbing.contracts.DEV_CURVE_TEST`). From such curves a rule that picks
+one
 evaluation by the dev values alone can be replayed after the fact, and the test value it would have kept read off
 (the test column never picks anything). The rules (:class:`Rule`):
 

@@ -13,13 +13,14 @@ the loss) and, if the model is selected on dev, what one evaluation is (``evalua
 * dev evaluation every ``eval_every`` steps and after the last, the best-on-dev weights kept and restored at the
   end (model selection on dev: MacAvaney et al. 2020 §4 roll back to the best validation model), and early
   stopping after ``patience`` evaluations without improvement (MacAvaney et al.: 15 iterations);
-* optionally an average of the weights (:class:`WeightAverage`: an exponential moving average, or SWA's uniform
-  average of the weights at each evaluation), started only after step ``average_from`` (a grid's longest curriculum)
-  so that every arm averages the same phase of training; dev evaluations then evaluate the averaged weights, and
-  the averaged weights of the kept evaluation are the model;
-* checkpoints every ``checkpoint_every`` steps (model, optimiser, schedule, torch RNG, the curve, the best weights,
-  the weight average and the caller's own sampler state) from which a killed job resumes and ends with the same
-  weights.
+* optionally an average of the weights (:class:`~curricula.training.averaging.WeightAverage`: an exponential moving
+  average, or SWA's uniform average of the weights at each evaluation), started only after step ``average_from`` (a
+  grid's longest curriculum) so that every arm averages the same phase of training; dev evaluations then evaluate
+  the averaged weights, and the averaged weights of the kept evaluation are the model; diagnostic runs install
+  shadow averages beside the trained weights (:class:`~curricula.training.averaging.ShadowAverages`);
+* checkpoints every ``checkpoint_every`` steps (:class:`~curricula.training.checkpoints.Checkpointer`: model,
+  optimiser, schedule, torch RNG, the curve, the best weights, the weight average and the caller's own sampler
+  state) from which a killed job resumes and ends with the same weights.
 
 Resuming is exact when the caller's batches are a pure function of (seed, step), or when the caller hands its
 sampler state to the checkpoint (``sampler_state`` / ``restore_sampler``). Checkpoints are plain tensors and
@@ -30,30 +31,31 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from curricula.plumbing.contracts import SHADOW_KEYS, SHADOW_KINDS
-from curricula.training.checks import averages, check_keep, check_min_steps
+from curricula.training.averaging import (
+    AVERAGING,
+    DEFAULT_EMA_DECAY,
+    ShadowAverages,
+    WeightAverage,
+    swapped_in,
+    takes_in,
+)
+from curricula.training.budget import average_start, budget
+from curricula.training.checkpoints import Checkpointer, frozen_names, load_weights, state_dict_cpu
+from curricula.training.checks import check_keep
 
 log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "linear")
-#: weight averaging (:class:`WeightAverage`): none (the trained weights themselves), ema, swa (the averages whose
-#: shadow columns the dev curve's contract allows, :data:`curricula.plumbing.contracts.SHADOW_KINDS`)
-AVERAGING = ("none", *SHADOW_KINDS)
-#: the EMA's decay per step when a spec names none (a window of about 1 / (1 - 0.999) = 1,000 steps)
-DEFAULT_EMA_DECAY = 0.999
 #: which weights a run keeps (:attr:`FitConfig.keep`): its best dev evaluation's, or those after its last step
 KEEP = ("best", "last")
 
@@ -149,8 +151,8 @@ class FitConfig:
 
         The budget is ``max_steps`` (null = ``steps``); with ``patience`` (null = off) evaluations count only after
         the curriculum's ``length`` (default ``steps``; :func:`budget`). ``schedule`` is the spec's when present
-        (a spec resolved by :func:`curricula.experiments.specs.resolve_ranker` always has one), else ``linear``. A spec's
-        ``averaging`` (absent = ``none``) starts after the same ``length`` (:func:`average_start`), with its
+        (a spec resolved by :func:`curricula.experiments.specs.resolve_ranker` always has one), else ``linear``. A
+        spec's ``averaging`` (absent = ``none``) starts after the same ``length`` (:func:`average_start`), with its
         ``ema_decay`` (absent = :data:`DEFAULT_EMA_DECAY`)."""
         total, least = budget(spec, length)
         knobs = {"steps": total, "lr": float(spec["lr"]), "optimizer": spec["optimizer"],
@@ -165,51 +167,6 @@ class FitConfig:
                  "shadow_averages": tuple(spec.get("diagnostic_averages") or ()),
                  "keep": spec.get("keep") or "best"}
         return cls(**{**knobs, **overrides})
-
-
-def budget(spec: Mapping[str, Any], length: int | None = None) -> tuple[int, int]:
-    """(budget, least) in steps of a ranker spec: ``max_steps`` (null = ``steps``) and the step after which early
-    stopping counts evaluations (the curriculum's ``length``, default ``steps``, capped at the budget, when
-    ``patience`` is on; else 0).
-
-    A ``max_steps`` below ``steps`` would cut the curriculum short, and with ``patience`` a spec's ``min_steps``
-    (the grid's longest curriculum, :func:`curricula.experiments.specs.experiment_runs`) above the budget would leave
-    early stopping nothing to count: ValueError for both."""
-    total = total_steps(spec)
-    if not spec.get("patience"):
-        return total, 0
-    return total, phase_end(spec, total, length)
-
-
-def total_steps(spec: Mapping[str, Any]) -> int:
-    """A ranker spec's budget in steps: ``max_steps`` (null = ``steps``); ValueError when below ``steps`` (it would
-    cut the curriculum short)."""
-    steps = int(spec["steps"])
-    total = int(spec.get("max_steps") or steps)
-    if total < steps:
-        raise ValueError(f"max_steps={total} is below steps={steps}: the budget must cover the curriculum")
-    return total
-
-
-def phase_end(spec: Mapping[str, Any], total: int, length: int | None = None) -> int:
-    """The step (steps done) at which the curriculum phase of a spec with budget ``total`` ends: its ``length``
-    (default ``steps``; the pipeline passes the grid's longest curriculum, ``min_steps``), capped at the budget.
-    ValueError when the spec's ``min_steps`` lies above the budget (:func:`check_min_steps`)."""
-    check_min_steps(spec.get("min_steps"), total)
-    return min(total, int(spec["steps"]) if length is None else int(length))
-
-
-def average_start(spec: Mapping[str, Any], length: int | None = None) -> int:
-    """The step (steps done) after which a spec's weight average takes weights in: the end of the curriculum phase
-    (:func:`phase_end`; the pipeline's ``min_steps``, the grid's longest curriculum, so that every arm averages
-    the same phase of training, never one arm's easy-only data), 0 without ``averaging`` or the diagnostic
-    ``diagnostic_averages`` (:attr:`FitConfig.shadow_averages`), which start at the same step.
-
-    Izmailov et al. 2018 ("Averaging Weights Leads to Wider Optima and Better Generalization", UAI) start SWA
-    after a burn-in of ordinary training; starting at the longest curriculum's end is that burn-in here."""
-    if not averages(spec) and not spec.get("diagnostic_averages"):
-        return 0
-    return phase_end(spec, total_steps(spec), length)
 
 
 def warmup_steps(warmup: float, steps: int) -> int:
@@ -250,139 +207,6 @@ def make_optimizer(params, cfg: FitConfig) -> tuple[torch.optim.Optimizer, torch
     return optim, sched
 
 
-def frozen_names(module: torch.nn.Module) -> frozenset[str]:
-    """State-dict keys of the parameters training never changes (``requires_grad`` False, e.g. frozen embeddings)."""
-    return frozenset(name for name, p in module.named_parameters() if not p.requires_grad)
-
-
-def state_dict_cpu(module: torch.nn.Module, skip: frozenset[str] = frozenset()) -> dict[str, torch.Tensor]:
-    """A detached CPU copy of the module's weights but ``skip`` (what rollback and checkpoints keep: a frozen
-    30522 x 384 embedding table is the same at every step, so copying it would only cost time and disk)."""
-    return {k: v.detach().to("cpu").clone() for k, v in module.state_dict().items() if k not in skip}
-
-
-def load_weights(module: torch.nn.Module, state: Mapping[str, torch.Tensor], skip: frozenset[str]) -> None:
-    """Load a :func:`state_dict_cpu` copy: every key but the frozen ones must be present, and nothing else."""
-    result = module.load_state_dict(state, strict=False)
-    if set(result.missing_keys) - skip or result.unexpected_keys:
-        raise RuntimeError(f"weights do not fit the module: missing {sorted(set(result.missing_keys) - skip)}, "
-                           f"unexpected {result.unexpected_keys}")
-
-
-def _save_atomic(obj: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-class Checkpointer:
-    """``checkpoint.pt`` in a folder: the whole training state of :func:`fit`, under a fingerprint.
-
-    The folder sits beside the job's outputs, not among them, so Snakemake does not delete it when a job dies.
-    A checkpoint whose fingerprint differs from the job's (the configuration changed) is ignored and replaced.
-    """
-
-    def __init__(self, folder: str | Path, fingerprint: str):
-        self.folder = Path(folder)
-        self.fingerprint = fingerprint
-
-    def save(self, state: dict[str, Any]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        _save_atomic({**state, "fingerprint": self.fingerprint}, self.folder / "checkpoint.pt")
-
-    def load(self) -> dict[str, Any] | None:
-        path = self.folder / "checkpoint.pt"
-        if not path.exists():
-            return None
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if state.get("fingerprint") != self.fingerprint:
-            log.info("ignoring checkpoint %s: it belongs to another configuration", path)
-            return None
-        return state
-
-    def clear(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-class WeightAverage:
-    """A running average of a module's weights, as a second copy beside the trained ones (on their device).
-
-    ``kind`` ``ema``: an exponential moving average, ``avg <- decay * avg + (1 - decay) * w`` for every weight vector
-    it is given (one per step in :func:`fit`): the exponentially weighted form of iterate averaging (Polyak &
-    Juditsky 1992, "Acceleration of Stochastic Approximation by Averaging", SIAM J. Control Optim. 30(4), average
-    the iterates uniformly; a constant ``decay`` forgets the early ones, as torch's ``get_ema_multi_avg_fn``
-    (``torch.optim.swa_utils``) and Morales-Brotons et al. 2024, "Exponential Moving Average of Weights in Deep
-    Learning", arXiv 2411.18704, do). ``kind`` ``swa``: the uniform average of every weight vector it is given,
-    ``avg <- avg + (w - avg) / n`` for the n-th (Izmailov et al. 2018, "Averaging Weights Leads to Wider Optima and
-    Better Generalization", UAI, eq. 2, after a burn-in; torch's ``AveragedModel`` default; one per evaluation in
-    :func:`fit`). The first weights given become the average. Floating-point entries of the state dict are
-    averaged (parameters and float buffers, as ``AveragedModel(use_buffers=True)``); integer buffers are copied;
-    ``skip`` (frozen parameters, constant) stays out. ``count`` is how many weight vectors went in.
-    """
-
-    def __init__(self, kind: str, decay: float = DEFAULT_EMA_DECAY, skip: frozenset[str] = frozenset()):
-        if kind not in AVERAGING[1:]:
-            raise ValueError(f"weight average {kind!r}: expected one of {list(AVERAGING[1:])}")
-        self.kind, self.decay, self.skip = kind, float(decay), skip
-        self.state: dict[str, torch.Tensor] | None = None
-        self.count = 0
-
-    @torch.no_grad()
-    def update(self, module: torch.nn.Module) -> None:
-        """Take the module's current weights into the average."""
-        current = {k: v.detach() for k, v in module.state_dict().items() if k not in self.skip}
-        self.count += 1
-        if self.state is None:
-            self.state = {k: v.clone() for k, v in current.items()}
-            return
-        for key, avg in self.state.items():
-            weight = current[key]
-            if not avg.is_floating_point():
-                avg.copy_(weight)
-            elif self.kind == "ema":
-                avg.mul_(self.decay).add_(weight, alpha=1.0 - self.decay)
-            else:
-                avg.add_(weight - avg, alpha=1.0 / self.count)
-
-    def checkpoint(self) -> dict[str, Any]:
-        """What a checkpoint keeps of the average: its count and a CPU copy of its weights (None before any)."""
-        state = None if self.state is None else {k: v.to("cpu").clone() for k, v in self.state.items()}
-        return {"kind": self.kind, "count": self.count, "state": state}
-
-    def restore(self, saved: Mapping[str, Any], device: torch.device | str) -> None:
-        """Resume from :meth:`checkpoint`'s dict (ValueError when it is another kind of average)."""
-        if saved["kind"] != self.kind:
-            raise ValueError(f"the checkpoint holds a {saved['kind']} average, not {self.kind}")
-        self.count = int(saved["count"])
-        self.state = None if saved["state"] is None else {k: v.to(device) for k, v in saved["state"].items()}
-
-
-def swapped_in(module: torch.nn.Module, state: Mapping[str, torch.Tensor], skip: frozenset[str]
-               ) -> dict[str, torch.Tensor]:
-    """Load ``state`` into ``module`` and return a copy (on the module's device) of the weights it replaced."""
-    saved = {k: v.detach().clone() for k, v in module.state_dict().items() if k not in skip}
-    load_weights(module, state, skip)
-    return saved
-
-
-def shadow_columns(module: torch.nn.Module, shadows: Mapping[str, WeightAverage],
-                   evaluate: Callable[[int], Mapping[str, Any]], done: int, row: Mapping[str, Any],
-                   skip: frozenset[str]) -> dict[str, Any]:
-    """The curve columns ``<kind>_<key>`` (:data:`SHADOW_KEYS`) of each shadow average at an evaluation after
-    ``done`` steps: ``evaluate(done)`` with the average swapped into ``module`` (the trained weights swapped back
-    after), or the trained weights' own ``row`` values while the average is still empty (before its first step:
-    what a run with that ``averaging`` evaluates then, :func:`fit`)."""
-    out: dict[str, Any] = {}
-    for kind, shadow in shadows.items():
-        if shadow.state is None:
-            values = row
-        else:
-            trained = swapped_in(module, shadow.state, skip)
-            values = evaluate(done)
-            load_weights(module, trained, skip)
-        out.update({f"{kind}_{key}": values[key] for key in SHADOW_KEYS if key in row})
-    return out
-
 
 @dataclass
 class FitResult:
@@ -404,6 +228,172 @@ class FitResult:
     def evaluations_since_best(self, min_steps: int = 0) -> int:
         """Dev evaluations after the best one and after step ``min_steps`` (what ``patience`` counts)."""
         return sum(1 for row in self.curve if row["step"] > max(self.best_step, min_steps))
+
+
+
+@dataclass
+class _Run:
+    """What one :func:`fit` changes as it goes and its checkpoints keep (but the caller's sampler): the optimiser and
+    schedule, the result so far, the best dev weights, the weight average and the installed hooks (the diagnostic
+    shadow averages, :class:`ShadowAverages`, only when ``cfg.shadow_averages`` names some); ``start`` is the first
+    step to run (after a resumed checkpoint's)."""
+
+    module: torch.nn.Module
+    cfg: FitConfig
+    frozen: frozenset[str]
+    optim: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    clip_params: list[torch.nn.Parameter]
+    average: WeightAverage | None
+    hooks: list[ShadowAverages]
+    result: FitResult = field(default_factory=FitResult)
+    best_state: dict[str, torch.Tensor] | None = None
+    start: int = 0
+
+    @classmethod
+    def begin(cls, module: torch.nn.Module, cfg: FitConfig, seed: int) -> _Run:
+        """A fresh run: the optimiser and schedule (:func:`make_optimizer`), ``torch.manual_seed(seed)``, an empty
+        weight average with ``cfg.averaging`` and the shadow-average hook with ``cfg.shadow_averages``."""
+        frozen = frozen_names(module)
+        optim, sched = make_optimizer(module.parameters(), cfg)
+        clip_params = [p for p in module.parameters() if p.requires_grad] if cfg.clip_norm else []
+        torch.manual_seed(seed)
+        average = WeightAverage(cfg.averaging, cfg.ema_decay, frozen) if cfg.averaging != "none" else None
+        hooks = [ShadowAverages(cfg.shadow_averages, cfg.ema_decay, cfg.average_from, frozen)
+                 ] if cfg.shadow_averages else []
+        return cls(module, cfg, frozen, optim, sched, clip_params, average, hooks)
+
+    def restore(self, saved: Mapping[str, Any], restore_sampler: Callable[[Any], None] | None) -> None:
+        """Resume from a checkpoint of :meth:`snapshot`: weights, optimiser, schedule, RNGs, the caller's sampler,
+        the result so far, the best weights, the average and the hooks' state."""
+        load_weights(self.module, saved["model"], self.frozen)
+        self.optim.load_state_dict(saved["optimizer"])
+        self.sched.load_state_dict(saved["scheduler"])
+        torch.set_rng_state(saved["torch_rng"])
+        if saved["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(saved["cuda_rng"])
+        if restore_sampler is not None:
+            restore_sampler(saved["sampler"])
+        self.start, result = int(saved["step"]), self.result
+        result.losses, result.curve = list(saved["losses"]), list(saved["curve"])
+        result.best_step, result.best_value = int(saved["best_step"]), float(saved["best_value"])
+        self.best_state = saved["best_state"]
+        device = next(self.module.parameters()).device
+        if self.average is not None:
+            self.average.restore(saved["average"], device)
+        for hook in self.hooks:
+            hook.restore(saved, device)
+        log.info("resuming from the checkpoint at step %d of %d (best dev %.4f at step %d)", self.start,
+                 self.cfg.steps, result.best_value, result.best_step)
+
+    def take_step(self, loss: torch.Tensor) -> None:
+        """One optimiser update on ``loss``: zero_grad, backward, optional gradient-norm clipping, optimiser and
+        schedule step; the loss joins ``result.losses``."""
+        self.optim.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.clip_params, self.cfg.clip_norm)
+        self.optim.step()
+        self.sched.step()
+        self.result.losses.append(float(loss.detach()))
+
+    def evaluation_step(self, done: int) -> bool:
+        """Whether the run evaluates after ``done`` steps: every ``eval_every`` steps and after the last."""
+        return bool(self.cfg.eval_every and done % self.cfg.eval_every == 0) or done == self.cfg.steps
+
+    def after_step(self, done: int, evaluation_step: bool) -> None:
+        """The weight average and the hooks take in the weights after ``done`` steps (:func:`takes_in`)."""
+        if self.average is not None and takes_in(self.average, done, self.cfg.average_from, evaluation_step):
+            self.average.update(self.module)
+        for hook in self.hooks:
+            hook.after_step(self.module, done, evaluation_step)
+
+    def evaluate(self, evaluate: Callable[[int], Mapping[str, Any]], done: int) -> dict[str, Any]:
+        """The curve row after ``done`` steps: ``evaluate(done)`` of the average once it holds weights (else of the
+        trained weights, swapped back after), ``train_loss`` the mean loss since the previous row, and the hooks'
+        columns; a better dev value than the best so far (with ``keep`` ``best``) keeps the evaluated weights."""
+        result, module = self.result, self.module
+        since = result.curve[-1]["step"] if result.curve else 0  # the curve's train_loss: steps since then
+        averaged = self.average is not None and self.average.state is not None  # evaluate (and keep) the average
+        trained = swapped_in(module, self.average.state, self.frozen) if averaged else None
+        row = {"step": done, **evaluate(done), "train_loss": float(np.mean(result.losses[since:]))}
+        if self.cfg.keep == "best" and row["value"] > result.best_value:
+            self.best_state = state_dict_cpu(module, self.frozen)
+            result.best_step, result.best_value = done, float(row["value"])
+        if trained is not None:
+            load_weights(module, trained, self.frozen)
+        for hook in self.hooks:
+            row.update(hook.columns(module, evaluate, done, row))
+        result.curve.append(row)
+        return row
+
+    def patience_spent(self, done: int) -> bool:
+        """Whether ``cfg.patience`` evaluations after ``cfg.min_steps`` failed to beat the best (early stopping:
+        ``result.stopped`` becomes ``patience``)."""
+        cfg, result = self.cfg, self.result
+        if not cfg.patience or result.evaluations_since_best(cfg.min_steps) < cfg.patience:
+            return False
+        result.stopped = "patience"
+        log.info("stopping at step %d: %d evaluations without improvement on dev (best %.4f at step %d)",
+                 done, cfg.patience, result.best_value, result.best_step)
+        return True
+
+    def observe(self, done: int, evaluate: Callable[[int], Mapping[str, Any]] | None, bar: Any,
+                t_start: float) -> bool:
+        """After step ``done``: update the averages, evaluate on dev when due (the progress bar and the log show
+        it), and say whether the patience ran out (the loop stops)."""
+        evaluation_step = self.evaluation_step(done)
+        self.after_step(done, evaluation_step)
+        if evaluate is None:
+            bar.set_postfix(loss=f"{self.result.losses[-1]:.4f}", refresh=False)
+            return False
+        if not evaluation_step:
+            return False
+        row = self.evaluate(evaluate, done)
+        bar.set_postfix(dev=f"{row['value']:.4f}", refresh=False)
+        log_evaluation(row, self.cfg.steps, t_start)
+        self.module.train()
+        return self.patience_spent(done)
+
+    def checkpoint_due(self, done: int, stop: bool) -> bool:
+        """Whether a checkpoint is saved after ``done`` steps: every ``checkpoint_every``, never after the last
+        step or an early stop (the job ends there)."""
+        every = self.cfg.checkpoint_every
+        return bool(every and done % every == 0 and done < self.cfg.steps and not stop)
+
+    def snapshot(self, done: int, sampler_state: Callable[[], Any] | None) -> dict[str, Any]:
+        """The whole training state after ``done`` steps, as a checkpoint keeps it (CPU tensors and containers)."""
+        result = self.result
+        return {
+            "step": done, "model": state_dict_cpu(self.module, self.frozen),
+            "optimizer": self.optim.state_dict(), "scheduler": self.sched.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "sampler": sampler_state() if sampler_state is not None else None,
+            "losses": result.losses, "curve": result.curve, "best_step": result.best_step,
+            "best_value": result.best_value, "best_state": self.best_state,
+            **({"average": self.average.checkpoint()} if self.average is not None else {}),
+            **{key: value for hook in self.hooks for key, value in hook.checkpoint().items()},
+        }
+
+    def finish(self) -> None:
+        """Load the kept weights (the best evaluation's; with ``keep`` ``last`` or without evaluations the last
+        weights, or the final average) and put the module in eval mode."""
+        cfg, result, best_state = self.cfg, self.result, self.best_state
+        if cfg.keep == "last" and result.curve:  # the last evaluation (after the last step) is the kept one
+            result.best_step, result.best_value = int(result.curve[-1]["step"]), float(result.curve[-1]["value"])
+        if best_state is None and self.average is not None and self.average.state is not None:
+            best_state = self.average.state  # no evaluation chose: the final average is the model
+        if best_state is not None:
+            load_weights(self.module, best_state, self.frozen)
+        self.module.eval()
+
+
+def log_evaluation(row: Mapping[str, Any], steps: int, t_start: float) -> None:
+    """Log a curve row's scalars (a diagnostic's per-query lists: not) and the seconds since ``t_start``."""
+    log.info("step %d/%d: %s; %.1f s", row["step"], steps,
+             ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
+                       if k != "step" and not isinstance(v, list)), time.time() - t_start)
 
 
 def fit(
@@ -438,102 +428,26 @@ def fit(
     Evaluations before that evaluate the trained weights, as without averaging.
     """
     t_start = time.time()
-    frozen = frozen_names(module)
-    optim, sched = make_optimizer(module.parameters(), cfg)
-    clip_params = [p for p in module.parameters() if p.requires_grad] if cfg.clip_norm else []
-    torch.manual_seed(seed)
-    result = FitResult()
-    best_state: dict[str, torch.Tensor] | None = None
-    average = WeightAverage(cfg.averaging, cfg.ema_decay, frozen) if cfg.averaging != "none" else None
-    shadows = {kind: WeightAverage(kind, cfg.ema_decay, frozen) for kind in cfg.shadow_averages}
-    start = 0
-    state = checkpoint.load() if checkpoint is not None else None
-    if state is not None:
-        load_weights(module, state["model"], frozen)
-        optim.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        if restore_sampler is not None:
-            restore_sampler(state["sampler"])
-        start = int(state["step"])
-        result.losses, result.curve = list(state["losses"]), list(state["curve"])
-        result.best_step, result.best_value = int(state["best_step"]), float(state["best_value"])
-        best_state = state["best_state"]
-        if average is not None:
-            average.restore(state["average"], next(module.parameters()).device)
-        for kind, shadow in shadows.items():
-            shadow.restore(state["shadows"][kind], next(module.parameters()).device)
-        log.info("resuming from the checkpoint at step %d of %d (best dev %.4f at step %d)", start, cfg.steps,
-                 result.best_value, result.best_step)
-
+    run = _Run.begin(module, cfg, seed)
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:
+        run.restore(saved, restore_sampler)
+    result = run.result
     module.train()
-    bar = tqdm(range(start, cfg.steps), total=cfg.steps, initial=start, desc=desc, disable=not progress, unit="step",
-               mininterval=2.0)
+    bar = tqdm(range(run.start, cfg.steps), total=cfg.steps, initial=run.start, desc=desc, disable=not progress,
+               unit="step", mininterval=2.0)
     for step in bar:
-        loss = step_loss(step)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.clip_norm:
-            torch.nn.utils.clip_grad_norm_(clip_params, cfg.clip_norm)
-        optim.step()
-        sched.step()
-        result.losses.append(float(loss.detach()))
+        run.take_step(step_loss(step))
         done = step + 1
-        stop = False
-        evaluation_step = bool(cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps
-        for running in ([average] if average is not None else []) + list(shadows.values()):
-            if done >= cfg.average_from and (running.kind == "ema" or evaluation_step):
-                running.update(module)
-        if evaluate is not None and evaluation_step:
-            since = result.curve[-1]["step"] if result.curve else 0  # the curve's train_loss: steps since then
-            averaged = average is not None and average.state is not None  # evaluate (and keep) the average
-            trained = swapped_in(module, average.state, frozen) if averaged else None
-            row = {"step": done, **evaluate(done), "train_loss": float(np.mean(result.losses[since:]))}
-            if cfg.keep == "best" and row["value"] > result.best_value:
-                best_state = state_dict_cpu(module, frozen)
-                result.best_step, result.best_value = done, float(row["value"])
-            if trained is not None:
-                load_weights(module, trained, frozen)
-            row.update(shadow_columns(module, shadows, evaluate, done, row, frozen))
-            result.curve.append(row)
-            bar.set_postfix(dev=f"{row['value']:.4f}", refresh=False)
-            log.info("step %d/%d: %s; %.1f s", done, cfg.steps,  # the scalars (a diagnostic's per-query lists: not)
-                     ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
-                               if k != "step" and not isinstance(v, list)), time.time() - t_start)
-            module.train()
-            stop = bool(cfg.patience) and result.evaluations_since_best(cfg.min_steps) >= cfg.patience
-            if stop:
-                result.stopped = "patience"
-                log.info("stopping at step %d: %d evaluations without improvement on dev (best %.4f at step %d)",
-                         done, cfg.patience, result.best_value, result.best_step)
-        elif evaluate is None:
-            bar.set_postfix(loss=f"{result.losses[-1]:.4f}", refresh=False)
-        if (checkpoint is not None and cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps
-                and not stop):
-            checkpoint.save({
-                "step": done, "model": state_dict_cpu(module, frozen),
-                "optimizer": optim.state_dict(), "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-                "sampler": sampler_state() if sampler_state is not None else None,
-                "losses": result.losses, "curve": result.curve, "best_step": result.best_step,
-                "best_value": result.best_value, "best_state": best_state,
-                **({"average": average.checkpoint()} if average is not None else {}),
-                **({"shadows": {k: v.checkpoint() for k, v in shadows.items()}} if shadows else {}),
-            })
+        stop = run.observe(done, evaluate, bar, t_start)
+        if checkpoint is not None and run.checkpoint_due(done, stop):
+            checkpoint.save(run.snapshot(done, sampler_state))
         if on_step is not None:
             on_step(done)
         if stop:
             break
     bar.close()
-    if cfg.keep == "last" and result.curve:  # the last evaluation (after the last step) is the kept one
-        result.best_step, result.best_value = int(result.curve[-1]["step"]), float(result.curve[-1]["value"])
-    if best_state is None and average is not None and average.state is not None:
-        best_state = average.state  # no evaluation chose: the final average is the model
-    if best_state is not None:
-        load_weights(module, best_state, frozen)
-    module.eval()
+    run.finish()
     result.seconds = time.time() - t_start
     if evaluate is not None:
         log.info("best dev %.4f at step %d; stopped by %s at step %d of %d; %.1f s", result.best_value,

@@ -1,0 +1,185 @@
+"""The run plan the workflow builds when it is parsed (curricula.pipeline): config checks, a dataset's plan and a
+study's plan, without Snakemake."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from curricula.pipeline.checks import check_previous, check_references, parsed_arms, sequential_looks
+from curricula.pipeline.plan import dataset_plan, gpus, one_of
+from curricula.pipeline.study import study_plan
+from curricula.pipeline.targets import all_outputs, runs_by_key, train_inputs
+from curricula.plumbing.config import SCHEMA, merge, read_yaml, validate_config
+from curricula.plumbing.layout import Layout
+
+DEFAULT = read_yaml(SCHEMA.parents[1] / "config.yaml")
+SCHEMA_DOC = read_yaml(SCHEMA)
+TINY = {"name": "tiny", "format": "chitchat", "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}}}
+ADDITIVITY = {"paper": "Yang et al. 2019", "claim": "interpolating BM25 helps", "experiment": "baseline+bm25",
+              "against": "baseline", "expect": "better", "factors": ["additivity"]}
+
+
+def config_of(overlay: dict) -> dict:
+    """config.yaml overlaid with ``overlay`` and validated, as the Snakefile reads it."""
+    return validate_config(merge(DEFAULT, overlay))
+
+
+def plan_of(overlay: dict):
+    return dataset_plan(config_of(overlay), SCHEMA_DOC)
+
+
+def study_overlay(claims: dict | None = None, **settings) -> dict:
+    """A one-dataset study over the tiny chitchat cut, with ``claims`` (default: score additivity)."""
+    return {"seeds": [1, 2], "study": {"datasets": {"tiny": {"dataset": TINY}},
+                                       "claims": claims or {"additivity": ADDITIVITY}, **settings}}
+
+
+def plan_study(overlay: dict):
+    return study_plan(DEFAULT, overlay, config_of(overlay), SCHEMA_DOC)
+
+
+# ------------------------------------------------------------------------------------------------ a dataset
+def test_a_dataset_plan_resolves_runs_tuned_arms_and_targets():
+    plan = plan_of({"dataset": TINY, "seeds": [1, 2]})
+    assert plan.layout == Layout("results", "tiny")
+    assert next(iter(plan.experiments)) == "baseline"
+    assert set(plan.tuned) <= set(plan.experiments)
+    assert set(plan.runs) >= set(plan.experiments) - set(plan.tuned)
+    for name, runs in plan.tuned.items():  # a tuned experiment trains one run per value, selected on dev
+        assert set(runs) <= set(plan.runs) and name not in plan.runs
+    metrics = runs_by_key(plan, "metrics")
+    assert metrics["metrics|baseline|2"] == "results/tiny/experiments/baseline/seed=2/metrics.parquet"
+    assert len(metrics) == 2 * len(plan.experiments)
+    targets = all_outputs(plan)
+    assert "results/tiny/report/table_seeds.md" in targets and "results/tiny/data/qrels.parquet" in targets
+    inputs = train_inputs(plan, "baseline")
+    assert inputs["curriculum"] == f"results/tiny/curricula/{plan.runs['baseline']['scoring']}"
+    assert plan.teacher_params("train").keys() == plan.teacher_params("score").keys() - {"folds", "score_batch_size"}
+
+
+def test_params_carry_only_the_knobs_that_change_a_rule():
+    plan = plan_of({"dataset": TINY, "evaluate": {"additivity": {"enabled": False}}})
+    assert plan.additivity_params() is None and not plan.additive
+    assert "threads" not in plan.train_params("baseline")
+    assert set(plan.evaluate_knobs("baseline")) == {"score_batch_size", "precision", "device"}
+    assert plan.section("bm25", "k1", "b") == {"k1": plan.config["bm25"]["k1"], "b": plan.config["bm25"]["b"]}
+    assert gpus("cuda:1") == gpus("cuda") == 1 and gpus("auto") == gpus("cpu") == 0
+    assert one_of(["a", "ab"]) == "ab|a" and one_of([]) == r"(?!x)x"
+
+
+def test_an_unregistered_difficulty_function_is_refused():
+    with pytest.raises(ValueError, match=r"difficulty.functions: unknown difficulty function\(s\) \['nope'\]"):
+        plan_of({"dataset": TINY, "difficulty": {"functions": ["random", "nope"]}})
+
+
+def test_a_bad_experiment_is_refused_naming_it():
+    bad = {"w": {"weighting": {"scoring": "kde"}, "negatives": {"mode": "random"}}}
+    with pytest.raises(ValueError, match="experiments.w") as err:
+        plan_of({"dataset": TINY, "experiments": bad})
+    assert "negatives.mode: candidates" in str(err.value)
+
+
+def test_the_tuned_bm25_reference_needs_the_tuning():
+    config = config_of({"dataset": TINY, "evaluate": {"references": ["bm25", "bm25_tuned"]},
+                        "bm25": {"tune": {"enabled": False}}})
+    with pytest.raises(ValueError, match="evaluate.references names bm25_tuned but bm25.tune.enabled is false"):
+        check_references(config)
+
+
+# --------------------------------------------------------------------------------------------------- a study
+def test_a_study_plan_builds_each_dataset_and_the_claims_metrics():
+    study = plan_study(study_overlay())
+    assert list(study.datasets) == ["tiny"] and study.looks is None and study.seeds == {}
+    assert study.layout.study_dir == "results/report/study"
+    assert study.claim_metrics["metrics|tiny|baseline+bm25|2"] == \
+        "results/tiny/experiments/baseline/seed=2/metrics+bm25.parquet"
+    assert study.differences == {"additivity": {"tiny": ["additivity"]}}
+    assert study.benchmark_folders() == {"tiny": "benchmarks/tiny"}
+    assert study.outputs()[-5:] == list(study.layout.study_report().values())
+
+
+def test_seeds_in_rounds_cut_each_dataset_to_the_first_look():
+    overlay = study_overlay(sequential={"enabled": True, "looks": [2, 3]})
+    study = plan_study(overlay)
+    assert study.looks == (2, 3) and study.seeds == {"tiny": [1, 2, 3]}
+    assert study.datasets["tiny"].config["seeds"] == [1, 2]
+    first = study.round_inputs(1, lambda k: f"round{k}")
+    assert first["metrics|tiny|baseline|2"] == "results/tiny/experiments/baseline/seed=2/metrics.parquet"
+    assert set(first) == {f"metrics|tiny|{arm}|{s}" for arm in ("baseline", "baseline+bm25") for s in (1, 2)}
+
+
+def test_the_final_round_is_the_first_that_extends_no_arm(tmp_path):
+    study = plan_study(study_overlay(sequential={"enabled": True, "looks": [2, 3]}))
+    records = {k: tmp_path / f"round={k}.json" for k in (1, 2)}
+    for path in records.values():
+        path.write_text(json.dumps({"decisions": [], "trained": [], "next": [{"dataset": "tiny", "arm": "baseline"}]}))
+    with pytest.raises(ValueError, match=r"study rounds: the last round \(2\) still lists arms to extend"):
+        study.final_round(lambda k: str(records[k]))
+    records[2].write_text(json.dumps({"decisions": [], "trained": [], "next": []}))
+    assert study.final_round(lambda k: str(records[k])) == str(records[2])
+    second = study.round_inputs(2, lambda k: str(records[k]))
+    assert second["previous"] == str(records[1]) and set(second) - {"previous"} == {
+        f"metrics|tiny|baseline|{s}" for s in (1, 2, 3)}
+
+
+def test_a_claim_naming_what_a_dataset_does_not_evaluate_is_refused():
+    missing = {"c": {**ADDITIVITY, "experiment": "nope", "factors": ["scoring"]}}
+    with pytest.raises(ValueError, match=r"study.claims name \['nope'\], which tiny's grid does not evaluate"):
+        plan_study(study_overlay(missing))
+
+
+def test_an_active_learning_claim_needs_the_loop_on_that_dataset():
+    claims = {"w": {"paper": "W", "claim": "c", "experiment": "active:dasl@1", "against": "active:random@1",
+                    "expect": "better"}}
+    with pytest.raises(ValueError, match="study.claims name active:") as err:
+        plan_study(study_overlay(claims))
+    assert "which tiny does not run (active: enabled False" in str(err.value)
+    with pytest.raises(ValueError, match="study.claims: 'active:dasl'"):
+        parsed_arms([{"experiment": "active:dasl", "against": "baseline"}])
+
+
+def test_a_claim_whose_arms_differ_outside_its_factors_is_refused():
+    claims = {"h": {"paper": "S", "claim": "c", "experiment": "hinged", "against": "baseline", "expect": "better",
+                    "factors": ["loss"]}}
+    overlay = study_overlay(claims)
+    overlay["experiments"] = {"hinged": {"loss": "hinge", "negatives": {"mode": "random"}}}
+    with pytest.raises(ValueError) as err:
+        plan_study(overlay)
+    assert ("study.claims.h (hinged against baseline) on tiny: the arms differ in ['negatives.mode'], which its "
+            "factors ['loss'] do not cover (negatives.mode: 'random' in hinged, 'candidates' in baseline)"
+            in str(err.value))
+
+
+def test_bad_sequential_settings_are_refused():
+    settings = config_of(study_overlay())["study"]
+    assert sequential_looks(settings) is None
+    with pytest.raises(ValueError, match="study.sequential.looks must be strictly increasing"):
+        sequential_looks(merge(settings, {"sequential": {"enabled": True, "looks": [5, 5]}}))
+    with pytest.raises(ValueError, match="no sequential Benjamini-Hochberg is built"):
+        sequential_looks(merge(settings, {"sequential": {"enabled": True, "looks": [2, 3]}, "multiplicity": "bh"}))
+    with pytest.raises(ValueError, match=r"study.max_seeds \(10\) caps .* enable study.sequential or drop "
+                                         r"study.max_seeds"):
+        sequential_looks(merge(settings, {"max_seeds": 10}))
+
+
+def test_a_dataset_cannot_move_the_study_results():
+    overlay = study_overlay()
+    overlay["study"]["datasets"]["tiny"]["results"] = "elsewhere"
+    with pytest.raises(ValueError, match="study.datasets.tiny: its overrides sets results"):
+        plan_study(overlay)
+
+
+def test_the_previous_findings_cannot_be_this_study_own():
+    own = Layout().study_report()
+    check_previous(None, list(own.values()))
+    check_previous("findings-previous.parquet", list(own.values()))
+    with pytest.raises(ValueError, match="study.previous ./results/report/study/findings.parquet is this study's own "
+                                         "findings table"):
+        check_previous("./results/report/study/findings.parquet", list(own.values()))
+    overlay = study_overlay(previous=own["parquet"])
+    with pytest.raises(ValueError, match="is this study's own findings table"):
+        plan_study(copy.deepcopy(overlay))
+
