@@ -12,7 +12,7 @@ CORES ?= 2
 # on 2 cores; compileall exits 1 on the few Python 2 test files some packages ship, which pip skips too).
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: run test venv
+.PHONY: run test test-fast venv
 
 venv: $(STAMP)
 
@@ -33,3 +33,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest $(ARGS)
+
+# the tests not marked slow (no Snakemake run, model training or JVM): a quick check while developing
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -m "not slow" $(ARGS)

@@ -1,4 +1,5 @@
-"""Benchmark: the pipeline's BM25 (curricula.retrieval.bm25) against raw Pyserini on the same input, in the same process.
+"""Benchmark: the pipeline's BM25 (curricula.retrieval.bm25) against raw Pyserini on the same input, in the same
+process.
 
 Input: WikiQA train + dev from ../shared/data (questions as queries, every distinct sentence as a document, each
 question's sentences as its candidates). ``--queries N`` repeats the questions (with new qids) to reach N.
@@ -6,9 +7,10 @@ question's sentences as its candidates). ``--queries N`` repeats the questions (
 Timed, with the same k, k1, b and threads:
 * raw: ``pyserini.search.lucene.LuceneSearcher.batch_search`` (returns a dict of Java hit arrays), and the same call
   plus reading every hit's docid and score into Python lists (what any consumer has to do next);
-* pipeline: ``curricula.retrieval.bm25.search`` (opens the index, batch-searches, builds and checks the polars RUN table);
-* candidates: ``curricula.retrieval.bm25.score_candidates`` on every (question, sentence) pair, against Pyserini's per-pair
-  ``LuceneIndexReader.compute_query_document_score`` on a sample.
+* pipeline: ``curricula.retrieval.bm25.search`` (opens the index, batch-searches, builds and checks the polars RUN
+  table);
+* candidates: ``curricula.retrieval.bm25.score_candidates`` on every (question, sentence) pair, against Pyserini's
+  per-pair ``LuceneIndexReader.compute_query_document_score`` on a sample.
 Each search figure is the best of ``--repeats`` interleaved runs after one untimed warm-up pass of each (JIT).
 Prints figures and ratios; asserts nothing.
 

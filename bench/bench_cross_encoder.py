@@ -113,14 +113,16 @@ def main() -> None:
     import polars as pl
     import torch
 
-    from curricula.data.ingest import candidate_pairs, ingest_paths, read_ingest
+    from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest
     from curricula.evaluation.metrics import mean_metrics
     from curricula.evaluation.rerank import ranker_metrics
     from curricula.experiments.train import dev_pairs
     from curricula.models.hf import autocast_dtype, set_threads
     from curricula.models.teacher import TeacherConfig, balanced_batches, train_cross_encoder, training_texts
+    from curricula.plumbing.layout import Layout
 
-    data = read_ingest(ingest_paths(Path(args.root) / "results" / args.dataset / "data"))
+    layout = Layout(dataset=args.dataset)
+    data = read_ingest({n: Path(args.root, layout.data(n)) for n in INGEST_TABLES})
     contexts, responses, labels = training_texts(candidate_pairs(data, splits=("train",)))
     dev = dev_pairs(data, args.dev_queries, args.seed, 1)
     order = np.concatenate(list(balanced_batches(labels, args.steps, args.batch_size,

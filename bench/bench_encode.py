@@ -24,7 +24,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from curricula.models.hf import load_encoder, load_tokenizer, set_threads  # noqa: E402
-from curricula.retrieval.dense import encode, vectors_to_numpy  # noqa: E402
+from curricula.retrieval.dense import encode  # noqa: E402
+from curricula.retrieval.similarity import vectors_to_numpy  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "wikiqa" / "WikiQA-train.tsv"
 

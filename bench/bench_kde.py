@@ -1,4 +1,5 @@
-"""Benchmark: MacAvaney's KDE CDF (eq. 10/11), scipy's per-value loop against ``curricula.difficulty.macavaney.kde_cdf``.
+"""Benchmark: MacAvaney's KDE CDF (eq. 10/11), scipy's per-value loop against
+``curricula.difficulty.macavaney.kde_cdf``.
 
 Input: seeded synthetic BM25-like lists, ``--queries`` queries of ``--per-query`` scores each (gamma-distributed with
 a per-query shift and scale, rounded to 4 decimals so that ties occur), and one evaluation point per reference score

@@ -46,9 +46,10 @@ def main() -> None:
     from curricula.models import build_ranker
     from curricula.models.base import mc_dropout_probabilities
     from curricula.models.hf import set_threads
+    from curricula.plumbing.layout import Layout
 
     set_threads(1)
-    data = read_ingest({n: Path(args.root) / "results/chitchat/data" / f"{n}.parquet" for n in INGEST_TABLES})
+    data = read_ingest({n: Path(args.root, Layout(dataset="chitchat").data(n)) for n in INGEST_TABLES})
     pairs = candidate_pairs(data, ("train",)).head(args.pairs)
     contexts, responses = pairs["context"].to_list(), pairs["response"].to_list()
     print(f"{len(contexts)} chitchat train pairs, {args.passes} passes, batches of {args.batch_size}, 1 thread")

@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from curricula.data import chitchat  # noqa: E402
+from curricula.plumbing.layout import Layout  # noqa: E402
 
 FRACTIONS = {"train": 0.8, "dev": 0.1, "test": 0.1}
 BASE_CONFIG = REPO / "configs" / "chitchat_full.yaml"
@@ -92,13 +93,12 @@ def size_config(instances: int | None) -> dict:
 
 
 def targets(cfg: dict, teacher: bool) -> list[str]:
-    res = f"results/{cfg['dataset']['name']}"
-    out = [f"{res}/bm25/run.parquet", f"{res}/bm25/candidate_scores.parquet", f"{res}/dense/neighbors.parquet",
-           f"{res}/difficulty/difficulty.parquet"]
-    out += [f"{res}/experiments/{name}/seed={seed}/dev_curve.parquet"
+    res = Layout.of(cfg)
+    out = [res.bm25()["run"], res.bm25()["candidate_scores"], res.dense()["neighbors"], res.difficulty_table]
+    out += [res.train(name, seed)["dev_curve"]
             for name in ["baseline", *cfg["experiments"]] for seed in cfg["seeds"]]
     if teacher:
-        out.append(f"{res}/teacher/scores.parquet")
+        out.append(res.teacher()["scores"])
     return out
 
 
@@ -130,7 +130,7 @@ def stages(bench: Path) -> list[tuple[str, list[str]]]:
 
 def stage_figures(workdir: Path) -> dict[str, tuple[float, float]]:
     """{stage: (seconds summed over its jobs, peak max_rss in MB over its jobs)} from the benchmark files."""
-    bench = workdir / "benchmarks" / "chitchat"
+    bench = workdir / Layout(dataset="chitchat").benchmarks
     out = {}
     for label, patterns in stages(bench):
         files = benchmark_files(bench, patterns)
@@ -229,10 +229,12 @@ def main() -> None:
     print(table(sizes, figures, queries))
     if args.data_side:  # the training job's peak with and without its data side
         side = [data_side_mb(args.workdir / f"docs{t}", args.repo.resolve()) for t in args.docs]
-        print("\n| training job | " + " | ".join(f"{n:,} responses" for n in sizes) + " | exponent (per query), first to last |")
+        print("\n| training job | " + " | ".join(f"{n:,} responses" for n in sizes)
+              + " | exponent (per query), first to last |")
         print("|" + "---|" * (len(sizes) + 2))
         print("| data side: ingest tables, id maps, lists, contexts, dev pairs (MB) | "
-              + " | ".join(f"{x:,.0f}" for x in side) + f" | {exponent(side[0], side[-1], queries[0], queries[-1]):.2f} |")
+              + " | ".join(f"{x:,.0f}" for x in side)
+              + f" | {exponent(side[0], side[-1], queries[0], queries[-1]):.2f} |")
         for label in [label for label in figures[-1] if label.startswith("train: ")]:
             rest = [f[label][1] - x for f, x in zip(figures, side)]
             print(f"| {label} peak minus data side (MB) | " + " | ".join(f"{x:,.0f}" for x in rest)

@@ -1,7 +1,7 @@
 """Teacher cost by precision: scoring pairs/s of :func:`curricula.models.score_pairs` and training s/step of
-:func:`curricula.models.teacher.train_cross_encoder` with the default teacher (the packaged 6-layer MiniLM, ``max_length``
-64, score batch 128, 2 threads) on ``--pairs`` real candidate pairs (the first queries of the train split of a
-scratch workflow run, 10 candidates each, as rule teacher_score sees them), once per ``--precision`` (``auto`` is
+:func:`curricula.models.teacher.train_cross_encoder` with the default teacher (the packaged 6-layer MiniLM,
+``max_length`` 64, score batch 128, 2 threads) on ``--pairs`` real candidate pairs (the first queries of the train split
+of a scratch workflow run, 10 candidates each, as rule teacher_score sees them), once per ``--precision`` (``auto`` is
 bf16 on a CPU with bf16 instructions, :func:`curricula.models.hf.autocast_dtype`). Scoring: best of ``--repeat`` calls,
 and each precision's Spearman correlation and max |difference| against the first one's scores. Training:
 ``--train-steps`` balanced batches from the same seed (first/last losses printed; 0 skips). An untrained head

@@ -1,4 +1,5 @@
-"""Benchmark: training steps/s of the pipeline's loop (``curricula.experiments.train.train_ranker``) against a bare torch loop.
+"""Benchmark: training steps/s of the pipeline's loop (``curricula.experiments.train.train_ranker``) against a bare
+torch loop.
 
 Same data (real chitchat instances), same model (``build_ranker`` with the same spec and seed: ``--ranker``
 cross_encoder, convknrm, cnn_qa or lstm_qa), same fused AdamW + linear warm-up schedule, and the same batches:
@@ -14,8 +15,8 @@ the bare loop's token-id batches are built up front with the pipeline's own ``Cu
   scheduler step only.
 * overhead: building one step's batch the pipeline's way (sampling, then tokenisation + collate), timed while the
   bare loop's batches are built; the pipeline pays it on every step, the bare loop never.
-* one dev evaluation (``curricula.evaluation.rerank.ranker_metrics`` on the same ``--dev-queries`` dev queries), timed on its own and
-  excluded from both loops.
+* one dev evaluation (``curricula.evaluation.rerank.ranker_metrics`` on the same ``--dev-queries`` dev queries), timed
+  on its own and excluded from both loops.
 
 With ``--repeat`` the two loops run in interleaved rounds (alternating which goes first) and the best round of
 each counts. The mean training loss of both loops is printed as a check that they trained on the same batches.
@@ -168,7 +169,8 @@ def main() -> None:
         widths = [next(iter(b.values())).shape[1] for b in batches]
         print(f"chitchat: {len(cur.Curriculum(folder))} train instances, {data['docs'].height} docs; batch "
               f"{spec['batch_size']} x (1 + {group - 1}) pairs, max_length {spec['max_length']} (padded width mean "
-              f"{np.mean(widths):.1f}); ranker {spec['ranker']}, layers {spec['layers']}; pacing root_2; {args.steps} steps, timed "
+              f"{np.mean(widths):.1f}); ranker {spec['ranker']}, layers {spec['layers']}; pacing root_2; "
+              f"{args.steps} steps, timed "
               f"{args.skip + 1}..{args.steps - 1} ({timed}); torch threads {threads}; torch {torch.__version__}")
 
         best = {"pipeline": float("inf"), "bare": float("inf")}

@@ -6,16 +6,16 @@ Reads the ingest tables and the trained teacher of a run of the default pipeline
 on real chitchat text, built with the pipeline's own APIs and knobs, at the threads its jobs use:
 
 * teacher train step: the ``teacher`` section's cross-encoder (``CrossEncoderRanker.build``), ``batch_size`` pairs of
-  the train split's balanced batches (``curricula.models.teacher.balanced_batches``), forward + BCE + backward + fused AdamW
-  step (``curricula.training.core.make_optimizer``), as ``train_cross_encoder`` does;
+  the train split's balanced batches (``curricula.models.teacher.balanced_batches``), forward + BCE + backward + fused
+  AdamW step (``curricula.training.core.make_optimizer``), as ``train_cross_encoder`` does;
 * teacher scoring: the trained teacher folder (``load_ranker``) on ``score_batch_size``-pair batches of test
   candidates, through ``curricula.models.score_pairs`` (length-sorted batches, inference mode);
 * dense encoding: the ``dense`` section's encoder (``load_encoder``) on ``batch_size`` contexts (left-truncated) and
   responses at its ``max_length``, through ``curricula.retrieval.dense.encode_rows``;
 * ConvKNRM train step: the config's baseline spec (``experiment_specs``; ``build_ranker``), ``batch_size`` train
   positives with their ``NegativeSampler`` negatives, forward + loss + backward + fused Adam step;
-* ConvKNRM dev evaluation: ``curricula.evaluation.rerank.ranker_metrics`` on ``--dev-queries`` dev queries (``dev_pairs``,
-  10 candidates each), as training's dev selection runs it.
+* ConvKNRM dev evaluation: ``curricula.evaluation.rerank.ranker_metrics`` on ``--dev-queries`` dev queries
+  (``dev_pairs``, 10 candidates each), as training's dev selection runs it.
 
 For each stage: GFLOP per unit, counted with ``torch.utils.flop_counter.FlopCounterMode`` over one run of the same
 calls (not timed; matmuls, convolutions and attention only: elementwise work, embedding lookups, kernel pooling's
@@ -78,6 +78,7 @@ from curricula.models.hf import (  # noqa: E402  # noqa: E402
 )
 from curricula.models.teacher import balanced_batches, teacher_config  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
+from curricula.plumbing.layout import Layout  # noqa: E402
 from curricula.plumbing.shards import length_batches  # noqa: E402
 from curricula.retrieval import dense  # noqa: E402
 from curricula.retrieval.stages import dense_max_length  # noqa: E402
@@ -339,8 +340,8 @@ def main() -> None:
                     help="auto: each section's configured precision; fp32: forced everywhere")
     args = ap.parse_args()
     config = load_config(args.config)
-    base = Path(args.root) / "results" / config["dataset"]["name"]
-    data = read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
+    layout = Layout.of(config)
+    data = read_ingest({n: Path(args.root, layout.data(n)) for n in ("queries", "docs", "qrels", "candidates")})
     forced = {"precision": "fp32"} if args.precision == "fp32" else {}
     teacher = teacher_config({**config["teacher"], **forced}, config["seed"])
     specs = experiment_specs(config)
@@ -358,7 +359,8 @@ def main() -> None:
           f"(--precision {args.precision}); 1-min load {os.getloadavg()[0]:.2f}; repeats {args.repeats}")
 
     rows = [teacher_train(data, teacher, teacher.precision, args.batches, args.repeats),
-            teacher_score(data, base / "teacher" / "model", teacher, teacher.precision, args.batches, args.repeats)]
+            teacher_score(data, Path(args.root, layout.teacher()["model"]), teacher, teacher.precision, args.batches,
+                          args.repeats)]
     queries = data["queries"].sample(args.batches * dense_cfg["batch_size"], seed=SEED)["text"].to_list()
     docs = data["docs"].sample(args.batches * dense_cfg["batch_size"], seed=SEED)["text"].to_list()
     rows.append(dense_encoding(queries, dense_cfg["query_truncation"], "contexts", dense_cfg,

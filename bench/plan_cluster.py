@@ -36,6 +36,11 @@ from benchmark_tsv import benchmark_files, last_rows
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from curricula.plumbing.layout import Layout  # noqa: E402
+
+#: the measured run's dataset: the whole chitchat corpus
+CHITCHAT = Layout(dataset="chitchat")
+
 # ------------------------------------------------------------------ MS MARCO passage / TREC DL 2019 (published)
 MSMARCO = {
     "docs": 8_841_823,          # collection.tsv passages (Nguyen et al. 2016; MacAvaney et al. 2020 Table 2: 8.8M)
@@ -58,7 +63,7 @@ RUN_SHAPE = {"experiments": 3 * 6 * 5 + 5,  # 3 curricula x 6 values of m x 5 se
 
 
 def bench(run: Path, patterns: list[str]) -> dict[str, float]:
-    files = benchmark_files(run / "benchmarks" / "chitchat", patterns)
+    files = benchmark_files(run / CHITCHAT.benchmarks, patterns)
     if not files:
         return {}
     rows = last_rows(files)
@@ -110,7 +115,8 @@ def msmarco_counts() -> dict[str, float]:
         "queries": queries, "docs": m["docs"], "pairs": pairs, "train_pairs": train_pairs,
         "train_queries": m["train_queries"],
         "query_words": queries * m["query_words"], "doc_words": m["docs"] * m["doc_words"],
-        "query_pieces": queries * (m["query_words"] * wp + 2), "doc_pieces": m["docs"] * min(128, m["doc_words"] * wp + 2),
+        "query_pieces": queries * (m["query_words"] * wp + 2),
+        "doc_pieces": m["docs"] * min(128, m["doc_words"] * wp + 2),
         "products": float(products),
     }
 
@@ -164,11 +170,11 @@ def scaled(expr: str | None, c: dict[str, float]) -> float | None:
 
 
 def output_bytes_per_row(run: Path, stage: str) -> float | None:
-    res = next(run.glob("results*/chitchat"))
-    files = {"bm25_run": res / "bm25/run.parquet", "bm25_candidate_scores": res / "bm25/candidate_scores.parquet",
-             "dense_neighbors": res / "dense/neighbors.parquet", "dense_encode_queries": res / "dense/queries.parquet",
-             "dense_encode_docs": res / "dense/docs.parquet", "difficulty_function": res / "difficulty/functions/recip.parquet"}
-    for key, path in files.items():
+    res = Layout.at(next(run.glob(f"results*/{CHITCHAT.dataset}")))
+    files = {"bm25_run": res.bm25()["run"], "bm25_candidate_scores": res.bm25()["candidate_scores"],
+             "dense_neighbors": res.dense()["neighbors"], "dense_encode_queries": res.dense_vectors("queries"),
+             "dense_encode_docs": res.dense_vectors("docs"), "difficulty_function": res.difficulty_function("recip")}
+    for key, path in ((key, Path(path)) for key, path in files.items()):
         if stage.startswith(key) and path.exists():
             import pyarrow.parquet as pq
 
@@ -178,7 +184,7 @@ def output_bytes_per_row(run: Path, stage: str) -> float | None:
 
 def resources(run: Path) -> None:
     """Per rule: mem_mb = 1.5 x the largest measured peak (500 MB steps, >= 1,000); runtime = 3 x the longest job."""
-    root = run / "benchmarks" / "chitchat"
+    root = run / CHITCHAT.benchmarks
     peaks: dict[str, tuple[float, float]] = {}
     files = sorted(root.rglob("*.tsv"))
     for f, row in zip(files, last_rows(files).iter_rows(named=True)):
@@ -192,7 +198,8 @@ def resources(run: Path) -> None:
     for rule, (rss, secs) in sorted(peaks.items()):
         mem = max(1000, math.ceil(1.5 * rss / 500) * 500)
         minutes = max(10, math.ceil(3 * secs / 60))
-        print(f"  {rule}: {{mem_mb: {mem}, runtime: {minutes}}}   # measured peak {rss:,.0f} MB, longest job {secs:,.0f} s")
+        print(f"  {rule}: {{mem_mb: {mem}, runtime: {minutes}}}   # measured peak {rss:,.0f} MB, "
+              f"longest job {secs:,.0f} s")
 
 
 def main() -> None:
@@ -220,7 +227,8 @@ def main() -> None:
             peak = b["rss"] / 1024
             shards = next((n for key, n in SHARDS.items() if stage.startswith(key)), 1)
             if small is not None and (bs := bench(args.smaller, patterns)):
-                grow = math.log(max(b["rss"], 1) / max(bs["rss"], 1)) / math.log(scaled(driver, here) / scaled(driver, small))
+                grow = (math.log(max(b["rss"], 1) / max(bs["rss"], 1))
+                        / math.log(scaled(driver, here) / scaled(driver, small)))
                 grow = max(0.0, grow)
                 ratio = scaled(driver, ms) / shards / scaled(driver, here)
                 mem = (f"{peak * ratio ** grow:,.1f} per job (exp {grow:.2f}; here {peak:.1f}"

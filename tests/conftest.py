@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -21,14 +23,27 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def bench_module(name: str) -> ModuleType:
-    """``bench/<name>.py`` loaded as a module (bench/ is not a package), registered in ``sys.modules`` under ``name``
-    so that its dataclasses can look their module up."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+def script_module(path: str) -> ModuleType:
+    """``<path>.py`` of the repository (a script of ``bench/`` or ``analyses/``, folders that are not packages) loaded
+    as a module, registered in ``sys.modules`` under its file name so that its dataclasses can look their module up
+    and a script beside it (``bench/benchmark_tsv.py``) imports."""
+    file = REPO / f"{path}.py"
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))
+    spec = importlib.util.spec_from_file_location(file.stem, file)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[file.stem] = module
     spec.loader.exec_module(module)
     return module
+
+
+def run_script(path: str, *args: object, timeout: int = 600) -> str:
+    """Run ``<path>.py`` of the repository (a bench or analysis script) with this Python, the repository importable,
+    as a user would from the repository root; fail the test unless it exits 0; its standard output."""
+    out = subprocess.run([sys.executable, str(REPO / f"{path}.py"), *map(str, args)], capture_output=True, text=True,
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=timeout)
+    assert out.returncode == 0, f"{path} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    return out.stdout
 
 
 def shared_file(shared_data: Path, *parts: str) -> Path:
@@ -48,3 +63,26 @@ def tiny_run(tmp_path_factory) -> Path:
     out = snakemake(workdir, config=TINY_PRECOMPUTE)
     assert out.returncode == 0, out.stderr[-3000:]
     return workdir
+
+
+@pytest.fixture(scope="session")
+def tiny_tree(tiny_run, tmp_path_factory) -> Path:
+    """A copy of the tiny run for the bench and analysis scripts that read a finished run, with what they read and
+    the tiny grid does not make: Penha's BERT_pred difficulty table, ``results/chitchat`` and ``benchmarks/chitchat``
+    (links to the tiny dataset's folders, for the scripts that read the default dataset by its name) and the merged
+    config as ``tiny.yaml``."""
+    import yaml
+
+    from curricula.plumbing.config import merge, read_yaml
+    from curricula.plumbing.layout import Layout
+    from tests.workflow_run import TINY_PRECOMPUTE, copy_run, snakemake
+
+    tree = copy_run(tiny_run, tmp_path_factory.mktemp("tiny_tree") / "run")
+    tiny = Layout(dataset=TINY_PRECOMPUTE["dataset"]["name"])
+    out = snakemake(tree, tiny.difficulty_function("bert_pred"), config=TINY_PRECOMPUTE)
+    assert out.returncode == 0, out.stderr[-3000:]
+    chitchat = Layout(dataset="chitchat")
+    for link, target in ((chitchat.root, tiny.root), (chitchat.benchmarks, tiny.benchmarks)):
+        (tree / link).symlink_to(tree / target, target_is_directory=True)
+    (tree / "tiny.yaml").write_text(yaml.safe_dump(merge(read_yaml(REPO / "config.yaml"), TINY_PRECOMPUTE)))
+    return tree

@@ -3,7 +3,7 @@ may precede a time stamp)."""
 
 from __future__ import annotations
 
-from tests.conftest import bench_module
+from tests.conftest import script_module
 
 LOG = """
 [Thu Nov 26 04:54:17 2026]
@@ -43,7 +43,7 @@ localrule all:
 
 
 def test_timeline_counts_threads_and_idle_core_seconds():
-    timeline = bench_module("timeline")
+    timeline = script_module("bench/timeline")
     jobs = timeline.parse_jobs(LOG)
     assert [(j.rule, j.wildcards, j.threads) for j in jobs] == [
         ("ingest", "", 1), ("teacher_train", "", 2), ("train", "experiment=baseline, seed=1", 1),

@@ -1,4 +1,5 @@
-"""Selection noise (curricula.study.selection_noise, bench/selection_noise.py): the evaluation each model-selection rule keeps on
+"""Selection noise (curricula.study.selection_noise, analyses/selection_noise.py): the evaluation each model-selection
+rule keeps on
 hand-made dev curves, the paired differences between two arms under each rule, and the diagnostic dev curve's
 contract through the select_tuned stage."""
 
@@ -26,7 +27,7 @@ from curricula.study.selection_noise import (
     selection_noise,
     subset_dev,
 )
-from tests.conftest import bench_module
+from tests.conftest import script_module
 
 STEPS = [100, 200, 300, 400, 500, 600]
 DEV = [0.1, 0.5, 0.2, 0.4, 0.45, 0.3]
@@ -221,7 +222,7 @@ def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp
     write_grid(tmp_path, curves)
     write_configs(tmp_path, curves, {})
     assert load_curves(tmp_path, ["baseline"])["baseline"]["2"].equals(curves["baseline"]["2"])
-    bench = bench_module("selection_noise")
+    bench = script_module("analyses/selection_noise")
     assert bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--rules", "best_dev,fixed_budget:100",
                        "--reference", "none:best_dev"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -234,7 +235,7 @@ def test_the_bench_prints_one_row_per_average_and_rule_from_a_results_folder(tmp
     assert lines[6].startswith("| swa | best_dev | 3 | ")
     assert "| swa | fixed_budget:100 | 3 |" in lines[7] and len(lines) == 8
     # the ratio column against the reference, with the Pitman-Morgan interval and p of the same seeds' differences
-    from curricula.statistics.stats import pitman_morgan
+    from curricula.statistics.paired import pitman_morgan
 
     fixed = pitman_morgan([0.10, 0.20, -0.20], [0.20, -0.25, 0.05])
     r = np.corrcoef([0.10, 0.20, -0.20], [0.20, -0.25, 0.05])[0, 1]  # the two rules' differences across seeds
@@ -313,7 +314,7 @@ def test_the_bench_summarises_the_dev_subsets_beside_the_whole_dev_set(tmp_path,
             curves[arm][seed] = with_queries(curve(list(np.mean(per_query, axis=1)), test), per_query)
     write_grid(tmp_path, curves)
     write_configs(tmp_path, curves, {})
-    bench = bench_module("selection_noise")
+    bench = script_module("analyses/selection_noise")
     assert bench.main(["--root", str(tmp_path), "--arms", "baseline,arm", "--rules", "best_dev,fixed_budget:200",
                        "--dev-subsets", "20:4"]) == 0
     out = capsys.readouterr().out

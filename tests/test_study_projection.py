@@ -1,4 +1,4 @@
-"""bench/study_projection.py: the expected number of the study's cells that seeds in rounds would decide, from a
+"""analyses/study_projection.py: the expected number of the study's cells that seeds in rounds would decide, from a
 dataset's measured variance components (here the default run's 4-seed chitchat AP, tests/data)."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tests.conftest import REPO, bench_module
+from tests.conftest import REPO, script_module
 
 FIXTURE = REPO / "tests" / "data" / "chitchat_ap_4seeds.parquet"
 
 
 def bench():
-    return bench_module("study_projection")
+    return script_module("analyses/study_projection")
 
 
 def rows(out: str) -> list[list[str]]:

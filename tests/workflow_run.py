@@ -3,6 +3,7 @@ the helpers the end-to-end tests share (the session's one full tiny run is the `
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,7 +12,11 @@ from pathlib import Path
 
 import yaml
 
+from tests.snakemake_plugins.snakemake_logger_plugin_job_stats import PREFIX as JOB_STATS
+
 REPO = Path(__file__).resolve().parents[1]
+#: the folder of the Snakemake logger plugin that writes a run's job statistics (snakemake_logger_plugin_job_stats)
+PLUGINS = Path(__file__).resolve().parent / "snakemake_plugins"
 #: G's fine-tuning at tiny scale: the default grid's HCL arm makes the pipeline fine-tune G (dense.finetune.enabled
 #: null), 500 steps of 32 pairs unless a test says otherwise
 TINY_FINETUNE = {"steps": 4, "batch_size": 8, "max_length": 32}
@@ -35,23 +40,25 @@ TINY_PRECOMPUTE = {
 
 
 def snakemake(workdir: Path, *args: str, config: dict | None = None) -> subprocess.CompletedProcess:
+    """Snakemake on the repository's workflow in ``workdir``, its output captured; with the job-stats logger, so that
+    :func:`jobs_of` reads the run's planned jobs from its output."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--cores", "2", *args]
+           "--cores", "2", "--logger=job-stats", *args]
     if config is not None:  # last: --configfile takes every following word as a file
         path = workdir / "config.test.yaml"
         path.write_text(yaml.safe_dump(config))
         cmd += ["--configfile", str(path)]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
 
 
 def jobs_of(dry_run_output: str) -> set[str]:
-    """Rule names of the jobs a (dry) run would run, from its 'Job stats' table (none when it has no table)."""
-    if "Job stats:" not in dry_run_output:
-        return set()
-    lines = dry_run_output.split("Job stats:")[-1].splitlines()
-    return {ln.split()[0] for ln in lines[3:] if ln.strip() and ln.split()[0] not in ("total",)
-            and len(ln.split()) == 2 and ln.split()[1].isdigit()}
+    """Rule names of the jobs a (dry) run plans, from the job statistics the job-stats logger writes into a
+    :func:`snakemake` run's output (the last such line: none when the run had nothing to do)."""
+    stats = [json.loads(line.removeprefix(JOB_STATS)) for line in dry_run_output.splitlines()
+             if line.startswith(JOB_STATS)]
+    return {rule for rule, count in stats[-1].items() if rule != "total" and count} if stats else set()
 
 
 def dry_jobs(workdir: Path, config: dict) -> set[str]:

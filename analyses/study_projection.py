@@ -1,21 +1,21 @@
 """How many of the study's (claim, dataset) cells would seeds in rounds decide, and at what cost? (issue 45, goal)
 
-    PYTHONPATH=. .venv/bin/python bench/study_projection.py \\
+    PYTHONPATH=. .venv/bin/python analyses/study_projection.py \\
         --dataset chitchat=tests/data/chitchat_ap_4seeds.parquet \\
         --dataset wikiqa=results/selection_noise/wikiqa --dataset semeval_cqa=results/selection_noise/semeval_cqa \\
         [--sd-seed chitchat=0.029] [--caps 20,40] [--draws 2000]
 
 Each dataset's variance components (sd_seed, sd_query, sd_resid of the paired per-query differences, pooled over its
-grid's comparisons with its baseline: :func:`curricula.report.tables.pooled_components`), its number of test queries and the
-mean of its baselines come from a finished results folder or a per-query metrics file (columns experiment, seed, qid,
-measure, value). Each cell's true effect is taken to be the relative effect the 5-seed study measured
-(:data:`STUDY_EFFECTS`, quoted from docs/findings.md, the findings page at ac56792) times that mean, which flatters
-the projection (a measured effect is the true one plus noise, and |measured| is biased upward). For each cap the
-looks are 4 equal steps up to it (5, 10, 15, 20 for 20) and :func:`curricula.statistics.sequential.simulate_sequential` gives
-the chance that the group-sequential rule decides the cell (reproduced or not, or equivalent at the 2% margin) and
+grid's comparisons with its baseline: :func:`curricula.report.power.pooled_components`), its number of test queries and
+the mean of its baselines come from a finished results folder or a per-query metrics file (columns experiment, seed,
+qid, measure, value). Each cell's true effect is taken to be the relative effect the 5-seed study measured
+(:data:`STUDY_EFFECTS`, quoted from docs/findings.md, the findings page at ac56792) times that mean, which flatters the
+projection (a measured effect is the true one plus noise, and |measured| is biased upward). For each cap the looks are 4
+equal steps up to it (5, 10, 15, 20 for 20) and :func:`curricula.statistics.sequential_simulation.simulate_sequential`
+gives the chance that the group-sequential rule decides the cell (reproduced or not, or equivalent at the 2% margin) and
 the seeds it trains on average. Prints, per dataset and cap, the expected number of decided cells and the expected
-trainings (2 arms per cell's seed; a shared baseline counted once per claim, so an upper bound). ``--sd-seed``
-replaces a dataset's seed SD by another estimate (e.g. the study's own, pooled over its claims).
+trainings (2 arms per cell's seed; a shared baseline counted once per claim, so an upper bound). ``--sd-seed`` replaces
+a dataset's seed SD by another estimate (e.g. the study's own, pooled over its claims).
 
 ``--effects FINDINGS`` takes the cells from a study's findings table instead (``results/report/study/
 findings.parquet``; any dataset key of it, e.g. the cross-encoder copy ``wikiqa_ce``): each of the dataset's rows is a
@@ -24,10 +24,11 @@ active-learning rows (``active:`` arms, fixed seeds) left out. A dataset's sourc
 its components are pooled over its rows (:func:`findings_components`).
 
 ``--family holm`` judges the cells as the study's rounds do (``study.multiplicity: holm``): the sequential claims'
-cells of every dataset given form one family, simulated together by :func:`curricula.statistics.sequential.simulate_family` at
-alpha 0.05 times 9 / 10 (the fixed-seed active-learning claim, Wang's, keeps its tenth and is not projected), and the
-counts are of the 9 sequential cells per dataset. ``--family none`` (the default) judges each cell alone at 0.05,
-before any adjustment. ``--thresholds normal`` swaps the exact-t thresholds for normal-theory ones (faster; tests).
+cells of every dataset given form one family, simulated together by
+:func:`curricula.statistics.sequential_simulation.simulate_family` at alpha 0.05 times 9 / 10 (the fixed-seed
+active-learning claim, Wang's, keeps its tenth and is not projected), and the counts are of the 9 sequential cells per
+dataset. ``--family none`` (the default) judges each cell alone at 0.05, before any adjustment. ``--thresholds normal``
+swaps the exact-t thresholds for normal-theory ones (faster; tests).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ import numpy as np
 import polars as pl
 
 from curricula.evaluation.comparisons import experiment_files, load_metrics
-from curricula.report.tables import pooled_components, power_table
-from curricula.statistics.sequential import SimulatedCell, simulate_family, simulate_sequential
+from curricula.report.power import pooled_components, power_table
+from curricula.statistics.sequential_simulation import SimulatedCell, simulate_family, simulate_sequential
 from curricula.study.grid import ACTIVE_PREFIX
 
 #: the study's relative effects (%, arm against the claim's compared arm) per claim and dataset, in the order of
@@ -101,7 +102,7 @@ def findings_cells(path: str | Path, dataset: str, measure: str = "AP") -> tuple
 def findings_components(path: str | Path, dataset: str, measure: str = "AP"
                         ) -> tuple[tuple[float, float, float], int, float]:
     """As :func:`dataset_components`, from a findings table's rows of ``dataset``: the components pooled over its
-    comparisons (:func:`curricula.report.tables.pooled_components`), its test queries, and the mean of the compared arms'
+    comparisons (:func:`curricula.report.power.pooled_components`), its test queries, and the mean of the compared arms'
     means (``against_mean``)."""
     rows = findings_rows(path, dataset, measure)
     components = pooled_components(rows)

@@ -6,7 +6,7 @@ scored with ``precision: auto``): test AP / P@1 of each, the Spearman correlatio
 of Penha & Hauff's BERT_pred difficulty per training query (the order of the ``bert_pred`` curriculum), plus both
 teachers' wall times. The run directory must hold results/<dataset>/data and teacher/scores.parquet.
 
-    .venv/bin/python bench/teacher_precision_ab.py --root /tmp/run18 [--config config.yaml]
+    .venv/bin/python analyses/teacher_precision_ab.py --root /tmp/run18 [--config config.yaml]
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ sys.path.insert(0, str(REPO))
 
 from scipy.stats import spearmanr  # noqa: E402
 
-from curricula.data.ingest import candidate_pairs, ingest_paths, read_ingest  # noqa: E402
+from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest  # noqa: E402
 from curricula.difficulty.penha import bert_pred  # noqa: E402
 from curricula.evaluation.metrics import split_metrics  # noqa: E402
 from curricula.models.teacher import score_with_model, teacher_config, train_teacher  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.plumbing.contracts import TEACHER_SCORES, read_table  # noqa: E402
+from curricula.plumbing.layout import Layout  # noqa: E402
 
 
 def main() -> None:
@@ -36,9 +37,9 @@ def main() -> None:
     ap.add_argument("--config", default=str(REPO / "config.yaml"))
     args = ap.parse_args()
     config = load_config(args.config)
-    base = Path(args.root) / config["results"] / config["dataset"]["name"]
-    data = read_ingest(ingest_paths(base / "data"))
-    auto = read_table(base / "teacher" / "scores.parquet", TEACHER_SCORES)
+    layout = Layout.of(config)
+    data = read_ingest({n: Path(args.root, layout.data(n)) for n in INGEST_TABLES})
+    auto = read_table(Path(args.root, layout.teacher()["scores"]), TEACHER_SCORES)
     cfg = teacher_config({**config["teacher"], "precision": "fp32"}, config["seed"])
     if cfg.folds > 1:
         sys.exit("teacher.folds > 1 cross-fits the train scores; this A/B compares one teacher's, set folds to 1")
@@ -55,11 +56,13 @@ def main() -> None:
           f"pairs in {t2 - t1:.0f} s")
     measures = ["AP", "P@1"]
     for name, scores in (("fp32", fp32), ("auto", auto)):
-        m = split_metrics(scores.select("qid", "docid", "score"), data["queries"], data["qrels"], "test", measures, rmin)
+        m = split_metrics(scores.select("qid", "docid", "score"), data["queries"], data["qrels"], "test", measures,
+                          rmin)
         print(f"  {name} teacher on test: " + ", ".join(f"{k} {v:.4f}" for k, v in m.items()))
     joined = fp32.join(auto, on=["qid", "docid"], suffix="_auto")
     train_rows = joined.join(train.select("qid", "docid"), on=["qid", "docid"])
-    print(f"  Spearman of train-pair logits, fp32 vs auto: {spearmanr(train_rows['score'], train_rows['score_auto']).statistic:.4f}"
+    rho = spearmanr(train_rows['score'], train_rows['score_auto']).statistic
+    print(f"  Spearman of train-pair logits, fp32 vs auto: {rho:.4f}"
           f" ({train_rows.height} pairs)")
     pairs = train.select("qid", "docid", "rel")
     a = bert_pred(pairs, fp32).rename({"bert_pred_raw": "fp32"})

@@ -1,13 +1,13 @@
 """The seed-aware test's type-I error and power by simulation, against the two rules it replaced (issue 43).
 
-    .venv/bin/python bench/seed_aware_size.py [--draws 20000] [--seed 0]
+    .venv/bin/python analyses/seed_aware_size.py [--draws 20000] [--seed 0]
 
 Draws the grand mean and the three mean squares of a seeds x queries design of the crossed normal model
-(:func:`curricula.statistics.stats.simulate_mean_squares`) over a grid of true SDs (seed 0-0.05, query 0.01-0.1, residual 0.1
-and 0.25) at the test sizes the project uses (193, 300 and 1,500 test queries), and prints per number of seeds the
-largest and the mean rejection rate at alpha 0.05 under the null, and the power at a true effect of 2.8 standard
-errors of the mean, of three rules:
-- ``clipped + upper-limit df`` (:func:`curricula.statistics.stats.mean_variance`, the test now);
+(:func:`curricula.statistics.seed_aware.simulate_mean_squares`) over a grid of true SDs (seed 0-0.05, query 0.01-0.1,
+residual 0.1 and 0.25) at the test sizes the project uses (193, 300 and 1,500 test queries), and prints per number of
+seeds the largest and the mean rejection rate at alpha 0.05 under the null, and the power at a true effect of 2.8
+standard errors of the mean, of three rules:
+- ``clipped + upper-limit df`` (:func:`curricula.statistics.seed_aware.mean_variance`, the test now);
 - ``pretest`` (before issue 43: a seed component estimated at or below zero switched to MS_query with Q - 1 df);
 - ``Satterthwaite`` (the unbiased MS_seed + MS_query - MS_resid with plain Satterthwaite df, no clipping).
 The Monte-Carlo SE of one cell is sqrt(0.05 * 0.95 / draws) (0.0015 at 20,000 draws); the largest of the cells at a
@@ -21,7 +21,7 @@ import argparse
 import numpy as np
 from scipy.stats import t as student_t
 
-from curricula.statistics.stats import rejection_rate, simulate_mean_squares
+from curricula.statistics.seed_aware import rejection_rate, simulate_mean_squares
 
 SEEDS = (2, 3, 4, 5, 7, 10, 20)
 QUERIES = (193, 300, 1500)

@@ -11,7 +11,7 @@ has no ``truncation_side`` in its ``tokenizer_config.json``: the peers then get 
 ``ranker.json``, as a user would pass it. Then the teacher's AP and P@1 on dev and test from the run's
 ``teacher/scores.parquet``.
 
-    .venv/bin/python bench/interop_cross_encoder.py --root <run dir> [--config config.yaml] [--pairs 1000]
+    .venv/bin/python analyses/interop_cross_encoder.py --root <run dir> [--config config.yaml] [--pairs 1000]
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from curricula.data.ingest import candidate_pairs, ingest_paths, read_ingest  # noqa: E402
+from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest  # noqa: E402
 from curricula.evaluation.metrics import split_metrics  # noqa: E402
 from curricula.models import load_ranker, score_pairs  # noqa: E402
 from curricula.models.cross_encoder import distinct_token_ids  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.plumbing.contracts import TEACHER_SCORES, read_table  # noqa: E402
+from curricula.plumbing.layout import Layout  # noqa: E402
 
 
 def peer_scores(folder: Path, contexts: list[str], responses: list[str], max_length: int | None,
@@ -71,9 +72,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     config = load_config(args.config)
-    base = Path(args.root) / config["results"] / config["dataset"]["name"]
-    folder = Path(args.folder) if args.folder else base / "teacher" / "model"
-    data = read_ingest(ingest_paths(base / "data"))
+    layout = Layout.of(config)
+    folder = Path(args.folder) if args.folder else Path(args.root, layout.teacher()["model"])
+    data = read_ingest({n: Path(args.root, layout.data(n)) for n in INGEST_TABLES})
     rmin = config["dataset"]["relevant_min"]
 
     ranker = load_ranker(folder, device="cpu")
@@ -101,7 +102,7 @@ def main() -> None:
         print(f"  {name:>21}: max |diff| {diff.max():.3g}, median {np.median(diff):.3g}, "
               f"Spearman {spearmanr(theirs, ours).statistic:.4f}")
 
-    scores = read_table(base / "teacher" / "scores.parquet", TEACHER_SCORES).select("qid", "docid", "score")
+    scores = read_table(Path(args.root, layout.teacher()["scores"]), TEACHER_SCORES).select("qid", "docid", "score")
     for split in ("dev", "test"):
         m = split_metrics(scores, data["queries"], data["qrels"], split, ["AP", "P@1"], rmin)
         print(f"  the run's teacher on {split}: " + ", ".join(f"{k} {v:.4f}" for k, v in m.items()))

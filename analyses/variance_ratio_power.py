@@ -1,11 +1,11 @@
 """How many seeds a selection-noise grid needs to tell a cut of the SD of the paired differences from none
 (issue 45 item 1; docs/selection.md): the Pitman-Morgan test's power per true SD ratio and number of seeds, at the
-correlation of the two rules' paired differences across seeds (``bench/selection_noise.py``'s ``r with reference``).
+correlation of the two rules' paired differences across seeds (``analyses/selection_noise.py``'s ``r with reference``).
 
-    PYTHONPATH=. .venv/bin/python bench/variance_ratio_power.py --rho 0.63 --ratios 0.75,0.5 \\
+    PYTHONPATH=. .venv/bin/python analyses/variance_ratio_power.py --rho 0.63 --ratios 0.75,0.5 \\
         --seeds 8,16,24,32,48,64 [--draws 2000]
 
-Prints a Markdown table, one row per ratio, one column per number of seeds (:func:`curricula.stats.
+Prints a Markdown table, one row per ratio, one column per number of seeds (:func:`curricula.statistics.paired.
 pitman_morgan_power`, bivariate normal pairs; a ratio of 1 gives the test's level).
 """
 
@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from curricula.statistics.stats import pitman_morgan_power
+from curricula.statistics.paired import pitman_morgan_power
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,7 @@ study dataset's train queries (the seeded draw round 0 of the loop labels, ``cur
 architecture, loss, steps...). Reads the ingest tables of a finished study run (``--root``, e.g. the study's working
 directory). Prints every dev evaluation (the fitting log) and the best value with the wall time.
 
-    .venv/bin/python bench/curve_active_ranker.py --root /tmp/study --dataset chitchat --fraction 1.0 \
+    .venv/bin/python analyses/curve_active_ranker.py --root /tmp/study --dataset chitchat --fraction 1.0 \
         --train '{"architecture": {"embedding_dropout": 0.0}, "steps": 2500, "max_steps": 2500, "patience": 0,
                   "eval_every": 500}'
 
@@ -50,6 +50,7 @@ def main() -> None:
     from curricula.experiments.specs import active_spec, merge_experiment
     from curricula.models.hf import set_threads
     from curricula.plumbing.config import load_config, validate_config
+    from curricula.plumbing.layout import Layout
     from curricula.study.grid import study_configs
 
     os.chdir(REPO)  # preset paths in the study file are relative to the repository
@@ -60,7 +61,7 @@ def main() -> None:
     set_threads(spec.get("threads") or 1)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     relevant_min = config["dataset"]["relevant_min"]
-    data = read_ingest({n: Path(args.root) / "results" / args.dataset / "data" / f"{n}.parquet"
+    data = read_ingest({n: Path(args.root, Layout(dataset=args.dataset).data(n))
                         for n in INGEST_TABLES})
     pool = QueryPool(candidate_pairs(data, ("train",), relevant_min))
     labeled = initial_labeled(len(pool), args.fraction, args.seed)

@@ -1,12 +1,14 @@
 """Adding seeds in rounds (issue 45, item 4): the sequential seed-aware rule's error rates and the seeds it saves.
 
-    .venv/bin/python bench/sequential_seeds.py [--draws 10000] [--queries 200] [--seed 0]
+    .venv/bin/python analyses/sequential_seeds.py [--draws 10000] [--queries 200] [--seed 0]
         [--tables boundaries,cost,calibration] [--calibration-sds 0,0.01,0.02,0.03,0.05,0.1]
 
-Simulates whole seeds x queries matrices of the crossed normal model (:func:`curricula.statistics.sequential.simulate_sequential`:
-query SD 0.05, residual SD 0.25, ``--queries`` test queries, looks at 5, 10, 15 and 20 seeds) and prints
-1. the boundaries: per look the nominal p thresholds of normal theory (:func:`curricula.statistics.sequential.spending_boundaries`)
-   and of the exact t-test of the seed means (:func:`curricula.statistics.sequential.student_boundaries`, the ones used);
+Simulates whole seeds x queries matrices of the crossed normal model
+(:func:`curricula.statistics.sequential_simulation.simulate_sequential`: query SD 0.05, residual SD 0.25, ``--queries``
+test queries, looks at 5, 10, 15 and 20 seeds) and prints
+1. the boundaries: per look the nominal p thresholds of normal theory
+   (:func:`curricula.statistics.group_sequential.spending_boundaries`) and of the exact t-test of the seed means
+   (:func:`curricula.statistics.group_sequential.student_boundaries`, the ones used);
 2. per seed SD (0.015, 0.02, 0.03) and true effect (0, 1%, 2%, 3%, and 5% and 10% of 0.5 AP) with the equivalence
    margin at 2% of 0.5 AP (0.01): the share of cells called a difference (type-I error at effect 0, power otherwise)
    and called equivalent (including ', below the margin'), sequentially and by a fixed design of 20 seeds on the same
@@ -24,14 +26,14 @@ import argparse
 
 import numpy as np
 
-from curricula.statistics.sequential import (
+from curricula.statistics.group_sequential import (
     LOOKS,
     SequentialDesign,
     sequential_design,
-    simulate_sequential,
     spending_boundaries,
     student_boundaries,
 )
+from curricula.statistics.sequential_simulation import simulate_sequential
 
 BASELINE = 0.5  # AP of the baseline: effects and the margin are relative to it
 EFFECTS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.1)

@@ -1,19 +1,19 @@
 """Seeds in rounds over a study's whole family of cells (issue 45): the family-wise error of the sequential Holm
 procedure that ``curricula.study.rounds`` judges a study's cells by, against a fixed Bonferroni split and no adjustment.
 
-    .venv/bin/python bench/sequential_family.py [--cells 36] [--alpha 0.045] [--draws 2000] [--queries 200]
+    .venv/bin/python analyses/sequential_family.py [--cells 36] [--alpha 0.045] [--draws 2000] [--queries 200]
         [--seed 0] [--thresholds student]
 
-Simulates ``--cells`` independent cells of the crossed normal model (:func:`curricula.statistics.sequential.simulate_family`:
-query SD 0.05, residual SD 0.25, looks at 5, 10, 15 and 20 seeds, O'Brien-Fleming spending) in the scenarios below
-and prints, per rule (:data:`curricula.statistics.sequential.FAMILY_RULES`; ``holm`` is the one the rounds use), the family-wise
-error (the share of families where any true null was rejected: a difference at a cell with no effect, or equivalence
-at a cell at or beyond its margin), the cells decided, the power on the cells with an effect and the seeds a cell
-trains on average. The defaults are the study's: 9 sequential claims on 4 datasets
-(36 cells, 72 hypotheses) at alpha 0.05 times 9 / 10 (the active-learning claim keeps its tenth;
-:func:`curricula.study.rounds.family_alpha`). Effects and the margin are shares of a 0.5 AP baseline; the margin is the
-study's 2% (0.01 AP) unless a scenario says otherwise. The Monte-Carlo SE of a rate near 5% is 0.49 points at 2,000
-families.
+Simulates ``--cells`` independent cells of the crossed normal model
+(:func:`curricula.statistics.sequential_simulation.simulate_family`: query SD 0.05, residual SD 0.25, looks at 5, 10, 15
+and 20 seeds, O'Brien-Fleming spending) in the scenarios below and prints, per rule
+(:data:`curricula.statistics.sequential_simulation.FAMILY_RULES`; ``holm`` is the one the rounds use), the family-wise
+error (the share of families where any true null was rejected: a difference at a cell with no effect, or equivalence at
+a cell at or beyond its margin), the cells decided, the power on the cells with an effect and the seeds a cell trains on
+average. The defaults are the study's: 9 sequential claims on 4 datasets (36 cells, 72 hypotheses) at alpha 0.05 times 9
+/ 10 (the active-learning claim keeps its tenth; :func:`curricula.study.rounds.family_alpha`). Effects and the margin
+are shares of a 0.5 AP baseline; the margin is the study's 2% (0.01 AP) unless a scenario says otherwise. The
+Monte-Carlo SE of a rate near 5% is 0.49 points at 2,000 families.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from curricula.statistics.sequential import FAMILY_RULES, LOOKS, SimulatedCell, simulate_family
+from curricula.statistics.group_sequential import LOOKS
+from curricula.statistics.sequential_simulation import FAMILY_RULES, SimulatedCell, simulate_family
 
 BASELINE = 0.5
 SD_QUERY, SD_RESID = 0.05, 0.25

@@ -1,13 +1,14 @@
 """Dev curve of the default baseline (config.yaml: ConvKNRM, pairwise_ce, batch 16 x (1 + 1)) trained for
 ``--steps`` steps with a dev evaluation every ``--eval-every`` steps on ``--dev-queries`` dev queries, through
-``curricula.experiments.train.train_ranker``; embeddings trainable unless ``--freeze`` (both pinned whatever config.yaml says).
+``curricula.experiments.train.train_ranker``; embeddings trainable unless ``--freeze`` (both pinned whatever config.yaml
+says).
 
 Reads the ingest tables and the ``random`` curriculum of a scratch workflow run (``--root``; build it with
 ``snakemake -s Snakefile --directory ROOT --cores 2 --configfile config.yaml -- results/chitchat/curricula/random``)
 and writes (step, dev AP, train_loss, seconds since start) to ``--out``. No checkpoints (they do not change the
 weights). ``--code DIR`` imports ``curricula`` from DIR instead (to compare two versions of the code).
 
-    .venv/bin/python bench/curve_convknrm.py --root /tmp/prof --steps 1500 [--freeze] [--perturb 1e-7] \
+    .venv/bin/python analyses/curve_convknrm.py --root /tmp/prof --steps 1500 [--freeze] [--perturb 1e-7] \
         --out /tmp/prof/curves_x.csv
 """
 

@@ -3,7 +3,7 @@ and model-selection rule, the SD over seeds of the paired differences of the kep
 their mean (the effect), each arm's mean test value and SD, the arms' correlation across seeds, and the SD as a
 ratio of the reference rule's (:mod:`curricula.study.selection_noise`).
 
-    PYTHONPATH=. .venv/bin/python bench/selection_noise.py --root results/selection_noise/wikiqa \\
+    PYTHONPATH=. .venv/bin/python analyses/selection_noise.py --root results/selection_noise/wikiqa \\
         --arms baseline,macavaney_kde [--rules best_dev,patience:3/2,...] [--reference none:patience:3/2] \\
         [--per-seed]
 
@@ -18,8 +18,9 @@ evaluations. The averages are ``none`` (the trained weights) and each shadow ave
 seed's kept step, dev value and test value.
 
 ``--dev-subsets DRAWS:SIZE`` (e.g. ``200:100``) also replays every rule on ``DRAWS`` random subsets of ``SIZE`` dev
-queries (the curves' per-query dev values; :func:`curricula.study.selection_noise.dev_subset_noise`) and prints, per (average,
-rule), the SD of the paired differences with all dev queries beside its median and 5-95% range over the subsets:
+queries (the curves' per-query dev values; :func:`curricula.study.selection_noise.dev_subset_noise`) and prints, per
+(average, rule), the SD of the paired differences with all dev queries beside its median and 5-95% range over the
+subsets:
 what selecting on fewer dev queries does to the noise, from the same runs. More dev queries than a split holds are
 other runs: give their results folder as ``--root``.
 """
@@ -34,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from curricula.report.tables import to_markdown
-from curricula.statistics.stats import pitman_morgan
+from curricula.statistics.paired import pitman_morgan
 from curricula.study.selection_noise import (
     AVERAGES,
     NOISE_COLUMNS,
@@ -73,9 +74,10 @@ def present_averages(curves) -> list[str]:
 def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list, list, list]:
     """Per (average, rule) of ``kept`` (in its order; its ``average`` column added), the SD ratio of its paired
     differences to the ``reference`` (``<average>:<rule>``) ones, seed by seed, with the Pitman-Morgan 95% interval
-    (as text) and p value (:func:`curricula.statistics.stats.pitman_morgan`; null for the reference itself, or where the two
-    share fewer than 3 seeds or one is constant), and the correlation of the two rules' paired differences across
-    seeds (what the test's power depends on besides the ratio: :func:`curricula.statistics.stats.pitman_morgan_power`)."""
+    (as text) and p value (:func:`curricula.statistics.paired.pitman_morgan`; null for the reference itself, or where
+    the two share fewer than 3 seeds or one is constant), and the correlation of the two rules' paired differences
+    across seeds (what the test's power depends on besides the ratio:
+    :func:`curricula.statistics.paired.pitman_morgan_power`)."""
     average, _, rule = reference.partition(":")
     ref = kept.filter(pl.col("average") == average)
     if ref.is_empty() or rule not in ref["rule"].to_list():
@@ -101,12 +103,13 @@ def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list
 
 
 def subset_summary(full: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
-    """Per (average, rule) of ``full`` (the all-dev-queries table, :func:`curricula.study.selection_noise.selection_noise` with an
-    ``average`` column), its SD of the paired differences (``sd_all``) beside the median, 5% and 95% quantiles of the
-    SD over the dev subsets' tables (``subsets``: the same columns plus ``draw``), the ratio of ``sd_all`` to that
-    median, the share of draws whose SD is above ``sd_all``, and the median over the draws of the effect and of each
-    arm's mean kept test value (``test_all``: the baseline's with all dev queries; selection on fewer dev queries may
-    keep worse models, not only noisier ones)."""
+    """Per (average, rule) of ``full`` (the all-dev-queries table,
+    :func:`curricula.study.selection_noise.selection_noise` with an ``average`` column), its SD of the paired
+    differences (``sd_all``) beside the median, 5% and 95% quantiles of the SD over the dev subsets' tables
+    (``subsets``: the same columns plus ``draw``), the ratio of ``sd_all`` to that median, the share of draws whose SD
+    is above ``sd_all``, and the median over the draws of the effect and of each arm's mean kept test value
+    (``test_all``: the baseline's with all dev queries; selection on fewer dev queries may keep worse models, not only
+    noisier ones)."""
     joined = subsets.join(full.select("average", "rule", sd_all=pl.col("sd_difference"),
                                       test_all=pl.col("test_baseline")),
                           on=["average", "rule"], how="left", maintain_order="left")

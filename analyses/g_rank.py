@@ -12,7 +12,7 @@ Ranks are G's: 1 = G's most similar response among the context's split. The medi
 the top k as rank k + 1 (shown as "> k" when it lands there). k is the deepest rank in each neighbours table
 (``dense.neighbors_k``, or the split's pool when that is smaller) unless ``--k`` says otherwise. Asserts nothing.
 
-    .venv/bin/python bench/g_rank.py --before ROOT_A --after ROOT_B [--dataset chitchat] [--relevant-min 1] [--k K]
+    .venv/bin/python analyses/g_rank.py --before ROOT_A --after ROOT_B [--dataset chitchat] [--relevant-min 1] [--k K]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from curricula.plumbing.contracts import NEIGHBORS, QRELS, QUERIES, read_table, scan_table  # noqa: E402
+from curricula.plumbing.layout import Layout  # noqa: E402
 from curricula.retrieval.dense import positive_rank_summary, positive_ranks  # noqa: E402
 
 #: (column, row label, kind) of the printed table, in order
@@ -43,14 +44,14 @@ ROWS = [
 
 def summarize(root: Path, dataset: str, relevant_min: int = 1, k: int | None = None) -> pl.DataFrame:
     """The ``POSITIVE_RANKS`` summary per split of one run folder (``root/results/<dataset>/``)."""
-    res = root / "results" / dataset
-    nb = scan_table(res / "dense" / "neighbors.parquet", NEIGHBORS)
+    res = Layout(str(root / "results"), dataset)
+    nb = scan_table(res.dense()["neighbors"], NEIGHBORS)
     if k is None:
         k = nb.select(pl.col("rank").max()).collect(engine="streaming").item()
         if k is None:
             raise SystemExit(f"{res / 'dense' / 'neighbors.parquet'} is empty")
-    queries = read_table(res / "data" / "queries.parquet", QUERIES, columns=["qid", "split"])
-    qrels = read_table(res / "data" / "qrels.parquet", QRELS)
+    queries = read_table(res.data("queries"), QUERIES, columns=["qid", "split"])
+    qrels = read_table(res.data("qrels"), QRELS)
     return positive_rank_summary(positive_ranks(nb, qrels, queries, relevant_min), int(k))
 
 

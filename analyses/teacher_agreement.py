@@ -7,7 +7,7 @@ training queries and prints its Spearman correlation with the run's own ``diffic
 and with any other BERT_pred tables given (``--compare``). A second seed of the run's own teacher gives the
 reference: how much the order moves when only the teacher's seed does.
 
-    .venv/bin/python bench/teacher_agreement.py --root <run>/results/chitchat --seed 43 --out /tmp/teacher43 \\
+    .venv/bin/python analyses/teacher_agreement.py --root <run>/results/chitchat --seed 43 --out /tmp/teacher43 \\
         [--layers 4 --pooling mean --lr 2e-4] [--compare other/difficulty/functions/bert_pred.parquet ...]
 """
 
@@ -27,6 +27,7 @@ from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest  #
 from curricula.difficulty.penha import bert_pred  # noqa: E402
 from curricula.models.teacher import teacher_config, teacher_score_stage, teacher_train_stage  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
+from curricula.plumbing.layout import Layout  # noqa: E402
 
 
 def per_query(path: Path) -> pl.DataFrame:
@@ -50,7 +51,8 @@ def main() -> None:
     overrides = {k: v for k, v in {"layers": args.layers, "pooling": args.pooling, "lr": args.lr,
                                    "threads": args.threads}.items() if v is not None}
     teacher = teacher_config(dict(cfg["teacher"], **overrides), args.seed)
-    data = {name: args.root / "data" / f"{name}.parquet" for name in INGEST_TABLES}
+    layout = Layout.at(args.root)
+    data = {name: Path(layout.data(name)) for name in INGEST_TABLES}
     relevant_min = cfg["dataset"]["relevant_min"]
     args.out.mkdir(parents=True, exist_ok=True)
     if not (args.out / "model").exists():
@@ -59,7 +61,7 @@ def main() -> None:
         teacher_score_stage(data, args.out / "model", args.out / "scores.parquet", teacher, relevant_min)
     pairs = candidate_pairs(read_ingest(data), splits=("train",), relevant_min=relevant_min)
     new = bert_pred(pairs, pl.read_parquet(args.out / "scores.parquet")).rename({"bert_pred_raw": "new"})
-    tables = {"the run's teacher": args.root / "difficulty" / "functions" / "bert_pred.parquet"}
+    tables = {"the run's teacher": Path(layout.difficulty_function("bert_pred"))}
     tables.update({str(p): p for p in args.compare})
     print(f"teacher: seed {args.seed}, overrides {overrides or 'none'}; {new.height} training queries")
     for name, path in tables.items():
