@@ -29,7 +29,6 @@ $(STAMP): requirements.lock pyproject.toml
 
 run: $(STAMP)
 	$(VENV)/bin/snakemake --cores $(CORES) $(ARGS)
-	@$(VENV)/bin/python -m curricula.cli outputs config.yaml -- $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest $(ARGS)

@@ -2,10 +2,12 @@
 # `snakemake --cores 2` runs it on config.yaml; `--configfile other.yaml` overlays another config.
 # A config with a `study` section runs the same grid on several datasets in one invocation (rules/study.smk).
 import os
+import sys
 
 from snakemake.utils import min_version
 
-from curricula.plumbing.config import apply_overlays, read_yaml
+from curricula.plumbing.config import apply_overlays, config_layers, read_yaml, validate_config
+from curricula.plumbing.logs import failed_job_errors
 
 min_version("9.0")
 
@@ -25,7 +27,33 @@ if not workflow.config_settings.replace_workflow_config:
     apply_overlays(config, DEFAULT_CONFIG, workflow.config_settings.overwrite_config)
 
 
+# Checked against schemas/config.schema.yaml (defaults filled in): one line per error, naming the key and the file
+# that set it, then stop (no traceback).
+try:
+    validate_config(config, config_layers(DEFAULT_CONFIG, workflow.config_settings.configfiles,
+                                          workflow.config_settings.config_args or (),
+                                          workflow.config_settings.overwrite_config))
+except ValueError as err:
+    sys.exit(f"config: {err}".replace("\n", "\nconfig: "))
+
+
 report: "report/workflow.rst"
+
+
+# A finished run ends with where its outputs are, each ranker's best dev value and why it stopped, and the result
+# table (`python -m curricula.cli outputs <config files>` prints the same at any time).
+onsuccess:
+    from curricula.cli import run_summary
+
+    run_summary(config)
+
+
+# A job that stopped on a user's error (a malformed input file: path:line: problem) ends the screen with it.
+# (printed, then exit: Snakemake's own closing lines would follow it otherwise; its full log stays in .snakemake/log)
+onerror:
+    if failed_job_errors(log):
+        print("\n".join(f"error in rule {line}" for line in failed_job_errors(log)), file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 if config.get("study"):

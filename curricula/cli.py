@@ -28,12 +28,21 @@ def outputs(config_files: list[str], overrides: dict | None = None) -> int:
     """Print where the configured run's outputs are, stage by stage, and which exist (for a study: each dataset's
     folder and report, then the round records and the findings page). ``overrides`` are Snakemake's ``--config``
     values, parsed (:func:`config_overrides_in`)."""
-    config = load_config(*config_files, overrides=overrides)
+    return run_summary(load_config(*config_files, overrides=overrides))
+
+
+def run_summary(config: dict) -> int:
+    """:func:`outputs` of a validated config (the Snakefile prints it when a run succeeds)."""
     if config.get("study"):
         return study_outputs(config)
     layout = Layout.of(config)
     root = Path(layout.root)
     print(f"Outputs of dataset '{config['dataset']['name']}' are under {root}/")
+    queries = Path(layout.data("queries"))
+    if queries.is_file():
+        counts = dict(pl.read_parquet(queries, columns=["split"])["split"].value_counts().iter_rows())
+        print("  queries per split (as ingested, after dataset.keep_queries): "
+              + ", ".join(f"{split} {counts.get(split, 0):,}" for split in ("train", "dev", "test")))
     for stage in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         files = sorted(f for f in stage.rglob("*") if f.is_file())
         print(f"  {stage.name}/: {len(files)} file(s), e.g. {files[0].relative_to(root) if files else '-'}")

@@ -1,8 +1,7 @@
 # The dataset's plan (curricula.pipeline.plan: the config checked and resolved once), its paths
 # (curricula.plumbing.layout), and the one-line input functions and wildcard constraints every rule file uses.
 import os
-
-from snakemake.exceptions import WorkflowError
+import sys
 
 from curricula.pipeline import targets
 from curricula.pipeline.plan import dataset_plan, gpus, one_of
@@ -14,7 +13,7 @@ CONDA_ENVS = {"cpu": "../envs/cpu.yaml", "gpu": "../envs/gpu.yaml"}
 try:  # a bad spec stops the run before any job, naming the key
     PLAN = dataset_plan(config, read_yaml(os.path.join(workflow.basedir, "schemas", "config.schema.yaml")))
 except ValueError as err:
-    raise WorkflowError(f"config: {err}") from None
+    sys.exit(f"config: {err}")
 LAYOUT = PLAN.layout  # results/<dataset>; logs/<dataset>, or logs/<results>/<dataset> for another results folder
 
 

@@ -2,13 +2,8 @@
 # `all_outputs()` (the Snakefile's `rule all`).
 # The Snakefile includes it directly for a one-dataset run; a study (rules/study.smk) loads it once per dataset as
 # a Snakemake module with that dataset's config, so each module has its own plan and
-# paths (results, logs and benchmarks; rules/common.smk).
-import os
-
-from snakemake.utils import validate
-
-validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
-
+# paths (results, logs and benchmarks; rules/common.smk). Its config was checked before: by the Snakefile, or for a
+# study's dataset by curricula.pipeline.study.study_plan.
 
 # Shard counts of the expensive precompute stages (config `shards`; `--set-scatter bm25=8` overrides per run).
 # Snakemake keeps one scatter table per workflow, so every dataset of a study shares the study's counts.

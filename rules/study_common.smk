@@ -1,21 +1,17 @@
 # A study's plan (curricula.pipeline.study: every dataset's config and plan, the claims and the looks of seeds in
 # rounds, checked and resolved once) and the one-line input functions of its rules (rules/study.smk).
 import os
-
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
+import sys
 
 from curricula.pipeline.study import study_plan
 from curricula.plumbing.config import read_yaml
-
-validate(config, os.path.join(workflow.basedir, "schemas", "config.schema.yaml"))
 
 # DEFAULT_CONFIG is config.yaml as the Snakefile read it; each dataset's config is built from it and the overlays
 try:  # a bad study, or a dataset config it builds, stops the run before any job, naming the key
     STUDY_PLAN = study_plan(DEFAULT_CONFIG, workflow.config_settings.overwrite_config, config,
                             read_yaml(os.path.join(workflow.basedir, "schemas", "config.schema.yaml")))
 except ValueError as err:
-    raise WorkflowError(f"config: {err}") from None
+    sys.exit(f"config: {err}")
 # the study's own outputs (round records, findings page, their logs): a study.only selection has its own folder
 STUDY_LAYOUT = STUDY_PLAN.layout
 STUDY_SETTINGS = config["study"]

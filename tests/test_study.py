@@ -10,6 +10,7 @@ import yaml
 
 from curricula.experiments.specs import experiment_runs
 from curricula.plumbing.config import merge, validate_config
+from curricula.plumbing.config_errors import ConfigError
 from curricula.study.grid import (
     arm_spec,
     check_claim_datasets,
@@ -48,7 +49,8 @@ def test_a_dataset_config_layers_default_preset_study_then_overrides(tmp_path):
 
 
 def test_a_dataset_override_patches_the_study_grid_and_cannot_add_or_drop_an_experiment():
-    # a config file's experiments replace the grid (curricula.plumbing.config.merge); a dataset's override changes knobs of the
+    # a config file's experiments replace the grid (curricula.plumbing.config.merge); a dataset's override changes knobs
+    # of the
     # study's experiments on that dataset alone and leaves the rest of the grid as the study has it
     common = {"experiments": {"kde": {"weighting": {"scoring": "kde", "m": 20, "iteration_steps": 32}},
                               "penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}}}
@@ -191,7 +193,8 @@ def test_a_claim_with_an_undeclared_difference_is_refused(monkeypatch):
                   "expect": "better", "factors": ["weighting"]}
     with pytest.raises(ValueError, match=r"study.claims.kde \(macavaney_kde against baseline\) on chitchat: the arms "
                                          r"differ in \['negatives.mode'\], which its factors \['weighting'\] do not "
-                                         r"cover \(negatives.mode: 'candidates' in macavaney_kde, 'random' in baseline\)"):
+                                         r"cover \(negatives.mode: 'candidates' in macavaney_kde, 'random' in "
+                                         r"baseline\)"):
         claim_differences([confounded], runs)
     assert claim_differences([confounded], {"wikiqa": runs["wikiqa"]})["kde"]["wikiqa"][0] == "weighting"
     with pytest.raises(ValueError, match=r"study.claims.kde: a claim declares the factors"):
@@ -230,11 +233,11 @@ def test_the_schema_requires_factors_unless_both_arms_are_active():
         return merge(DEFAULT, {"study": {"datasets": {"a": None}, "claims": claims}})
 
     claim = {"paper": "P", "claim": "c", "experiment": "x", "against": "baseline", "expect": "better"}
-    with pytest.raises(Exception, match="'factors' is a required property"):
+    with pytest.raises(ConfigError, match=r"^study.claims.c.factors: missing \(required\)$"):
         validate_config(study(c=claim))
     validate_config(study(c={**claim, "factors": ["weighting.m"]}, d=None))
     validate_config(study(c={**claim, "experiment": "active:dasl@1", "against": "active:random@1"}))
-    with pytest.raises(Exception, match="'factors' is a required property"):
+    with pytest.raises(ConfigError, match=r"^study.claims.c.factors: missing \(required\)$"):
         validate_config(study(c={**claim, "experiment": "active:dasl@1"}))
 
 

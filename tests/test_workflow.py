@@ -32,6 +32,9 @@ def test_ingest_runs_and_second_run_does_nothing(tmp_path):
     assert tables["queries"].group_by("split").len().sort("split")["len"].to_list() == [10, 10, 40]
     assert (tmp_path / "logs" / "tiny" / "ingest.log").read_text().count("wrote") == 4
     assert (tmp_path / "benchmarks" / "tiny" / "ingest.tsv").exists()
+    # plain Snakemake ends with the run's summary (the Snakefile's onsuccess), split sizes included
+    assert "Outputs of dataset 'tiny' are under results/tiny/" in out.stdout
+    assert "queries per split (as ingested, after dataset.keep_queries): train 40, dev 10, test 10" in out.stdout
     again = snakemake(tmp_path, "--until", "ingest", config=TINY)
     assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr
 
@@ -54,11 +57,17 @@ def test_same_config_gives_identical_bytes(tiny_run, tmp_path):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 
 
-def test_bad_config_stops_before_any_job(tmp_path):
-    bad = {"dataset": {**TINY["dataset"], "optoins": {}}}
+def test_bad_config_stops_before_any_job_with_one_line_per_error(tmp_path):
+    bad = {"dataset": {**TINY["dataset"], "optoins": {}}, "train": {"eval_evry": 5}}
     out = snakemake(tmp_path, config=bad)
     assert out.returncode != 0
-    assert "'optoins' was unexpected" in out.stderr + out.stdout
+    # the last lines on the screen are the errors, one each, naming the key and the overlay file (relative to the
+    # working directory, --directory); no traceback
+    overlay = "config.test.yaml"
+    assert out.stderr.strip().splitlines()[-2:] == [
+        f"config: dataset.optoins: unknown key (did you mean options?) (set in {overlay})",
+        f"config: train.eval_evry: unknown key (did you mean eval_every?) (set in {overlay})"]
+    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) < 10
     assert not (tmp_path / "results").exists()
 
 
@@ -76,6 +85,9 @@ def test_broken_input_fails_with_position_and_leaves_no_parquet(tmp_path):
     assert out.returncode != 0
     log = (tmp_path / "logs" / "tiny" / "ingest.log").read_text()
     assert f"{broken}:3: invalid JSON" in log
+    # the screen ends on the message and the job's log, with no traceback
+    assert out.stderr.strip().splitlines()[-1].startswith(f"error in rule ingest: {broken}:3: invalid JSON")
+    assert out.stderr.strip().endswith("(log: logs/tiny/ingest.log)") and "Traceback" not in out.stderr
     data = tmp_path / "results" / "tiny" / "data"
     assert not data.exists() or not any(data.iterdir())
 
@@ -422,7 +434,7 @@ def test_a_bad_study_stops_before_any_job(tmp_path):
     undeclared = _study({"tiny": TINY["dataset"]}, claims={
         "h": {"paper": "S", "claim": "c", "experiment": "baseline+bm25", "against": "baseline", "expect": "better"}})
     out = snakemake(tmp_path, "-n", config=undeclared)
-    assert out.returncode != 0 and "'factors' is a required property" in out.stdout + out.stderr
+    assert out.returncode != 0 and "config: study.claims.h.factors: missing (required)" in out.stdout + out.stderr
     assert not (tmp_path / "results").exists()
 
 

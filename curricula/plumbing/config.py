@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from snakemake.utils import validate
 
+from curricula.plumbing.config_errors import check_config
 from curricula.plumbing.layout import Layout
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
 
-def validate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``config`` in place (filling schema defaults) with snakemake.utils.validate; return it.
+def validate_config(config: dict[str, Any], layers: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> dict[str, Any]:
+    """Validate ``config`` in place (filling schema defaults); return it.
 
-    An unknown key or a wrong type raises snakemake's WorkflowError naming the key.
+    An unknown key or a wrong type raises :class:`~curricula.plumbing.config_errors.ConfigError` (a ValueError),
+    one line per error naming the key (and, with ``layers``, :func:`config_layers`, the file that set it).
     """
-    validate(config, str(SCHEMA), set_default=True)
-    return config
+    return check_config(config, read_yaml(SCHEMA), layers)
 
 
 def _merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,3 +93,19 @@ def results_dir(config: Mapping[str, Any]) -> Path:
     """``<results>/<dataset name>``: where every stage of this config writes."""
     return Path(Layout.of(config).root)
 
+
+def config_layers(default: Mapping[str, Any], configfiles: Sequence[str | Path], config_args: Sequence[str] = (),
+                  overwrite: Mapping[str, Any] | None = None) -> list[tuple[str, Mapping[str, Any]]]:
+    """The config's layers in the order they are merged, (label, content), as
+    :func:`curricula.plumbing.config_errors.key_source` reads them: config.yaml, each ``--configfile`` (labelled by
+    its path relative to the working directory when under it), then the top-level keys that ``--config``
+    arguments (``key=value``, Snakemake's ``config_args``) set, labelled ``--config``, with their values in
+    ``overwrite`` (Snakemake's merged overlay)."""
+    layers: list[tuple[str, Mapping[str, Any]]] = [("config.yaml", default)]
+    for path in configfiles:
+        rel = os.path.relpath(path)
+        layers.append((str(path) if rel.startswith("..") else rel, read_yaml(path)))
+    keys = [arg.split("=", 1)[0].strip() for arg in config_args if "=" in arg]
+    if keys:
+        layers.append(("--config", {key: (overwrite or {}).get(key) for key in keys}))
+    return layers

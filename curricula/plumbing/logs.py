@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+from curricula.plumbing.errors import InputFormatError, SchemaError
+
+#: the errors that are the user's to fix (a malformed input file, a table off its contract): a job stops on them
+#: with their one-line message, no traceback
+USER_ERRORS = (InputFormatError, SchemaError)
 
 
 def setup_logging(log_file: str | Path | None, level: int = logging.INFO) -> logging.Logger:
@@ -50,4 +58,30 @@ class logged:
             logging.getLogger(self.name).error("%s: %s", exc_type.__name__, exc)
         for handler in logging.getLogger().handlers:
             handler.flush()
+        if isinstance(exc, USER_ERRORS):
+            raise SystemExit(1)  # the message is logged; a traceback would only bury it
         return False
+
+
+#: a job log's line for a user's error, as :class:`logged` writes it
+_USER_ERROR_LINE = re.compile(r" ERROR [\w.]+: (?:%s): (.*)$" % "|".join(e.__name__ for e in USER_ERRORS))
+
+
+def failed_job_errors(snakemake_logs: str | Path | Sequence[str | Path]) -> list[str]:
+    """``<rule>: <message> (log: <job log>)`` for each failed job of a Snakemake run whose log holds a user's error
+    (:data:`USER_ERRORS`, logged by :class:`logged`), read from the run's main log (Snakemake's ``onerror`` gets
+    its path, or a list of them); the Snakefile prints them last, so the screen ends on what to fix."""
+    paths = [snakemake_logs] if isinstance(snakemake_logs, (str, Path)) else list(snakemake_logs)
+    text = "\n".join(Path(path).read_text(encoding="utf-8", errors="replace") for path in paths
+                     if Path(path).is_file())
+    lines = []
+    for rule, block in re.findall(r"Error in rule (\w+):\n((?:[ \t]+.*\n?)*)", text):
+        logs = re.findall(r"^\s+log: (.+?)(?: \(check log file\(s\) for error details\))?$", block, flags=re.M)
+        for job_log in (path for entry in logs for path in entry.split(", ")):
+            if not Path(job_log).is_file():
+                continue
+            for line in Path(job_log).read_text(encoding="utf-8", errors="replace").splitlines():
+                found = _USER_ERROR_LINE.search(line)
+                if found:
+                    lines.append(f"{rule}: {found.group(1)} (log: {job_log})")
+    return list(dict.fromkeys(lines))
