@@ -30,7 +30,7 @@ def test_wikiqa_readme_example(shared_data, tmp_path):
     data = load_configured(cfg["dataset"], cfg["seed"])
     counts = data.split_counts()
     # 857 train and 122 dev questions have a positive and a negative (dev: the README's filtered-ref count);
-    # test is carved out of train by query before the filter (0.1 of train's 2,118 questions)
+    # test is carved out of train by query after the filter (0.1 of train's 857 kept questions)
     assert counts["dev"] == 122
     assert counts["train"] + counts["test"] == 857 and 60 < counts["test"] < 110
     write_ingest(data, ingest_paths(tmp_path))
@@ -63,9 +63,37 @@ def test_each_format_ingests_with_all_three_splits(shared_data, tmp_path, fmt, f
 
 
 def test_options_of_another_format_are_rejected(tmp_path):
-    from snakemake.exceptions import WorkflowError
+    from curricula.plumbing.config_errors import ConfigError
 
-    with pytest.raises(WorkflowError, match="'task' was unexpected"):
+    with pytest.raises(ConfigError, match="^dataset.options.task: unknown key"):
         configured(tmp_path, {"name": "x", "format": "wikiqa", "files": {"train": "a.tsv"}, "options": {"task": "A"}})
-    with pytest.raises(WorkflowError, match="dataset_id"):
+    with pytest.raises(ConfigError, match="^dataset.options.dataset_id: missing"):
         configured(tmp_path, {"name": "x", "format": "ir_datasets", "options": {"splits": {"train": "antique/train"}}})
+
+
+def _trec_files(tmp_path: Path, n: int, unjudged: int) -> dict:
+    """A TREC dataset in one queries file: ``n`` judged queries (a positive and a negative each) and ``unjudged``
+    queries without qrels."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    qids = [f"q{i:02d}" for i in range(n + unjudged)]
+    (tmp_path / "collection.tsv").write_text("".join(f"d{i}\tdocument number {i}\n" for i in range(2 * n)))
+    (tmp_path / "queries.tsv").write_text("".join(f"{q}\tquestion {q}\n" for q in qids))
+    (tmp_path / "qrels.txt").write_text("".join(f"q{i:02d} 0 d{2 * i} 1\nq{i:02d} 0 d{2 * i + 1} 0\n"
+                                                for i in range(n)))
+    return {name: str(tmp_path / f) for name, f in
+            (("collection", "collection.tsv"), ("queries", "queries.tsv"), ("qrels", "qrels.txt"))}
+
+
+@pytest.mark.parametrize("carve_from, moved", [("kept", False), ("all", True)])
+def test_a_query_keep_queries_drops_never_moves_the_others_between_splits(tmp_path, caplog, carve_from, moved):
+    def splits(folder, unjudged):
+        cfg = configured(tmp_path, {"name": "mine", "format": "trec", "files": _trec_files(folder, 40, unjudged),
+                                    "split": {"carve_from": carve_from}})
+        with caplog.at_level("INFO"):
+            data = load_configured(cfg["dataset"], cfg["seed"])
+        return dict(zip(*data.queries.select("qid", "split").to_dict(as_series=False).values()))
+
+    alone, beside = splits(tmp_path / "a", 0), splits(tmp_path / "b", 3)  # 3 queries without a judged answer
+    assert set(alone) == set(beside) and len(alone) == 40
+    assert (alone != beside) == moved
+    assert "queries per split, as ingested: {'train': 32, 'dev': 4, 'test': 4}" in caplog.text

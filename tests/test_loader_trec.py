@@ -229,6 +229,13 @@ BAD = [
      r"unknown docid in run: 'D42' is not in the collection"),
     ("run", None, RUN_LINES + ["2020338 Q0 2020338_2 9 1.0 bm25"], 9,
      r"duplicate run entry for qid '2020338' docid '2020338_2' \(first at .*bm25\.run:3\)"),
+    # a header line is refused, not read as a document or a query (a blank line before it still counts)
+    ("collection", None, ["docid\ttext"] + COLLECTION, 1,
+     r"looks like a header line \('docid\\ttext'\); these files have no header: delete the line"),
+    ("queries", "test", ["", "QID\tQuery", "1964316\tWhy do I get tired after eating?"], 2,
+     r"looks like a header line \('QID\\tQuery'\)"),
+    ("qrels", "train", ["qid iter docid rel"] + QRELS_TRAIN, 1, r"looks like a header line"),
+    ("run", None, ["qid Q0 docid rank score tag"] + RUN_LINES, 1, r"looks like a header line"),
 ]
 
 

@@ -11,7 +11,7 @@ import pytest
 from curricula.pipeline.checks import check_previous, check_references, parsed_arms, sequential_looks
 from curricula.pipeline.plan import dataset_plan, gpus, one_of
 from curricula.pipeline.study import study_plan
-from curricula.pipeline.targets import all_outputs, runs_by_key, train_inputs
+from curricula.pipeline.targets import all_outputs, dense_consumers, runs_by_key, train_inputs
 from curricula.plumbing.config import SCHEMA, merge, read_yaml, validate_config
 from curricula.plumbing.layout import Layout
 
@@ -183,3 +183,17 @@ def test_the_previous_findings_cannot_be_this_study_own():
     with pytest.raises(ValueError, match="is this study's own findings table"):
         plan_study(copy.deepcopy(overlay))
 
+
+def test_no_dense_job_is_planned_unless_something_reads_g():
+    default = plan_of({})
+    assert dense_consumers(default) == ["difficulty hcl_corpus", "train hcl"]
+    assert default.layout.dense()["neighbors"] in all_outputs(default)
+    # a grid ordered by the teacher alone, one difficulty function: nothing reads G's vectors or neighbours
+    teacher_only = plan_of({"experiments": {"penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}},
+                            "difficulty": {"functions": ["bert_pred"]}})
+    assert dense_consumers(teacher_only) == []
+    assert not [path for path in all_outputs(teacher_only) if "/dense/" in path]
+    # the report's figures count as readers: a figure of HCL's corpus difficulty brings G back
+    figure = plan_of({"experiments": {"penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}},
+                      "difficulty": {"functions": ["bert_pred"]}, "report": {"difficulty_functions": ["hcl_corpus"]}})
+    assert dense_consumers(figure) == ["difficulty hcl_corpus"]

@@ -30,7 +30,8 @@ def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
 
     Loaders that split by themselves (e.g. chitchat splits by conversation) take ``fractions`` and ``seed``;
     every other dataset keeps its own splits, and missing ones are carved out of train by query (or all queries
-    are re-split with ``split.resplit``). Then ``keep_queries`` drops queries that cannot be evaluated.
+    are re-split with ``split.resplit``), from the queries ``keep_queries`` kept (so that a dropped query never moves
+    another between splits; ``split.carve_from: all`` carves from every query, then filters).
     """
     fmt = dataset["format"]
     loader = get_loader(fmt)
@@ -46,12 +47,18 @@ def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
     data = data.validate(f"{fmt} dataset '{dataset['name']}'")
     log.info("loaded %s: %d queries %s, %d docs, %d qrels, %d candidates", fmt, data.queries.height,
              data.split_counts(), data.docs.height, data.qrels.height, data.candidates.height)
-    data, notes = fill_missing_splits(data, fractions, seed, resplit=bool(split_cfg.get("resplit", False)))
-    for note in notes:
-        log.info(note)
-    data, note = filter_queries(data, dataset.get("keep_queries", "with_positive"), dataset.get("relevant_min", 1))
-    if note:
-        log.info(note)
+    keep, relevant_min = dataset.get("keep_queries", "with_positive"), dataset.get("relevant_min", 1)
+    # carve_from kept: keep_queries first, so that a query it drops never takes part in carving the splits
+    steps = ["filter", "carve"] if split_cfg.get("carve_from", "kept") == "kept" else ["carve", "filter"]
+    for step in steps:
+        if step == "filter":
+            data, note = filter_queries(data, keep, relevant_min)
+            notes = [note] if note else []
+        else:
+            data, notes = fill_missing_splits(data, fractions, seed, resplit=bool(split_cfg.get("resplit", False)))
+        for note in notes:
+            log.info("%s; queries per split: %s", note, data.split_counts())
+    log.info("queries per split, as ingested: %s", data.split_counts())
     empty = [s for s, n in data.split_counts().items() if n == 0]
     if empty:
         raise ValueError(f"dataset '{dataset['name']}' has no queries in split(s) {empty} after filtering")

@@ -1,8 +1,9 @@
 """TREC-style ad-hoc ranking data: a TSV collection, TSV queries, TREC qrels and an optional TREC run.
 
 This is how ANTIQUE (Hashemi et al. 2020), MS MARCO passage ranking (Nguyen et al. 2016) and most TREC-style
-collections are distributed. All files are UTF-8 without a header; LF or CRLF line endings; blank lines are skipped
-(line numbers in errors still count them); the last line may lack its newline.
+collections are distributed. All files are UTF-8 without a header (a first line that names columns, such as
+``docid<TAB>text`` or ``qid iter docid rel``, is refused); LF or CRLF line endings; blank lines are skipped (line
+numbers in errors still count them); the last line may lack its newline.
 
 ``files`` roles:
 
@@ -219,6 +220,25 @@ def assemble(
 # --- the TREC files ---------------------------------------------------------------------------------------------
 
 
+#: first fields that name a column rather than an identifier: a first line holding them is a header
+ID_HEADERS = frozenset({"id", "docid", "doc_id", "did", "pid", "passage_id", "qid", "query_id", "queryid",
+                        "question_id", "topic", "topic_id"})
+#: last fields of a qrels line that name a column
+REL_HEADERS = frozenset({"rel", "relevance", "label", "judgment", "grade"})
+#: second fields of an ``id \t text`` file that name a column
+TEXT_HEADERS = frozenset({"text", "query", "question", "passage", "document", "doc", "body", "content", "title",
+                          "contents", "sentence", "answer"})
+
+
+def refuse_header(path: Path, number: int, fields: list[str], header_like: bool) -> None:
+    """A first line that names columns (``header_like``) is refused: the files have no header, and read as data
+    it would become a query or a document."""
+    if header_like:
+        shown = "\t".join(f.strip() for f in fields)
+        raise InputFormatError(path, number, f"looks like a header line ({shown!r}); these files have no header: "
+                                             "delete the line")
+
+
 def records(path: str | Path) -> Iterator[tuple[int, str]]:
     """Non-blank lines of a UTF-8 file with their 1-based numbers; a file without any is an error."""
     found = False
@@ -233,8 +253,10 @@ def records(path: str | Path) -> Iterator[tuple[int, str]]:
 def read_texts(path: Path, src: int, id_name: str) -> pl.DataFrame:
     """``id \\t text`` lines (collection or queries) as a frame: ``id_name``, text, line, src."""
     cols = Columns({id_name: pl.String, "text": pl.String}, src)
-    for number, line in records(path):
+    for index, (number, line) in enumerate(records(path)):
         fields = line.split("\t")
+        refuse_header(path, number, fields, index == 0 and len(fields) == 2
+                      and fields[0].strip().lower() in ID_HEADERS and fields[1].strip().lower() in TEXT_HEADERS)
         if len(fields) != 2:
             raise InputFormatError(
                 path, number, f"expected 2 tab-separated fields ({id_name}, text), got {len(fields)}"
@@ -270,7 +292,10 @@ def _fields(line: str, layout: str, path: Path, number: int) -> list[str]:
 def read_qrels(path: Path, src: int) -> pl.DataFrame:
     """TREC qrels ``qid iter docid rel`` as a frame: qid, docid, rel, line, src."""
     cols = Columns(QREL_COLUMNS, src)
-    for number, line in records(path):
+    for index, (number, line) in enumerate(records(path)):
+        fields = line.split()
+        refuse_header(path, number, fields, index == 0 and (
+            fields[0].lower() in ID_HEADERS or fields[-1].lower() in REL_HEADERS))
         fields = _fields(line, "qid iter docid rel", path, number)
         cols.append(fields[0], fields[2], _int32(fields[3], path, number, "rel"), number)
     return cols.frame()
@@ -279,7 +304,10 @@ def read_qrels(path: Path, src: int) -> pl.DataFrame:
 def read_run(path: Path, src: int) -> pl.DataFrame:
     """TREC run ``qid Q0 docid rank score tag`` as a frame: qid, docid, rank, score, line, src."""
     cols = Columns(RUN_COLUMNS, src)
-    for number, line in records(path):
+    for index, (number, line) in enumerate(records(path)):
+        fields = line.split()
+        refuse_header(path, number, fields, index == 0 and (
+            fields[0].lower() in ID_HEADERS or "rank" in (f.lower() for f in fields)))
         fields = _fields(line, "qid Q0 docid rank score tag", path, number)
         rank = _int32(fields[3], path, number, "rank")
         try:

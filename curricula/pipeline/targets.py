@@ -162,13 +162,27 @@ def all_active(plan: DatasetPlan) -> list[str]:
     return [*active_curves(plan).values(), *plan.layout.active_report().values()]
 
 
+def dense_consumers(plan: DatasetPlan) -> list[str]:
+    """What reads G's vectors or neighbours: ``difficulty <function>`` (of ``difficulty.functions``, the grid's
+    curricula and the report's figures) and ``train <run>``. Empty: the run plans no dense job."""
+    dense = plan.layout.dense()
+    tables = {dense["queries"], dense["docs"], dense["neighbors"]}
+    functions = {*plan.config["difficulty"]["functions"], *plan.report_functions(),
+                 *(spec["scoring"] for spec in plan.runs.values())}
+    readers = [f"difficulty {f}" for f in sorted(functions)
+               if tables & set(difficulty_function_inputs(plan, f).values())]
+    readers += [f"train {run}" for run in plan.runs if tables & set(train_inputs(plan, run).values())]
+    return readers
+
+
 def all_outputs(plan: DatasetPlan) -> list[str]:
-    """The final targets of `rule all`."""
+    """The final targets of `rule all`; G's neighbours and where G ranks the true replies only when something
+    reads G (:func:`dense_consumers`)."""
     layout = plan.layout
     bm25, dense = layout.bm25(), layout.dense()
     return [
-        *ingest_outputs(plan).values(), bm25["run"], bm25["trec"], bm25["candidate_scores"], dense["neighbors"],
-        dense["positive_ranks"],  # where G ranks the true replies: wherever the neighbours are built
+        *ingest_outputs(plan).values(), bm25["run"], bm25["trec"], bm25["candidate_scores"],
+        *((dense["neighbors"], dense["positive_ranks"]) if dense_consumers(plan) else ()),
         layout.teacher()["scores"], layout.difficulty_table, *all_trained(plan), *all_evaluated(plan),
         *layout.report().values(), *tuning_report_outputs(plan).values(), *all_active(plan),
     ]
