@@ -73,7 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         curve = train_ranker(data, spec, args.seed, curriculum_dir=base / "curricula" / "random",
                              model_out=Path(tmp) / "model", checkpoint_dir=Path(tmp) / "ckpt",
-                             config_seed=config["seed"], progress=False,
+                             config_seed=config["pipeline_seed"], progress=False,
                              on_step=lambda done: stamps.__setitem__(done, time.time() - t0))
     curve = curve.with_columns(seconds=pl.Series([round(stamps.get(s, float("nan")), 1)
                                                   for s in curve["step"].to_list()]))

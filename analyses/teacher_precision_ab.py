@@ -40,7 +40,7 @@ def main() -> None:
     layout = Layout.of(config)
     data = read_ingest({n: Path(args.root, layout.data(n)) for n in INGEST_TABLES})
     auto = read_table(Path(args.root, layout.teacher()["scores"]), TEACHER_SCORES)
-    cfg = teacher_config({**config["teacher"], "precision": "fp32"}, config["seed"])
+    cfg = teacher_config({**config["teacher"], "precision": "fp32"}, config["pipeline_seed"])
     if cfg.folds > 1:
         sys.exit("teacher.folds > 1 cross-fits the train scores; this A/B compares one teacher's, set folds to 1")
     rmin = config["dataset"]["relevant_min"]

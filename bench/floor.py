@@ -343,7 +343,7 @@ def main() -> None:
     layout = Layout.of(config)
     data = read_ingest({n: Path(args.root, layout.data(n)) for n in ("queries", "docs", "qrels", "candidates")})
     forced = {"precision": "fp32"} if args.precision == "fp32" else {}
-    teacher = teacher_config({**config["teacher"], **forced}, config["seed"])
+    teacher = teacher_config({**config["teacher"], **forced}, config["pipeline_seed"])
     specs = experiment_specs(config)
     # the length the run's encoding jobs cut texts at (dense.max_length null: G's fine-tuning length)
     length = dense_max_length(config, finetune_dense_model(config, specs))
@@ -367,7 +367,7 @@ def main() -> None:
                                dense_cfg["precision"], args.repeats))
     rows.append(dense_encoding(docs, "right", "responses", dense_cfg, dense_cfg["precision"], args.repeats))
     row, ranker = convknrm_train(data, spec, args.batches, args.repeats)
-    rows += [row, convknrm_dev(data, spec, ranker, args.dev_queries, config["seed"], args.repeats)]
+    rows += [row, convknrm_dev(data, spec, ranker, args.dev_queries, config["pipeline_seed"], args.repeats)]
 
     needed = {(r["dtype"], r["threads"]) for r in rows} | {("fp32", r["threads"]) for r in rows}
     peaks = {(name, t): matmul_peak(torch.float32 if name == "fp32" else torch.bfloat16, t) for name, t in needed}

@@ -83,7 +83,7 @@ def main() -> None:
                            candidates=data["candidates"], seed=args.seed)
     context_of = dict(zip(data["queries"]["qid"].to_list(), data["queries"]["text"].to_list()))
     doc_texts = data["docs"]["text"].to_list()
-    dev = dev_pairs(data, spec["dev_queries"], config["seed"], 1)
+    dev = dev_pairs(data, spec["dev_queries"], config["pipeline_seed"], 1)
     ranker = build_ranker(spec, args.seed).to(device)
     optim, sched = make_optimizer(ranker.module.parameters(), FitConfig.from_spec(spec))
     ranker.train()

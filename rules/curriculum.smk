@@ -6,7 +6,7 @@ rule curriculum:
         shards=directory(LAYOUT.curriculum()),
     params:
         shard_size=config["curriculum"]["shard_size"],
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
     log:
         LAYOUT.log("curriculum/{scoring}"),
     benchmark:

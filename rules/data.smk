@@ -6,7 +6,7 @@ rule ingest:
         **targets.ingest_outputs(PLAN),
     params:
         dataset=config["dataset"],
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
     log:
         LAYOUT.log("ingest"),
     benchmark:

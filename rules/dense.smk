@@ -8,7 +8,7 @@ rule dense_biencoder:
         biencoder=directory(LAYOUT.dense()["biencoder"]),
     params:
         dense=PLAN.section("dense", "model", "finetune", "device", "precision", "query_truncation"),
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
     priority: 10  # G gates the encoding, the neighbours and HCL's train jobs: start it before the others
     threads: config["dense"]["threads"]
     log:

@@ -11,7 +11,7 @@ rule evaluate:
         additivity=additivity_params,
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
     threads: experiment_knob("threads")
     log:
         LAYOUT.log("evaluate/{experiment}/seed={seed}"),
@@ -37,7 +37,7 @@ rule evaluate_reference:
     params:
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
     log:
         LAYOUT.log("evaluate/reference_{reference}"),
     benchmark:
@@ -62,7 +62,7 @@ rule evaluate_reference_additive:
     params:
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
         additivity=additivity_params,
     log:
         LAYOUT.log("evaluate/reference_{reference}"),

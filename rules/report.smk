@@ -22,7 +22,7 @@ rule report_tables:
         permutations=config["report"]["permutations"],
         inference=config["report"]["inference"],
         plan_max_queries=config["report"]["plan_max_queries"],
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
         dataset=config["dataset"]["name"],
     log:
         LAYOUT.log("report_tables"),

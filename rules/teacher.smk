@@ -6,7 +6,7 @@ rule teacher_train:
         model=directory(LAYOUT.teacher()["model"]),
     params:
         teacher=PLAN.teacher_params("train"),
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
         relevant_min=config["dataset"]["relevant_min"],
     priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_*): start it first
     threads: config["teacher"]["threads"]
@@ -32,7 +32,7 @@ rule teacher_score_shard:
         scores=temp(LAYOUT.shard("teacher", "scores")),
     params:
         teacher=PLAN.teacher_params("score"),
-        seed=config["seed"],
+        seed=config["pipeline_seed"],
         relevant_min=config["dataset"]["relevant_min"],
     priority: 20  # the teacher is the longest chain before a train job (train -> score -> bert_*): start it first
     threads: config["teacher"]["threads"]

@@ -11,7 +11,7 @@ rule train:
     params:
         spec=train_params,
         relevant_min=config["dataset"]["relevant_min"],
-        config_seed=config["seed"],
+        config_seed=config["pipeline_seed"],
     threads: experiment_knob("threads")
     log:
         LAYOUT.log("train/{experiment}/seed={seed}"),

@@ -38,8 +38,8 @@ def test_outputs_follows_the_configfile_of_the_snakemake_arguments(tmp_path, mon
 
 def test_config_overrides_are_parsed_as_snakemake_parses_them():
     assert config_overrides_in(["--configfile", "a.yaml", "-n"]) == {}
-    assert config_overrides_in(["--config", "seed=1", "study={only: [wikiqa]}", "--cores", "2"]) == {
-        "seed": 1, "study": {"only": ["wikiqa"]}}
+    assert config_overrides_in(["--config", "pipeline_seed=1", "study={only: [wikiqa]}", "--cores", "2"]) == {
+        "pipeline_seed": 1, "study": {"only": ["wikiqa"]}}
     assert config_overrides_in(["--config=results=r", "-C", "flag=True"]) == {"results": "r", "flag": True}
 
 

@@ -24,7 +24,7 @@ def test_default_config_is_valid_and_gets_defaults():
     [
         ({"bogus": 1}, "bogus: unknown key"),
         ({"dataset": {"nmae": "x"}}, "dataset.nmae: unknown key (did you mean name?)"),
-        ({"seed": "one"}, "seed: expected an integer, got 'one'"),
+        ({"pipeline_seed": "one"}, "pipeline_seed: expected an integer, got 'one'"),
         ({"dataset": {"format": "csv"}}, "dataset.format: 'csv' is not one of chitchat,"),
         ({"dataset": {"options": {"negatives": "9"}}}, "dataset.options.negatives: expected an integer, got '9'"),
         ({"dataset": {"options": {"negative": 9}}}, "dataset.options.negative: unknown key (did you mean negatives?)"),
@@ -63,7 +63,7 @@ def test_an_overlay_with_experiments_replaces_the_default_grid():
     mine = merge(base, {"experiments": {"mine": {"scoring": "turns", "pacing": {"name": "linear"}}}})
     assert list(mine["experiments"]) == ["mine"]
     assert merge(base, {"experiments": {}})["experiments"] == {}
-    assert merge(base, {"seed": 3})["experiments"] == base["experiments"]  # untouched without the key
+    assert merge(base, {"pipeline_seed": 3})["experiments"] == base["experiments"]  # untouched without the key
     validate_config(mine)
 
 
@@ -207,11 +207,17 @@ def test_g_encodes_at_the_length_it_was_fine_tuned_at_unless_told():
         assert dense_max_length(pinned, finetuned=True) == 128, preset
 
 
-def test_a_list_given_to_the_scalar_seed_points_to_seeds():
+def test_the_pipeline_seed_cannot_be_taken_for_the_training_seeds():
+    renamed = ("seed: renamed pipeline_seed (the seed of the splits, negatives, ties and the teacher's and G's "
+               "fine-tuning); the rankers' training seeds are the list `seeds`")
+    for value in (2, [1, 2]):  # the old key, meant as the split's seed or as the training seeds
+        with pytest.raises(ConfigError) as err:
+            validate_config(merge(default(), {"seed": value}))
+        assert err.value.lines == [renamed]
     with pytest.raises(ConfigError) as err:
-        validate_config(merge(default(), {"seed": [1, 2]}))
-    assert err.value.lines == ["seed: expected an integer, got [1, 2]; `seed` seeds one random choice, the training "
-                               "seeds are the list `seeds`"]
+        validate_config(merge(default(), {"pipeline_seed": [1, 2]}))
+    assert err.value.lines == ["pipeline_seed: expected an integer, got [1, 2]; `pipeline_seed` is one seed, the "
+                               "rankers' training seeds are the list `seeds`"]
 
 
 def test_each_error_names_the_file_that_set_the_key(tmp_path):
@@ -235,5 +241,5 @@ def test_each_error_names_the_file_that_set_the_key(tmp_path):
 
 def test_a_long_value_is_quoted_short():
     with pytest.raises(ConfigError) as err:
-        validate_config(merge(default(), {"seed": "x" * 500}))
+        validate_config(merge(default(), {"pipeline_seed": "x" * 500}))
     assert len(err.value.lines[0]) < 120 and err.value.lines[0].endswith("...")

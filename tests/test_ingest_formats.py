@@ -27,7 +27,7 @@ def test_wikiqa_readme_example(shared_data, tmp_path):
                                           "dev": str(shared_file(shared_data, "wikiqa", "WikiQA-dev.tsv"))},
                                 "keep_queries": "with_positive_and_negative"})
     assert cfg["dataset"]["options"] == {}  # the default's chitchat options do not leak into another dataset
-    data = load_configured(cfg["dataset"], cfg["seed"])
+    data = load_configured(cfg["dataset"], cfg["pipeline_seed"])
     counts = data.split_counts()
     # 857 train and 122 dev questions have a positive and a negative (dev: the README's filtered-ref count);
     # test is carved out of train by query after the filter (0.1 of train's 857 kept questions)
@@ -53,12 +53,12 @@ def test_each_format_ingests_with_all_three_splits(shared_data, tmp_path, fmt, f
     if fmt == "semeval_cqa":
         dataset["relevant_min"] = 2  # only Good counts, as in the official scorer
     cfg = configured(tmp_path, dataset)
-    data = load_configured(cfg["dataset"], cfg["seed"])
+    data = load_configured(cfg["dataset"], cfg["pipeline_seed"])
     counts = data.split_counts()
     assert all(counts[s] > 0 for s in ("train", "dev", "test")), counts
     for split, n in expect.items():
         assert counts[split] == n
-    again = load_configured(cfg["dataset"], cfg["seed"])
+    again = load_configured(cfg["dataset"], cfg["pipeline_seed"])
     assert again.queries.equals(data.queries)
 
 
@@ -90,7 +90,7 @@ def test_a_query_keep_queries_drops_never_moves_the_others_between_splits(tmp_pa
         cfg = configured(tmp_path, {"name": "mine", "format": "trec", "files": _trec_files(folder, 40, unjudged),
                                     "split": {"carve_from": carve_from}})
         with caplog.at_level("INFO"):
-            data = load_configured(cfg["dataset"], cfg["seed"])
+            data = load_configured(cfg["dataset"], cfg["pipeline_seed"])
         return dict(zip(*data.queries.select("qid", "split").to_dict(as_series=False).values()))
 
     alone, beside = splits(tmp_path / "a", 0), splits(tmp_path / "b", 3)  # 3 queries without a judged answer

@@ -88,7 +88,7 @@ class DatasetPlan:
 
     def bm25_tune_seed(self) -> int | None:
         """The seed of the R<n>@<k> candidate cut when the tuning measure is one (else it cannot change the grid)."""
-        return self.config["seed"] if parse_rnk(self.config["bm25"]["tune"]["measure"]) else None
+        return self.config["pipeline_seed"] if parse_rnk(self.config["bm25"]["tune"]["measure"]) else None
 
     def teacher_params(self, stage: str) -> dict[str, Any]:
         """The teacher knobs that change this stage's output (threads go to `threads:`): cross-fitting folds and the
@@ -103,7 +103,7 @@ class DatasetPlan:
 
     def difficulty_knobs(self, function: str) -> dict[str, Any]:
         """The knobs one difficulty function's job depends on (:func:`curricula.difficulty.function_knobs`)."""
-        return function_knobs(function, self.config["difficulty"], self.config["seed"])
+        return function_knobs(function, self.config["difficulty"], self.config["pipeline_seed"])
 
     def train_params(self, run: str) -> dict[str, Any]:
         """A training run's spec without its runtime knobs."""

@@ -18,9 +18,12 @@ from jsonschema import Draft202012Validator, ValidationError, validators
 
 #: a value quoted in a message is cut to this many characters
 QUOTE = 60
-#: the keys whose value seeds one random choice, beside ``seeds`` (the list of training seeds): a list given to one
-#: of them is almost always meant for ``seeds``
-SCALAR_SEEDS = ("seed",)
+#: the keys whose value seeds the pipeline's random choices, beside ``seeds`` (the list of the rankers' training
+#: seeds): a list given to one of them is almost always meant for ``seeds``
+SCALAR_SEEDS = ("pipeline_seed",)
+#: keys that were renamed, by key path: what the unknown old key's line says instead of a guess
+RENAMED = {("seed",): "renamed pipeline_seed (the seed of the splits, negatives, ties and the teacher's and G's "
+                      "fine-tuning); the rankers' training seeds are the list `seeds`"}
 
 
 class ConfigError(ValueError):
@@ -97,7 +100,8 @@ def error_lines(error: ValidationError) -> Iterator[tuple[tuple[Any, ...], str]]
     kind = error.validator
     if kind == "additionalProperties" and isinstance(error.instance, dict):
         for key in unknown_keys(error):
-            yield path + (key,), "unknown key" + did_you_mean(key, list(error.schema.get("properties", {})))
+            what = RENAMED.get(path + (key,))
+            yield path + (key,), what or "unknown key" + did_you_mean(key, list(error.schema.get("properties", {})))
         return
     if kind == "enum" and "propertyNames" in error.schema_path and isinstance(error.instance, str):
         yield path + (error.instance,), "unknown key" + did_you_mean(error.instance, list(error.validator_value))
@@ -105,7 +109,7 @@ def error_lines(error: ValidationError) -> Iterator[tuple[tuple[Any, ...], str]]
     if kind == "type":
         hint = ""
         if path and path[-1] in SCALAR_SEEDS and isinstance(error.instance, list):
-            hint = f"; `{path[-1]}` seeds one random choice, the training seeds are the list `seeds`"
+            hint = f"; `{path[-1]}` is one seed, the rankers' training seeds are the list `seeds`"
         yield path, f"expected {_type_names(error.validator_value)}, got {quote(error.instance)}{hint}"
     elif kind == "enum":
         yield path, f"{quote(error.instance)} is not one of {', '.join(map(str, error.validator_value))}"
