@@ -51,8 +51,9 @@ onsuccess:
 # A job that stopped on a user's error (a malformed input file: path:line: problem) ends the screen with it.
 # (printed, then exit: Snakemake's own closing lines would follow it otherwise; its full log stays in .snakemake/log)
 onerror:
-    if failed_job_errors(log):
-        print("\n".join(f"error in rule {line}" for line in failed_job_errors(log)), file=sys.stderr, flush=True)
+    USER_ERRORS = failed_job_errors(log)
+    if USER_ERRORS:
+        print("\n".join(f"error in rule {line}" for line in USER_ERRORS), file=sys.stderr, flush=True)
         sys.exit(1)
 
 

@@ -47,15 +47,16 @@ def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
     data = data.validate(f"{fmt} dataset '{dataset['name']}'")
     log.info("loaded %s: %d queries %s, %d docs, %d qrels, %d candidates", fmt, data.queries.height,
              data.split_counts(), data.docs.height, data.qrels.height, data.candidates.height)
-    keep, relevant_min = dataset.get("keep_queries", "with_positive"), dataset.get("relevant_min", 1)
+    def keep(data: RankingData) -> tuple[RankingData, list[str]]:
+        data, note = filter_queries(data, dataset.get("keep_queries", "with_positive"), dataset.get("relevant_min", 1))
+        return data, [note] if note else []
+
+    def carve(data: RankingData) -> tuple[RankingData, list[str]]:
+        return fill_missing_splits(data, fractions, seed, resplit=bool(split_cfg.get("resplit", False)))
+
     # carve_from kept: keep_queries first, so that a query it drops never takes part in carving the splits
-    steps = ["filter", "carve"] if split_cfg.get("carve_from", "kept") == "kept" else ["carve", "filter"]
-    for step in steps:
-        if step == "filter":
-            data, note = filter_queries(data, keep, relevant_min)
-            notes = [note] if note else []
-        else:
-            data, notes = fill_missing_splits(data, fractions, seed, resplit=bool(split_cfg.get("resplit", False)))
+    for step in (keep, carve) if split_cfg.get("carve_from", "kept") == "kept" else (carve, keep):
+        data, notes = step(data)
         for note in notes:
             log.info("%s; queries per split: %s", note, data.split_counts())
     log.info("queries per split, as ingested: %s", data.split_counts())

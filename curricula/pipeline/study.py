@@ -19,7 +19,7 @@ from curricula.evaluation.comparisons import BM25_SUFFIX, trained_experiment
 from curricula.pipeline.checks import check_active_arm, check_evaluated, check_previous, parsed_arms, sequential_looks
 from curricula.pipeline.plan import DatasetPlan, dataset_plan
 from curricula.pipeline.targets import all_outputs, evaluate_outputs, runs_by_key
-from curricula.plumbing.config import validate_config
+from curricula.plumbing.config_errors import check_config
 from curricula.plumbing.layout import Layout
 from curricula.study.grid import (
     STUDY_WIDE,
@@ -155,7 +155,7 @@ def study_plan(default: Mapping[str, Any], overlay: Mapping[str, Any], config: M
     looks = sequential_looks(settings)
     configs, seeds = first_look(configs, looks)
     check_previous(settings["previous"], list(layout.study_report().values()))
-    datasets = {name: dataset_plan(validate_config(dataset_config), schema)
+    datasets = {name: dataset_plan(check_config(dataset_config, schema), schema)
                 for name, dataset_config in configs.items()}
     metrics = claim_metrics(claims, datasets)
     differences = claim_differences(claims, {name: plan.runs_of for name, plan in datasets.items()})

@@ -62,14 +62,6 @@ def quote(value: Any) -> str:
     return text if len(text) <= QUOTE else text[: QUOTE - 3] + "..."
 
 
-def known_keys(schema: Mapping[str, Any]) -> list[str]:
-    """The keys a mapping schema names (``properties``; with ``if``/``then`` branches, theirs too)."""
-    keys = list(schema.get("properties", {}))
-    for branch in ("then", "else"):
-        keys += [k for k in schema.get(branch, {}).get("properties", {}) if k not in keys]
-    return keys
-
-
 def unknown_keys(error: ValidationError) -> list[str]:
     """The keys of the mapping that an ``additionalProperties: false`` error is about that its schema does not
     allow (neither a property nor matching a pattern property)."""
