@@ -19,24 +19,27 @@ rule difficulty_function:
         "../workflow_scripts/difficulty_function.py"
 
 
-rule difficulty:
-    """The per-function tables joined into one (one row per training pair); logs their Spearman matrix."""
-    input:
-        **{f: LAYOUT.difficulty_function(f) for f in config["difficulty"]["functions"]},
-    output:
-        table=LAYOUT.difficulty_table,
-    params:
-        functions=config["difficulty"]["functions"],
-    log:
-        LAYOUT.log("difficulty"),
-    benchmark:
-        LAYOUT.benchmark("difficulty")
-    resources:
-        mem_mb=2000,
-    conda:
-        CONDA_ENVS["cpu"]
-    script:
-        "../workflow_scripts/difficulty.py"
+if PLAN.difficulty_functions():  # the rule exists only when the joined table holds a function
+
+    rule difficulty:
+        """The per-function tables joined into one (one row per training pair); logs their Spearman matrix: config
+        difficulty.functions, by default the functions the grid consumes (PLAN.difficulty_functions)."""
+        input:
+            **{f: LAYOUT.difficulty_function(f) for f in PLAN.difficulty_functions()},
+        output:
+            table=LAYOUT.difficulty_table,
+        params:
+            functions=PLAN.difficulty_functions(),
+        log:
+            LAYOUT.log("difficulty"),
+        benchmark:
+            LAYOUT.benchmark("difficulty")
+        resources:
+            mem_mb=2000,
+        conda:
+            CONDA_ENVS["cpu"]
+        script:
+            "../workflow_scripts/difficulty.py"
 
 
 rule difficulty_test:

@@ -184,16 +184,53 @@ def test_the_previous_findings_cannot_be_this_study_own():
         plan_study(copy.deepcopy(overlay))
 
 
+PENHA = {"penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}}
+
+
+def computed_functions(plan) -> set[str]:
+    """The difficulty functions whose training-pair job the plan runs: the ones its runs read (curricula, weights)
+    and the joined table's."""
+    return {*plan.consumed_functions(), *plan.difficulty_functions()}
+
+
 def test_no_dense_job_is_planned_unless_something_reads_g():
     default = plan_of({})
     assert dense_consumers(default) == ["difficulty hcl_corpus", "train hcl"]
     assert default.layout.dense()["neighbors"] in all_outputs(default)
-    # a grid ordered by the teacher alone, one difficulty function: nothing reads G's vectors or neighbours
-    teacher_only = plan_of({"experiments": {"penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}},
-                            "difficulty": {"functions": ["bert_pred"]}})
+    # a grid ordered by the teacher alone, difficulty.functions left at its default: nothing reads G's vectors or
+    # neighbours, and only the baseline's random order and the arm's bert_pred are computed
+    teacher_only = plan_of({"experiments": PENHA})
+    assert teacher_only.config["difficulty"]["functions"] is None
     assert dense_consumers(teacher_only) == []
     assert not [path for path in all_outputs(teacher_only) if "/dense/" in path]
+    assert computed_functions(teacher_only) - {"random"} == {"bert_pred"}
+    assert teacher_only.difficulty_functions() == ["random", "bert_pred"]
     # the report's figures count as readers: a figure of HCL's corpus difficulty brings G back
-    figure = plan_of({"experiments": {"penha": {"scoring": "bert_pred", "pacing": {"name": "root_2"}}},
-                      "difficulty": {"functions": ["bert_pred"]}, "report": {"difficulty_functions": ["hcl_corpus"]}})
+    figure = plan_of({"experiments": PENHA, "report": {"difficulty_functions": ["hcl_corpus"]}})
     assert dense_consumers(figure) == ["difficulty hcl_corpus"]
+    # and so does the joined table when asked for every function
+    assert dense_consumers(plan_of({"experiments": PENHA, "difficulty": {"functions": "all"}})) == [
+        "difficulty hcl_corpus"]
+
+
+def test_the_joined_difficulty_table_holds_the_consumed_functions_unless_told_otherwise():
+    default = plan_of({})
+    assert default.config["difficulty"]["functions"] is None
+    # every arm's order (the baseline's random, Penha's bert_pred, HCL's hcl_corpus) and MacAvaney's weights (recip)
+    assert default.consumed_functions() == default.difficulty_functions() == ["random", "bert_pred", "recip",
+                                                                              "hcl_corpus"]
+    assert computed_functions(default) == set(default.consumed_functions())
+    # `all`: the twelve, for the correlation table; a list: the ones named (the grid's own are computed anyway)
+    every = plan_of({"difficulty": {"functions": "all"}})
+    assert every.difficulty_functions() == ["random", "turns", "u_words", "r_words", "sigma_sm", "sigma_bm25",
+                                            "bert_pred", "bert_loss", "recip", "norm", "kde", "hcl_corpus"]
+    named = plan_of({"experiments": PENHA, "difficulty": {"functions": ["kde", "turns"]}})
+    assert named.difficulty_functions() == ["kde", "turns"]
+    assert computed_functions(named) == {"random", "bert_pred", "kde", "turns"}
+    # the baseline alone still reads its random order; `[]` plans no joined table
+    assert plan_of({"experiments": {}}).difficulty_functions() == ["random"]
+    bare = plan_of({"experiments": {}, "difficulty": {"functions": []}})
+    assert bare.layout.difficulty_table not in all_outputs(bare)
+    assert default.layout.difficulty_table in all_outputs(default)
+    with pytest.raises(ValueError, match=r"difficulty.functions: 'al' does not match"):
+        plan_of({"difficulty": {"functions": "al"}})

@@ -225,7 +225,8 @@ def test_macavaney_weights_on_bm25_negatives_plan_a_difficulty_job_on_the_run(tm
     reads the BM25 run (its table then covers the run's pairs), and the arm's train job reads that table and the
     run. With the candidates' list, or negatives deeper than bm25.k, the config stops before any job."""
     arm = {"weighting": {"scoring": "recip", "m": 2, "iteration_steps": 2}, "negatives": {"mode": "bm25", "depth": 20}}
-    cfg = {**TINY_PRECOMPUTE, "difficulty": {"bm25_list": "run"}, "experiments": {"w": arm}}
+    cfg = {**TINY_PRECOMPUTE, "difficulty": {"bm25_list": "run", "functions": ["recip", "turns"]},
+           "experiments": {"w": arm}}
     out = snakemake(tmp_path, "-n", config=cfg)
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = planned_jobs(out.stdout)

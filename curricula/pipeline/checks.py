@@ -14,8 +14,10 @@ from curricula.study.rounds import study_looks
 
 
 def check_difficulty_functions(config: Mapping[str, Any]) -> None:
-    """The difficulty functions the config names must be registered (curricula.difficulty.FUNCTIONS)."""
-    check_names(config["difficulty"]["functions"], "difficulty.functions")
+    """The difficulty functions the config names must be registered (curricula.difficulty.FUNCTIONS);
+    ``difficulty.functions`` may also be null (the ones the grid consumes) or ``all``."""
+    if config["difficulty"]["functions"] != "all":
+        check_names(config["difficulty"]["functions"], "difficulty.functions")
     check_names(config["report"]["difficulty_functions"], "report.difficulty_functions")
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from curricula.difficulty import function_knobs
+from curricula.difficulty import FUNCTIONS, function_knobs
 from curricula.evaluation.rerank import parse_rnk
 from curricula.experiments.specs import active_spec, experiment_runs, finetune_dense_model, job_params, tuned_values
 from curricula.pipeline.checks import check_difficulty_functions, check_references
@@ -126,6 +126,28 @@ class DatasetPlan:
         """The interpolation knobs of score additivity, or None when off."""
         settings = self.config["evaluate"]["additivity"]
         return {k: v for k, v in settings.items() if k != "enabled"} if self.additive else None
+
+    def consumed_functions(self) -> list[str]:
+        """The difficulty functions a training run reads, in the registry's order: every run's order (``scoring``;
+        the baseline's ``random`` too, whose seeded order is its curriculum) and MacAvaney's weights
+        (``weighting.scoring``). The report's figures read :meth:`report_functions` on the test pairs instead
+        (rule ``difficulty_test``), and the active-learning loop none."""
+        used = set()
+        for spec in self.runs.values():
+            used.add(spec["scoring"])
+            if spec.get("weighting"):
+                used.add(spec["weighting"]["scoring"])
+        return [name for name in FUNCTIONS if name in used]
+
+    def difficulty_functions(self) -> list[str]:
+        """The functions joined into the diagnostic table ``difficulty/difficulty.parquet`` (its log: their Spearman
+        correlations): config ``difficulty.functions``, every registered one for ``all``, and when null the ones the
+        grid consumes (:meth:`consumed_functions`), so that the table adds no job of its own. Empty (``[]``): no
+        table."""
+        chosen = self.config["difficulty"]["functions"]
+        if chosen is None:
+            return self.consumed_functions()
+        return list(FUNCTIONS) if chosen == "all" else list(chosen)
 
     def report_functions(self) -> list[str]:
         """The difficulty functions the report's figures show: ``report.difficulty_functions``, or when null every

@@ -163,12 +163,11 @@ def all_active(plan: DatasetPlan) -> list[str]:
 
 
 def dense_consumers(plan: DatasetPlan) -> list[str]:
-    """What reads G's vectors or neighbours: ``difficulty <function>`` (of ``difficulty.functions``, the grid's
-    curricula and the report's figures) and ``train <run>``. Empty: the run plans no dense job."""
+    """What reads G's vectors or neighbours: ``difficulty <function>`` (of the grid's orders and weights, the joined
+    table's and the report's figures) and ``train <run>``. Empty: the run plans no dense job."""
     dense = plan.layout.dense()
     tables = {dense["queries"], dense["docs"], dense["neighbors"]}
-    functions = {*plan.config["difficulty"]["functions"], *plan.report_functions(),
-                 *(spec["scoring"] for spec in plan.runs.values())}
+    functions = {*plan.consumed_functions(), *plan.difficulty_functions(), *plan.report_functions()}
     readers = [f"difficulty {f}" for f in sorted(functions)
                if tables & set(difficulty_function_inputs(plan, f).values())]
     readers += [f"train {run}" for run in plan.runs if tables & set(train_inputs(plan, run).values())]
@@ -177,12 +176,13 @@ def dense_consumers(plan: DatasetPlan) -> list[str]:
 
 def all_outputs(plan: DatasetPlan) -> list[str]:
     """The final targets of `rule all`; G's neighbours and where G ranks the true replies only when something
-    reads G (:func:`dense_consumers`)."""
+    reads G (:func:`dense_consumers`), the joined difficulty table only when it holds a function."""
     layout = plan.layout
     bm25, dense = layout.bm25(), layout.dense()
     return [
         *ingest_outputs(plan).values(), bm25["run"], bm25["trec"], bm25["candidate_scores"],
         *((dense["neighbors"], dense["positive_ranks"]) if dense_consumers(plan) else ()),
-        layout.teacher()["scores"], layout.difficulty_table, *all_trained(plan), *all_evaluated(plan),
+        layout.teacher()["scores"], *((layout.difficulty_table,) if plan.difficulty_functions() else ()),
+        *all_trained(plan), *all_evaluated(plan),
         *layout.report().values(), *tuning_report_outputs(plan).values(), *all_active(plan),
     ]
