@@ -7,6 +7,7 @@ import sys
 from snakemake.utils import min_version
 
 from curricula.plumbing.config import apply_overlays, config_layers, read_yaml, validate_config
+from curricula.plumbing.gpus import visible_gpu_count
 from curricula.plumbing.logs import failed_job_errors
 
 min_version("9.0")
@@ -35,6 +36,12 @@ try:
                                           workflow.config_settings.overwrite_config))
 except ValueError as err:
     sys.exit(f"config: {err}".replace("\n", "\nconfig: "))
+
+
+# A local run queues GPU jobs one per visible card (each job claims a card of its own: curricula.plumbing.gpus);
+# --resources gpu=N overrides the count. A cluster executor leaves it to the profile.
+if not workflow.non_local_exec and "gpu" not in workflow.global_resources:
+    workflow.global_resources["gpu"] = visible_gpu_count()
 
 
 report: "report/workflow.rst"

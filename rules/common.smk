@@ -4,7 +4,8 @@ import os
 import sys
 
 from curricula.pipeline import targets
-from curricula.pipeline.plan import dataset_plan, gpus, one_of
+from curricula.pipeline.devices import gpus, profile_gpu_conflicts, rule_devices
+from curricula.pipeline.plan import dataset_plan, one_of
 from curricula.plumbing.config import read_yaml
 
 # Environments for --software-deployment-method conda: rules that can use a GPU get the CUDA build
@@ -14,6 +15,11 @@ try:  # a bad spec stops the run before any job, naming the key
     PLAN = dataset_plan(config, read_yaml(os.path.join(workflow.basedir, "schemas", "config.schema.yaml")))
 except ValueError as err:
     sys.exit(f"config: {err}")
+# A profile that gives a GPU to a rule whose jobs all run with device: cpu stops the run (the card would sit idle)
+GPU_CONFLICTS = profile_gpu_conflicts(rule_devices(config, PLAN.runs, PLAN.active),
+                                      workflow.resource_settings.overwrite_resources)
+if GPU_CONFLICTS:
+    sys.exit("\n".join(f"profile: {line}" for line in GPU_CONFLICTS))
 LAYOUT = PLAN.layout  # results/<dataset>; logs/<dataset>, or logs/<results>/<dataset> for another results folder
 
 

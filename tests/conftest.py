@@ -14,6 +14,33 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
+#: CUDA_VISIBLE_DEVICES as the test run found it (None: unset); tests marked ``gpu`` give it back to what they start
+ORIGINAL_CUDA_VISIBLE_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")
+# Every other test runs on the CPU, a GPU host's too (their reference outputs are the CPU's): no card is visible to
+# this process or to the Snakemake runs and scripts it starts, whatever a config's `device: auto` would pick.
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
+def original_environment() -> dict[str, str]:
+    """The environment with CUDA_VISIBLE_DEVICES as the test run found it (for the programs a ``gpu`` test starts)."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    if ORIGINAL_CUDA_VISIBLE_DEVICES is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ORIGINAL_CUDA_VISIBLE_DEVICES
+    return env
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``gpu`` are skipped, saying why, where the test run found no GPU."""
+    from curricula.plumbing.gpus import visible_gpu_count
+
+    if visible_gpu_count(original_environment()):
+        return
+    skip = pytest.mark.skip(reason="no GPU here (CUDA_VISIBLE_DEVICES and the NVIDIA driver show none); the gpu tests "
+                                   "need one")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:

@@ -2,8 +2,10 @@
 
 Starts munged (if it is not running), then slurmctld and slurmd with a slurm.conf written into a scratch folder
 (state, spool, pid and log files all live there), with two partitions named like the ones in profiles/slurm
-(`cpu` and `gpu`) and one pretend GPU (a gres backed by /dev/null), so GPU requests are scheduled for real while
-the code falls back to the CPU. Needs root (munged runs as the munge user, the daemons as root).
+(`cpu` and `gpu`) and one pretend GPU (a gres backed by /dev/null), so GPU requests are scheduled for real. The
+gres has ``Flags=no_gpu_env``: SLURM does not set CUDA_VISIBLE_DEVICES for it, so the jobs run on the CPU (a job
+that is told it has a GPU and cannot use it stops, by design: curricula.models.device). Needs root (munged runs as
+the munge user, the daemons as root).
 
 The configuration goes to SLURM's default path ``/etc/slurm/slurm.conf`` (and ``gres.conf``), written only when no
 configuration is there and removed by :meth:`Cluster.stop`: the job-step side of Snakemake's SLURM plugin drops
@@ -124,7 +126,7 @@ class Cluster:
             raise RuntimeError(f"{self.existing_configuration()} exists: not replacing a real SLURM configuration")
         ETC.mkdir(parents=True, exist_ok=True)
         self.conf.write_text(slurm_conf(self.folder, self.host, self.cpus, self.memory_mb))
-        self.gres.write_text("Name=gpu Type=a100 File=/dev/null Count=1\n")
+        self.gres.write_text("Name=gpu Type=a100 File=/dev/null Count=1 Flags=no_gpu_env\n")
         self.written = [self.conf, self.gres]
         start_munge()
         subprocess.run([_which("slurmctld"), "-c"], env=self.env, check=True)  # -c: clean state

@@ -24,7 +24,6 @@ from curricula.retrieval.dense import (
     POSITIVE_RANKS,
     embed_batch,
     encode,
-    faiss_gpu_available,
     neighbors,
     pad_batch,
     positive_rank_summary,
@@ -57,7 +56,7 @@ def minilm():
 @pytest.fixture(scope="module")
 def vecs():
     # fp32, pinned: "auto" is bf16 on a CPU with bf16 instructions, and these tests compare to an fp32 reference
-    return encode(TEXTS, IDS, "minilm", batch_size=3, progress=False, precision="fp32")
+    return encode(TEXTS, IDS, "minilm", device="cpu", batch_size=3, progress=False, precision="fp32")
 
 
 def reference_vector(tok, model, text, max_length=128):
@@ -86,17 +85,17 @@ def test_encode_equals_naive_one_by_one_forward(vecs, minilm):
 
 
 def test_encode_is_deterministic_and_batch_independent(vecs):
-    again = encode(TEXTS, IDS, "minilm", batch_size=3, progress=False, precision="fp32")
+    again = encode(TEXTS, IDS, "minilm", device="cpu", batch_size=3, progress=False, precision="fp32")
     assert again.equals(vecs)
-    one_batch = encode(TEXTS, IDS, "minilm", batch_size=64, progress=False, precision="fp32")
+    one_batch = encode(TEXTS, IDS, "minilm", device="cpu", batch_size=64, progress=False, precision="fp32")
     np.testing.assert_allclose(vectors_to_numpy(one_batch), vectors_to_numpy(vecs), atol=1e-5)
 
 
 def test_bf16_vectors_point_where_the_fp32_ones_do(vecs):
     """bf16 autocast ("auto" on a CPU with bf16 instructions): unit vectors within a few thousandths of fp32's
     in cosine, repeatable run to run, and each text still its fp32 vector's nearest neighbour."""
-    half = encode(TEXTS, IDS, "minilm", batch_size=3, progress=False, precision="bf16")
-    assert half.equals(encode(TEXTS, IDS, "minilm", batch_size=3, progress=False, precision="bf16"))
+    half = encode(TEXTS, IDS, "minilm", device="cpu", batch_size=3, progress=False, precision="bf16")
+    assert half.equals(encode(TEXTS, IDS, "minilm", device="cpu", batch_size=3, progress=False, precision="bf16"))
     a, b = vectors_to_numpy(half), vectors_to_numpy(vecs)
     np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     cosine = (a * b).sum(axis=1)
@@ -120,19 +119,19 @@ def test_text_is_its_own_nearest_neighbour(vecs):
 
 
 def test_encode_options_and_bad_input():
-    small = encode(TEXTS[:3], IDS[:3], "minilm", layers=2, max_length=8, progress=False)
+    small = encode(TEXTS[:3], IDS[:3], "minilm", device="cpu", layers=2, max_length=8, progress=False)
     assert small.schema["vector"] == pl.Array(pl.Float32, 384)
-    bf16 = encode(TEXTS[:3], IDS[:3], "minilm", precision="bf16", progress=False)
-    fp32 = encode(TEXTS[:3], IDS[:3], "minilm", progress=False)
+    bf16 = encode(TEXTS[:3], IDS[:3], "minilm", device="cpu", precision="bf16", progress=False)
+    fp32 = encode(TEXTS[:3], IDS[:3], "minilm", device="cpu", progress=False)
     cos = (vectors_to_numpy(bf16) * vectors_to_numpy(fp32)).sum(axis=1)
     assert cos.min() > 0.98
-    assert encode([], [], "minilm", progress=False).schema == small.schema
+    assert encode([], [], "minilm", device="cpu", progress=False).schema == small.schema
     with pytest.raises(ValueError, match="duplicate id 'a'"):
-        encode(["x", "y"], ["a", "a"], "minilm", progress=False)
+        encode(["x", "y"], ["a", "a"], "minilm", device="cpu", progress=False)
     with pytest.raises(ValueError, match="2 texts but 1 ids"):
-        encode(["x", "y"], ["a"], "minilm", progress=False)
+        encode(["x", "y"], ["a"], "minilm", device="cpu", progress=False)
     with pytest.raises(TypeError, match="text #1"):
-        encode(["x", None], ["a", "b"], "minilm", progress=False)
+        encode(["x", None], ["a", "b"], "minilm", device="cpu", progress=False)
 
 
 # ------------------------------------------------------------------------------------------------ neighbours
@@ -227,9 +226,6 @@ def test_neighbours_inputs():
         neighbors(frame(random_unit(rng, 2, 4), "q"), frame(X, "d"), 3, progress=False)
     with pytest.raises(ValueError, match="positive integer"):
         neighbors(frame(X, "q"), frame(X, "d"), 0, progress=False)
-    if not faiss_gpu_available():
-        with pytest.raises(RuntimeError, match="no GPU support"):
-            neighbors(frame(X, "q"), frame(X, "d"), 3, use_gpu=True, progress=False)
 
 
 # ----------------------------------------------------------------------------------------------- bi-encoder
@@ -358,7 +354,7 @@ def test_finetune_biencoder_lowers_the_in_batch_loss(shared_data, tmp_path):
     assert json.loads((out / "biencoder.json").read_text())["losses"] == stats["losses"]
 
     ids = [f"p{i}" for i in range(len(contexts))]
-    enc = dict(max_length=48, progress=False)
+    enc = dict(max_length=48, progress=False, device="cpu")
     base_c = encode(contexts, ids, "minilm", layers=1, **enc)
     base_r = encode(responses, ids, "minilm", layers=1, **enc)
     tuned_c = encode(contexts, ids, out / CONTEXT_DIR, **enc)

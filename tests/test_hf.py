@@ -42,7 +42,7 @@ def test_select_device():
     assert select_device("cpu") == torch.device("cpu")
     assert select_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="CUDA is not available"):
+        with pytest.raises(RuntimeError, match="device 'cuda' asked for, but torch"):  # a DeviceError
             select_device("cuda")
     with pytest.raises(ValueError, match="expected 'auto'"):
         select_device("tpu")
@@ -52,8 +52,9 @@ def test_autocast_rules(monkeypatch):
     cpu = torch.device("cpu")
     assert autocast_dtype(cpu, "auto") is None and autocast_dtype(cpu, "fp32") is None
     assert autocast_dtype(cpu, "bf16") == torch.bfloat16
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    assert autocast_dtype(torch.device("cuda"), "auto") == torch.bfloat16  # GPU default: bf16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))  # an A100
+    assert autocast_dtype(torch.device("cuda"), "auto", transformer=True) == torch.bfloat16  # GPU transformers: bf16
+    assert autocast_dtype(torch.device("cuda"), "auto") is None  # the fast rankers: fp32 (tests/test_precision.py)
     assert autocast_dtype(torch.device("cuda"), "fp32") is None
     with pytest.raises(ValueError, match="precision"):
         autocast_dtype(cpu, "fp16")

@@ -15,7 +15,7 @@ from tests.workflow_run import REPO
 PACKAGE = REPO / "curricula"
 #: lowest first; ``cli`` is the top-level module curricula/cli.py
 LAYERS = ("plumbing", "statistics", "data", "training", "models", "evaluation", "retrieval", "difficulty",
-          "curriculum", "experiments", "active", "report", "study", "pipeline", "cli")
+          "curriculum", "experiments", "active", "report", "study", "pipeline", "smoke", "cli")
 TORCH_FREE = ("plumbing", "statistics")
 
 

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from curricula.pipeline.checks import check_previous, check_references, parsed_arms, sequential_looks
-from curricula.pipeline.plan import dataset_plan, gpus, one_of
+from curricula.pipeline.devices import gpus
+from curricula.pipeline.plan import dataset_plan, one_of
 from curricula.pipeline.study import study_plan
 from curricula.pipeline.targets import all_outputs, dense_consumers, runs_by_key, train_inputs
 from curricula.plumbing.config import SCHEMA, merge, read_yaml, validate_config
@@ -66,7 +67,8 @@ def test_params_carry_only_the_knobs_that_change_a_rule():
     assert "threads" not in plan.train_params("baseline")
     assert set(plan.evaluate_knobs("baseline")) == {"score_batch_size", "precision", "device"}
     assert plan.section("bm25", "k1", "b") == {"k1": plan.config["bm25"]["k1"], "b": plan.config["bm25"]["b"]}
-    assert gpus("cuda:1") == gpus("cuda") == 1 and gpus("auto") == gpus("cpu") == 0
+    assert gpus("cuda:1") == gpus("cuda") == 1 and gpus("auto", visible=0) == gpus("cpu") == 0
+    assert gpus("auto", visible=2) == 1 and gpus("cpu", visible=2) == 0
     assert one_of(["a", "ab"]) == "ab|a" and one_of([]) == r"(?!x)x"
 
 

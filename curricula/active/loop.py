@@ -55,12 +55,14 @@ from curricula.data.ingest import candidate_pairs, read_ingest
 from curricula.evaluation.metrics import measure_means
 from curricula.evaluation.rerank import ranker_metrics, ranker_per_query
 from curricula.experiments.train import dev_metric
-from curricula.models import build_ranker
+from curricula.models import build_ranker, ranker_class
 from curricula.models.base import mc_dropout_probabilities
-from curricula.models.hf import select_device, set_threads
+from curricula.models.device import log_job_device
+from curricula.models.hf import autocast_dtype, select_device, set_threads
 from curricula.plumbing.atomic import write_text_atomically
 from curricula.plumbing.contracts import VECTORS, TableSpec, read_table, write_table
 from curricula.training.core import FitConfig, fit
+from curricula.training.determinism import arithmetic, use_deterministic
 from curricula.training.losses import element_losses, weighted_mean
 
 log = logging.getLogger(__name__)
@@ -228,17 +230,29 @@ def _save_state(path: Path, state: dict) -> None:
     write_text_atomically(path, json.dumps(state, sort_keys=True) + "\n")
 
 
-def load_state(state_path: Path | None, fingerprint: str, method: str, seed: int) -> dict | None:
+def load_state(state_path: Path | None, fingerprint: str, method: str, seed: int,
+               computes: Mapping[str, str] | None = None) -> dict | None:
     """The state a killed job left after its last finished round (labeled qids, curve rows, per-query test values),
     or None when there is none or it belongs to another configuration, method or seed. A state written before
-    per-query test values were kept cannot give them for its rounds: None (the job starts over)."""
+    per-query test values were kept cannot give them for its rounds: None (the job starts over).
+
+    ``computes`` is the job's arithmetic (:func:`curricula.training.determinism.arithmetic`: device type and autocast
+    dtype). A state that recorded another is refused with a warning naming both (the job starts over): its rounds'
+    models were computed otherwise, and a curve half of one arithmetic and half of the other is what no
+    uninterrupted run gives (as :class:`~curricula.training.checkpoints.Checkpointer` refuses such a checkpoint). A
+    state that recorded none (written before it was recorded) is resumed."""
     if state_path is None or not state_path.exists():
         return None
     state = json.loads(state_path.read_text())
-    if (state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed
+    if not (state.get("fingerprint") == fingerprint and state.get("method") == method and state.get("seed") == seed
             and "test_metrics" in state):
-        return state
-    return None
+        return None
+    recorded = state.get("arithmetic")
+    if computes is not None and recorded is not None and recorded != dict(computes):
+        log.warning("ignoring the active-learning state %s: its rounds were computed on %s, this job computes on %s; "
+                    "starting over", state_path, recorded, dict(computes))
+        return None
+    return state
 
 
 @dataclass(frozen=True)
@@ -342,8 +356,12 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     if method == "coreset" and embeddings is None:
         raise ValueError("coreset needs the train queries' embeddings (dense stage)")
     set_threads(spec.get("threads"))
+    use_deterministic(spec.get("deterministic"))  # before any CUDA work
     job = ActiveJob(method, seed, QueryPool(train), dev, test, qrels, spec, settings,
                     select_device(spec.get("device", "auto")), relevant_min, embeddings)
+    transformer = ranker_class(spec["ranker"]).transformer
+    log_job_device(job.device, spec.get("precision", "auto"), transformer, "active learning")
+    computes = arithmetic(job.device, autocast_dtype(job.device, spec.get("precision", "auto"), transformer))
     pool, n = job.pool, len(job.pool)
     budget = max(1, int(round(settings.budget * n)))
     rounds = 1 if method == "all" else settings.rounds
@@ -352,7 +370,7 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     rows: list[dict] = []
     per_query: list[list] = []  # [round, qid, measure, value] of every finished round
     start = 0
-    state = load_state(state_path, fingerprint, method, seed)
+    state = load_state(state_path, fingerprint, method, seed, computes)
     if state is not None:
         labeled = np.isin(np.array(pool.qids), state["labeled"])
         rows, start, per_query = state["rows"], int(state["round"]), state["test_metrics"]
@@ -375,7 +393,8 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
                 raise AssertionError("an acquisition picked an already labeled query")
             labeled[picks] = True
         if state_path is not None:
-            _save_state(state_path, {"fingerprint": fingerprint, "method": method, "seed": seed, "round": r + 1,
+            _save_state(state_path, {"fingerprint": fingerprint, "arithmetic": computes, "method": method,
+                                     "seed": seed, "round": r + 1,
                                      "labeled": [q for q, x in zip(pool.qids, labeled) if x], "rows": rows,
                                      "test_metrics": per_query})
         if on_round is not None:

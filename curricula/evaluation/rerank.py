@@ -176,7 +176,8 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
     """Rule ``evaluate``: score the test candidates, write ``test.run`` (TREC) and ``metrics.parquet``.
 
     ``inputs``: the ingest tables and either ``model`` (a trained ranker folder; ``model_knobs`` gives
-    score_batch_size, precision, device, threads, and max_length for a bare HF checkpoint) or ``scores`` (a
+    score_batch_size, precision, device, threads, deterministic (when true), and max_length for a bare HF
+    checkpoint) or ``scores`` (a
     reference ranker's scores of the candidates: BM25 candidate scores or the teacher's).
 
     With ``additivity`` (``{"steps": n, "measure": name}``) and ``inputs["bm25"]`` (BM25 candidate scores) the
@@ -192,12 +193,16 @@ def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str |
     names = set(inputs.keys())
     if "model" in names:
         from curricula.models import load_ranker, score_pair_frame
+        from curricula.models.device import log_job_device
         from curricula.models.hf import select_device, set_threads  # imports torch and transformers
+        from curricula.training.determinism import use_deterministic
 
         knobs = dict(model_knobs or {})
         set_threads(knobs.get("threads"))
+        use_deterministic(knobs.get("deterministic"))  # before any CUDA work
         device = select_device(knobs.get("device", "auto"))
         ranker = load_ranker(inputs["model"], device=device, max_length=knobs.get("max_length"))
+        log_job_device(device, knobs.get("precision", "auto"), ranker.transformer, "scoring")
         scored = score_pair_frame(ranker, pairs, batch_size=knobs.get("score_batch_size", 128), device=device,
                                   precision=knobs.get("precision", "auto"), desc="/".join(splits))
     else:

@@ -46,6 +46,10 @@ RUNTIME_KNOBS = ("threads",)
 #: diagnostic test column of the dev curve and the weight average. Left out of a resolved spec while idle
 #: (:func:`drop_idle_knobs`), so a config written before they existed keeps its train jobs' params and outputs
 SELECTION_KNOBS = ("diagnostic_test", "diagnostic_averages", "averaging", "ema_decay", "keep")
+#: switches that stay out of a resolved spec while false (:func:`drop_idle_knobs`), so the params and checkpoint
+#: fingerprints of configs written before they existed stay as they were: ``deterministic`` (deterministic CUDA
+#: kernels, :func:`curricula.training.determinism.use_deterministic`) is one when true
+OFF_UNLESS_TRUE = ("deterministic",)
 
 
 def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,9 +71,10 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
 def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
     """Remove (in place; returned) the :data:`SELECTION_KNOBS` that change nothing: ``diagnostic_test`` when false,
     ``diagnostic_averages`` when empty, ``averaging`` when ``none``, ``ema_decay`` unless an EMA uses it
-    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``), ``keep`` when ``best``. A train job's params
-    then hold only the knobs that change its output, and the schema's defaults leave every spec, params and
-    checkpoint fingerprint as before these knobs existed."""
+    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``), ``keep`` when ``best``, and the
+    :data:`OFF_UNLESS_TRUE` switches when false. A train job's params then hold only the knobs that change its
+    output, and the schema's defaults leave every spec, params and checkpoint fingerprint as before these knobs
+    existed."""
     if not spec.get("diagnostic_test"):
         spec.pop("diagnostic_test", None)
     if not spec.get("diagnostic_averages"):
@@ -80,6 +85,9 @@ def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
         spec.pop("ema_decay", None)
     if (spec.get("keep") or "best") == "best":
         spec.pop("keep", None)
+    for key in OFF_UNLESS_TRUE:
+        if not spec.get(key):
+            spec.pop(key, None)
     return spec
 
 

@@ -45,13 +45,16 @@ from curricula.difficulty import difficulty_spec
 from curricula.evaluation.metrics import measure_means
 from curricula.evaluation.rerank import ranker_per_query
 from curricula.experiments.specs import job_params, resolve_arm
-from curricula.models import build_ranker
-from curricula.models.hf import select_device, set_threads
+from curricula.models import build_ranker, ranker_class
+from curricula.models.device import device_record, log_job_device
+from curricula.models.hf import autocast_dtype, select_device, set_threads
 from curricula.plumbing.atomic import write_text_atomically
 from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table
 from curricula.training.checkpoints import Checkpointer
 from curricula.training.core import FitConfig, FitResult, fit
+from curricula.training.determinism import arithmetic, use_deterministic
 from curricula.training.losses import element_losses, weighted_mean
+from curricula.training.transfer import to_device
 
 if TYPE_CHECKING:
     from curricula.models.base import Ranker
@@ -66,7 +69,13 @@ CHECKPOINT_FORMAT = 3  # 3: frozen parameters are left out of the checkpoint
 
 
 def spec_fingerprint(spec: Mapping[str, Any], seed: int) -> str:
-    """A hash of everything that determines the trained weights (runtime knobs excluded)."""
+    """A hash of everything that determines the trained weights (runtime knobs excluded).
+
+    The device is the spec's knob (``auto`` included), not the resolved one: the checkpoint records the device type
+    and autocast dtype apart (:class:`~curricula.training.checkpoints.Checkpointer`'s ``arithmetic``), so this hash,
+    and with it the checkpoints of runs interrupted before that was recorded, stays as it was. ``deterministic``
+    enters it only when true (a resolved spec leaves it out when false: :func:`curricula.experiments.specs.
+    drop_idle_knobs`), so a deterministic run never resumes a checkpoint of a run that was not."""
     blob = json.dumps({"spec": job_params(spec), "seed": seed, "format": CHECKPOINT_FORMAT}, sort_keys=True,
                       default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -160,7 +169,7 @@ class RankerSteps:
         if self.ease is not None:
             q = np.array([negs.q_of[x] for x in qids], dtype=np.int64)
             w = self.ease.weights(q, group, spec["loss"], step, fallback=negs.last_fallback)
-            w = torch.from_numpy(w).to(device)
+            w = to_device(torch.from_numpy(w), device)  # pinned, non-blocking on CUDA
         return weighted_mean(losses, w)
 
     def evaluate(self, done: int) -> dict[str, Any]:
@@ -217,6 +226,7 @@ def train_ranker(
     candidates and records the ``eval_metric`` there as ``test_value``; the dev value alone selects and stops.
     """
     set_threads(spec.get("threads"))
+    use_deterministic(spec.get("deterministic"))  # before any CUDA work
     device = select_device(spec.get("device", "auto"))
     arm = resolve_arm(spec)  # the curriculum's every length decided once, in steps (the budget may be longer)
     # patience counts only after min_steps: the grid's longest curriculum (experiment_runs sets it, so every arm
@@ -235,7 +245,9 @@ def train_ranker(
     ranker = build_ranker(spec, seed).to(device)
     steps = RankerSteps(spec, device, ranker, sampler, negs, ease, context_of, doc_texts, dev, test, data["qrels"],
                         relevant_min)
-    ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed))
+    log_job_device(device, spec["precision"], ranker.transformer, "training")
+    ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed),
+                        arithmetic(device, autocast_dtype(device, spec["precision"], ranker.transformer)))
     result = fit(ranker.module, steps.step_loss, cfg, seed=seed, evaluate=steps.evaluate, checkpoint=ckpt,
                  on_step=on_step, progress=progress, desc="train")
     ranker.save(model_out)
@@ -253,6 +265,14 @@ def curve_frame(result: FitResult) -> pl.DataFrame:
             for i, row in enumerate(result.curve)]
     spec = dev_curve_spec(result.curve[0] if result.curve else ())
     return pl.DataFrame([tuple(row[c] for c in spec.columns) for row in rows], schema=spec.columns, orient="row")
+
+
+def ran_on(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a ranker's job ran on, for its recorded config: the device used (``cpu``, ``cuda:0``; never ``auto``),
+    the GPU model, the autocast dtype and torch's build (:func:`curricula.models.device.device_record`)."""
+    device = select_device(spec.get("device", "auto"))
+    transformer = ranker_class(spec.get("ranker", "cross_encoder")).transformer
+    return device_record(device, autocast_dtype(device, spec["precision"], transformer))
 
 
 def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], spec: Mapping[str, Any],
@@ -276,6 +296,6 @@ def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Pa
                          checkpoint_dir=model_out.with_name(model_out.name + ".checkpoint"),
                          relevant_min=relevant_min, config_seed=config_seed, **extra)
     write_table(curve, outputs["dev_curve"], dev_curve_spec(curve.columns))
-    write_text_atomically(outputs["config"],
-                          json.dumps({"seed": seed, "spec": dict(spec)}, indent=2, sort_keys=True, default=str) + "\n")
+    record = {"seed": seed, "spec": dict(spec), "ran_on": ran_on(spec)}
+    write_text_atomically(outputs["config"], json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return curve

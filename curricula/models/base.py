@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from curricula.models.hf import autocast
 from curricula.plumbing.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
+from curricula.training.transfer import batch_to_device
 
 #: the file a saved ranker folder describes itself with
 RANKER_FILE = "ranker.json"
@@ -33,8 +34,8 @@ class Ranker:
     """A scorer of (context, response) pairs: ``encode`` -> ``collate`` -> ``forward`` logits."""
 
     name: ClassVar[str] = ""
-    #: a BERT-style transformer: precision "auto" runs it in bf16 on CPUs with bf16 instructions
-    #: (:func:`curricula.models.hf.autocast_dtype`); other rankers stay fp32 on CPU
+    #: a BERT-style transformer: precision "auto" runs it in bf16 on CPUs with bf16 instructions and on GPUs of
+    #: compute capability 8.0 or more (:func:`curricula.models.hf.autocast_dtype`); other rankers stay fp32 everywhere
     transformer: ClassVar[bool] = False
 
     def __init__(self, module: torch.nn.Module):
@@ -86,8 +87,9 @@ class Ranker:
         return self.module.parameters()
 
     def logits(self, batch: dict[str, torch.Tensor], device: torch.device, precision: str = "auto") -> torch.Tensor:
-        """Float32 logits (batch,) under the device's autocast rules (:func:`curricula.models.hf.autocast`)."""
-        batch = {k: v.to(device) for k, v in batch.items()}
+        """Float32 logits (batch,) under the device's autocast rules (:func:`curricula.models.hf.autocast`); a host
+        batch goes to a CUDA device from pinned memory, without waiting (:func:`batch_to_device`)."""
+        batch = batch_to_device(batch, device)
         with autocast(device, precision, self.transformer):
             out = self.forward(batch)
         return out.float().view(-1)
@@ -100,7 +102,7 @@ class Ranker:
         mc_forward = getattr(self.module, "mc_forward", None)
         if mc_forward is None:
             return torch.stack([self.logits(batch, device, precision) for _ in range(passes)])
-        batch = {k: v.to(device) for k, v in batch.items()}
+        batch = batch_to_device(batch, device)
         with autocast(device, precision, self.transformer):
             out = mc_forward(batch, passes)
         return out.float().view(passes, -1)
@@ -146,7 +148,8 @@ def score_pairs(ranker: Ranker, contexts: Sequence[str], responses: Sequence[str
                 desc: str = "scoring", stochastic: bool = False) -> np.ndarray:
     """Logits for every (context, response) pair, in input order (float32).
 
-    Pairs are batched by length (about 3x faster than arrival order on CPU for the cross-encoder). With
+    Pairs are batched by length (about 3x faster than arrival order on CPU for the cross-encoder); each batch's
+    logits come to the host in one copy. With
     ``stochastic=False`` the module is in eval mode (dropout off), so the result is deterministic on a given
     device; ``stochastic=True`` keeps dropout on (one MC-dropout pass).
     """
@@ -208,6 +211,6 @@ def mc_dropout_probabilities(ranker: Ranker, contexts: Sequence[str], responses:
     with ranker.mc_dropout(), ranker.scoring_cache():
         for start in tqdm(range(0, len(items), batch_size), desc=desc, disable=not progress, unit="batch"):
             idx = order[start : start + batch_size]
-            batch = {k: v.to(device) for k, v in ranker.collate([items[i] for i in idx]).items()}
+            batch = batch_to_device(ranker.collate([items[i] for i in idx]), device)
             out[:, idx] = torch.sigmoid(ranker.stochastic_logits(batch, device, passes, precision)).cpu().numpy()
     return out

@@ -268,10 +268,12 @@ class ConvKNRMModule(torch.nn.Module):
     def cached_context_grams(self, q: torch.Tensor, q_mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """:meth:`grams` of distinct context rows, each computed once per scoring pass: a context's h-gram vectors
         at its token windows are kept (keyed by its ids) and placed into this batch's padded width; the windows
-        beyond its tokens are zeros instead of vectors of padding (they are masked out either way)."""
+        beyond its tokens are zeros instead of vectors of padding (they are masked out either way). The keys come
+        from one device-to-host copy of the ids and lengths of the whole batch, not one per row."""
         cache = self.context_cache
-        lengths = q_mask.sum(dim=1).long().tolist()
-        keys = [q[i, :n].cpu().numpy().tobytes() for i, n in enumerate(lengths)]
+        host = torch.cat([q, q_mask.sum(dim=1, keepdim=True).to(q.dtype)], dim=1).cpu().numpy()
+        lengths = [int(n) for n in host[:, -1]]
+        keys = [host[i, :n].tobytes() for i, n in enumerate(lengths)]
         missing = [i for i, key in enumerate(keys) if key not in cache]
         fresh: dict[bytes, list[torch.Tensor]] = {}
         if missing:

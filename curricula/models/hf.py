@@ -8,9 +8,11 @@ switches are set before ``transformers`` is imported and every load passes ``loc
 * ``layers=N`` keeps the first N transformer layers (a cheaper model for CPU runs). transformers 5 builds the
   model with ``num_hidden_layers=N`` and skips the weights of the dropped layers; the saved model reloads as an
   N-layer model.
-* Device ``"auto"`` is CUDA when present, else CPU. Precision ``"auto"`` is bf16 autocast on CUDA; on a CPU it is bf16
-  for transformer encoders when the CPU has bf16 instructions (AVX512-BF16 or AMX), else fp32
-  (:func:`autocast_dtype`).
+* Device ``"auto"`` is CUDA when present, else CPU. Precision ``"auto"`` is bf16 autocast for the transformer encoders
+  only (teacher, cross-encoder ranker, dense encoder, bi-encoder), and only on hardware with bf16: a CPU with bf16
+  instructions (AVX512-BF16 or AMX) or a GPU of compute capability 8.0 or more (the chosen device's); everything else
+  is fp32 (:func:`autocast_dtype`). ``"bf16"`` on a GPU below 8.0 is an error; autocast never uses fp16; fp32 on CUDA
+  turns TF32 off (:func:`fp32_exact`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from curricula.plumbing.atomic import write_dir_atomically  # noqa: E402,F401  (re-exported for callers of hf)
+from curricula.plumbing.errors import DeviceError  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -81,19 +84,10 @@ def resolve_model_dir(name_or_path: str | Path = DEFAULT_MODEL) -> Path:
 
 
 def select_device(prefer: str | torch.device = "auto") -> torch.device:
-    """``"auto"``: CUDA when available, else CPU. ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` explicitly."""
-    if isinstance(prefer, torch.device):
-        prefer = str(prefer)
-    prefer = str(prefer).strip().lower()
-    if prefer == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if prefer == "cpu":
-        return torch.device("cpu")
-    if re.fullmatch(r"cuda(:\d+)?", prefer):
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"device '{prefer}' requested but CUDA is not available (use 'auto' or 'cpu')")
-        return torch.device(prefer)
-    raise ValueError(f"device '{prefer}': expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    """The job's device: :func:`curricula.models.device.select_device` (a GPU it was given and cannot use raises)."""
+    from curricula.models.device import select_device as choose
+
+    return choose(prefer)
 
 
 #: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) under which its kernels still multiply bf16 in hardware
@@ -118,40 +112,90 @@ def cpu_has_native_bf16() -> bool:
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
+#: the lowest CUDA compute capability with bf16 in hardware (Ampere, sm_80)
+CUDA_BF16_CAPABILITY = (8, 0)
+
+
+def cuda_bf16_native(capability: tuple[int, int]) -> bool:
+    """Whether a CUDA device of compute ``capability`` (major, minor) multiplies bf16 in hardware: 8.0 (Ampere) and
+    above. Below it (a T4 is 7.5, a V100 7.0) bf16 is emulated, slower than fp32, yet ``torch.cuda.is_bf16_supported()``
+    counts that emulation as support (and asks the current device, not the chosen one), so the capability decides."""
+    return tuple(capability) >= CUDA_BF16_CAPABILITY
+
+
+def cuda_capability(device: torch.device) -> tuple[int, int]:
+    """The compute capability of the chosen CUDA device: ``cuda:N`` asks device N (``cuda`` alone: the current one)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    return int(major), int(minor)
+
+
+def auto_dtype(transformer: bool, native_bf16: bool) -> torch.dtype | None:
+    """``precision: auto`` on a CPU or a GPU: bf16 for a ``transformer`` where the hardware has bf16 (``native_bf16``),
+    else fp32 (None). Transformers keep their order in bf16 (their LayerNorms and softmaxes run in fp32 under
+    autocast); the fast rankers do not: ConvKNRM's cosines from bf16 products collapse near 1 (for cosines in
+    [0.992, 1], 31% of the exact-match kernel's values, width 1e-3, move by more than 0.1), and the LSTM's recurrences
+    would run in reduced precision. Where bf16 is emulated it is slower than fp32, so fp32 for all."""
+    return torch.bfloat16 if transformer and native_bf16 else None
+
+
 def autocast_dtype(device: torch.device | str, precision: str = "auto",
                    transformer: bool = False) -> torch.dtype | None:
-    """The autocast dtype for ``device`` and ``precision`` (``None`` = plain fp32).
+    """The autocast dtype for ``device`` and ``precision`` (``None`` = plain fp32); never fp16.
 
-    ``"auto"``: bf16 on CUDA (when the GPU supports it). On CPU, bf16 for a ``transformer`` (a BERT-style encoder:
-    teacher, cross-encoder ranker, dense encoder) when :func:`cpu_has_native_bf16`, else fp32. Measured on this
-    project's 2-core AVX512-BF16 machine with the 6-layer MiniLM at length 64: scoring 2.8x faster than fp32
-    (Spearman 0.99996 between the two on 2,000 chitchat test pairs, max |diff| 0.08 logit), a training step 2.0x
-    faster with the same losses to 4 decimals (``bench/bench_teacher_score.py``). Other rankers (ConvKNRM's
-    exact-match kernel has width 1e-3, finer than bf16's 3 significant digits) stay fp32 on CPU.
-    ``"bf16"`` forces bf16 autocast, also on CPU. ``"fp32"``: no autocast.
+    ``"auto"``: :func:`auto_dtype` with the device's bf16 hardware: on CUDA a compute capability of 8.0 or more of the
+    chosen device (:func:`cuda_bf16_native`), on a CPU :func:`cpu_has_native_bf16`. So bf16 only for a
+    ``transformer`` (teacher, cross-encoder ranker, dense encoder, bi-encoder); other rankers stay fp32 everywhere.
+    Measured on this project's 2-core AVX512-BF16 machine with the 6-layer MiniLM at length 64: scoring 2.8x faster
+    than fp32 (Spearman 0.99996 between the two on 2,000 chitchat test pairs, max |diff| 0.08 logit), a training step
+    2.0x faster with the same losses to 4 decimals (``bench/bench_teacher_score.py``).
+    ``"bf16"`` forces bf16 autocast, also on a CPU (emulated there if need be); on a GPU below capability 8.0 it is a
+    :class:`~curricula.plumbing.errors.DeviceError` (no bf16 hardware; use fp32). ``"fp32"``: no autocast.
     """
     device = torch.device(device) if not isinstance(device, torch.device) else device
     if precision not in PRECISIONS:
         raise ValueError(f"precision '{precision}': expected one of {list(PRECISIONS)}")
     if precision == "fp32":
         return None
+    if device.type == "cuda":
+        capability = cuda_capability(device)
+        native = cuda_bf16_native(capability)
+        if precision == "bf16" and not native:
+            raise DeviceError(f"precision 'bf16' on {device} (compute capability {capability[0]}.{capability[1]}): "
+                             "this GPU has no bf16 hardware (it needs 8.0, Ampere or newer); use precision fp32")
+        return torch.bfloat16 if precision == "bf16" else auto_dtype(transformer, native)
     if precision == "bf16":
         return torch.bfloat16
-    if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        log.warning("this GPU does not support bf16; running in fp32")
-    elif device.type == "cpu" and transformer and cpu_has_native_bf16():
-        return torch.bfloat16
+    if device.type == "cpu":
+        return auto_dtype(transformer, transformer and cpu_has_native_bf16())
     return None
+
+
+#: the fp32 precision settings of torch's CUDA backends (``"tf32"`` lets cuBLAS / cuDNN round fp32 inputs to TF32)
+FP32_BACKENDS = ("cuda.matmul", "cudnn.conv", "cudnn.rnn")
+
+
+def fp32_exact(device: torch.device | str) -> None:
+    """On a CUDA device, fp32 means fp32: TF32 off for cuBLAS matmuls and cuDNN convolutions / RNNs (with it on, an
+    Ampere GPU rounds their inputs to 10-bit mantissas, as coarse as fp16's), through torch's ``fp32_precision``
+    settings (``"ieee"``; the older ``allow_tf32`` flags cannot be mixed with them). Process-wide and left off,
+    because a training step's backward pass runs after the forward's :func:`autocast` context. On a CPU nothing."""
+    device = torch.device(device) if not isinstance(device, torch.device) else device
+    if device.type == "cuda":
+        for path in FP32_BACKENDS:
+            backend, name = torch.backends, path.split(".")
+            for part in name:
+                backend = getattr(backend, part)
+            backend.fp32_precision = "ieee"
 
 
 @contextlib.contextmanager
 def autocast(device: torch.device | str, precision: str = "auto", transformer: bool = False) -> Iterator[None]:
-    """Mixed-precision context for forward passes: see :func:`autocast_dtype` for the rules."""
+    """Mixed-precision context for forward passes: see :func:`autocast_dtype` for the rules; fp32 on CUDA is exact
+    fp32 (:func:`fp32_exact`)."""
     device = torch.device(device) if not isinstance(device, torch.device) else device
     dtype = autocast_dtype(device, precision, transformer)
     if dtype is None:
+        fp32_exact(device)
         yield
     else:
         with torch.autocast(device_type=device.type, dtype=dtype):

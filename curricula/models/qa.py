@@ -31,7 +31,9 @@ class JoinHead(torch.nn.Module):
         self.out = torch.nn.Linear(hidden, 2)
 
     def forward(self, eq: torch.Tensor, ea: torch.Tensor) -> torch.Tensor:
-        join = torch.cat([eq, self.similarity(eq, ea), ea], dim=1)
+        # bilinear in fp32: CPU autocast leaves nn.Bilinear out of its casts, so bf16 e_q, e_a (from the bf16
+        # convolution) would meet fp32 weights; .float() is a no-op on fp32 inputs (fp32 results unchanged)
+        join = torch.cat([eq, self.similarity(eq.float(), ea.float()), ea], dim=1)
         z = self.out(self.dropout(torch.tanh(self.hidden(self.dropout(join)))))
         return z[:, 1] - z[:, 0]
 

@@ -26,18 +26,22 @@ from curricula.data.base import seeded_split
 from curricula.data.ingest import candidate_pairs, read_ingest
 from curricula.models import load_ranker, score_pair_rows, score_pairs
 from curricula.models.cross_encoder import CrossEncoderRanker
+from curricula.models.device import log_job_device
 from curricula.models.hf import select_device, set_threads
 from curricula.plumbing.contracts import TEACHER_SCORES, write_table
 from curricula.plumbing.shards import WHOLE, Shard
 from curricula.training.core import FitConfig, fit
+from curricula.training.determinism import use_deterministic
 from curricula.training.losses import binary_ce
+from curricula.training.transfer import to_device
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class TeacherConfig:
-    """Knobs of the teacher (config section ``teacher``). Paper scale: 12-layer BERT, length 512, lr 5e-5."""
+    """Knobs of the teacher (config section ``teacher``). Paper scale: 12-layer BERT, length 512, lr 5e-5.
+    ``deterministic``: deterministic CUDA kernels (:func:`curricula.training.determinism.use_deterministic`)."""
 
     model: str = "minilm"
     layers: int | None = 2
@@ -54,6 +58,7 @@ class TeacherConfig:
     precision: str = "auto"
     threads: int = 2
     score_batch_size: int = 128
+    deterministic: bool = False
 
 
 def balanced_batches(labels: np.ndarray, steps: int, batch_size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
@@ -76,9 +81,11 @@ def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.nd
     :func:`curricula.training.core.fit`);
     returns (the ranker, per-step losses)."""
     set_threads(cfg.threads)
+    use_deterministic(cfg.deterministic)  # before any CUDA work
     device = select_device(cfg.device)
     spec = {"model": cfg.model, "layers": cfg.layers, "max_length": cfg.max_length, "pooling": cfg.pooling}
     ranker = CrossEncoderRanker.build(spec, cfg.seed).to(device)
+    log_job_device(device, cfg.precision, True, "teacher training")
     y = torch.tensor((labels > 0).astype(np.float32))
     batches = balanced_batches(labels, cfg.steps, cfg.batch_size, np.random.default_rng(cfg.seed))
 
@@ -86,7 +93,7 @@ def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.nd
         idx = next(batches)  # steps run in order, one batch each
         # only the batch's pairs are tokenised: 600 steps of 16 touch 9,600 of the default run's 30,000 pairs
         logits = ranker.pair_logits([contexts[i] for i in idx], [responses[i] for i in idx], device, cfg.precision)
-        return binary_ce(logits, y[idx].to(device)).mean()
+        return binary_ce(logits, to_device(y[idx], device)).mean()  # pinned, non-blocking on CUDA
 
     fit_cfg = FitConfig(steps=cfg.steps, lr=cfg.lr, optimizer="adamw", eps=cfg.eps, weight_decay=0.0,
                         warmup=cfg.warmup, fused=True)  # as the train stage: the 30522 x 384 embedding table's update
@@ -124,7 +131,9 @@ def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherCon
     context, response, rel); with ``shard`` only the pairs in that shard's batches
     (:mod:`curricula.plumbing.shards`)."""
     set_threads(cfg.threads)
+    use_deterministic(cfg.deterministic)
     ranker = load_ranker(model_dir, device=select_device(cfg.device), max_length=cfg.max_length)
+    log_job_device(ranker.device, cfg.precision, True, "teacher scoring")
     rows, scores = score_pair_rows(ranker, pairs["context"].to_list(), pairs["response"].to_list(),
                                    batch_size=cfg.score_batch_size, precision=cfg.precision, progress=progress,
                                    desc="teacher scoring", shard=shard)

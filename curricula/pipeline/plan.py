@@ -18,6 +18,7 @@ from curricula.difficulty import FUNCTIONS, function_knobs
 from curricula.evaluation.rerank import parse_rnk
 from curricula.experiments.specs import active_spec, experiment_runs, finetune_dense_model, job_params, tuned_values
 from curricula.pipeline.checks import check_difficulty_functions, check_references
+from curricula.pipeline.devices import gpus
 from curricula.plumbing.layout import Layout
 from curricula.retrieval.stages import dense_max_length
 
@@ -25,14 +26,6 @@ from curricula.retrieval.stages import dense_max_length
 TEACHER_SCORE_ONLY = ("folds", "score_batch_size")
 #: the keys of config `active` that are not loop knobs (a job's curve depends on the others and the ranker spec)
 ACTIVE_NOT_LOOP = ("enabled", "methods", "seeds", "train")
-
-
-def gpus(device: str) -> int:
-    """Cards a job on ``device`` asks for (resource ``gpu``): 1 for ``cuda`` or ``cuda:N``, else 0.
-
-    ``auto`` asks for none: it picks CUDA only where the node has a GPU (profiles/slurm gives the GPU-capable rules
-    ``gpu: 1`` itself)."""
-    return 1 if device == "cuda" or str(device).startswith("cuda:") else 0
 
 
 def one_of(names: Iterable[str]) -> str:
@@ -92,9 +85,12 @@ class DatasetPlan:
 
     def teacher_params(self, stage: str) -> dict[str, Any]:
         """The teacher knobs that change this stage's output (threads go to `threads:`): cross-fitting folds and the
-        scoring batch size only affect `teacher_score` (``stage`` ``score``), so changing them keeps the model."""
+        scoring batch size only affect `teacher_score` (``stage`` ``score``), so changing them keeps the model;
+        ``deterministic`` only when true (false: the params of a config written before it existed)."""
         skip = {"threads"} | (set(TEACHER_SCORE_ONLY) if stage == "train" else set())
-        return {k: v for k, v in self.config["teacher"].items() if k not in skip}
+        teacher = self.config["teacher"]
+        skip |= set() if teacher.get("deterministic") else {"deterministic"}
+        return {k: v for k, v in teacher.items() if k not in skip}
 
     def dense_encode_params(self) -> dict[str, Any]:
         """The encoding knobs, ``max_length`` resolved (:attr:`dense_max_length`)."""
@@ -118,9 +114,11 @@ class DatasetPlan:
         return gpus(self.spec_of(name)["device"])
 
     def evaluate_knobs(self, name: str) -> dict[str, Any]:
-        """The scoring knobs of an experiment's model (what changes its test scores)."""
+        """The scoring knobs of an experiment's model (what changes its test scores); ``deterministic`` only when
+        true (a resolved spec holds it only then)."""
         spec = self.spec_of(name)
-        return {k: spec[k] for k in ("score_batch_size", "precision", "device")}
+        knobs = {k: spec[k] for k in ("score_batch_size", "precision", "device")}
+        return {**knobs, "deterministic": True} if spec.get("deterministic") else knobs
 
     def additivity_params(self) -> dict[str, Any] | None:
         """The interpolation knobs of score additivity, or None when off."""

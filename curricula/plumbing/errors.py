@@ -27,6 +27,11 @@ class SchemaError(ValueError):
     """A table whose columns or types do not match its documented contract."""
 
 
+class DeviceError(RuntimeError):
+    """A job that cannot use the device it was given or asked for (a GPU allocation torch cannot use, ``device:
+    cuda`` without CUDA, bf16 on a card without native bf16). The message says what was found and what to change."""
+
+
 def whole_number(value: Any, what: str, minimum: int = 1) -> int:
     """``value`` as an int when it is a whole number >= ``minimum`` (``3`` or ``3.0``; never a bool); otherwise a
     ValueError naming ``what``, the config key or argument (``experiments.x.negatives.m``, ``iteration_steps``)."""

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from curricula.plumbing.errors import InputFormatError, SchemaError
+from curricula.plumbing.errors import DeviceError, InputFormatError, SchemaError
 
-#: the errors that are the user's to fix (a malformed input file, a table off its contract): a job stops on them
-#: with their one-line message, no traceback
-USER_ERRORS = (InputFormatError, SchemaError)
+#: the errors that are the user's to fix (a malformed input file, a table off its contract, a device the job cannot
+#: use): a job stops on them with their one-line message, no traceback
+USER_ERRORS = (InputFormatError, SchemaError, DeviceError)
 
 
 def setup_logging(log_file: str | Path | None, level: int = logging.INFO) -> logging.Logger:

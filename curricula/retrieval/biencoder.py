@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from curricula.models.device import log_job_device
 from curricula.models.hf import (
     autocast,
     load_encoder,
@@ -30,6 +31,7 @@ from curricula.plumbing.atomic import write_dir_atomically
 from curricula.plumbing.shards import length_batches
 from curricula.retrieval.dense import embed_batch, pad_batch, tokenize_texts
 from curricula.training.core import FitConfig, fit
+from curricula.training.transfer import to_device
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +113,7 @@ def same_text_mask(ctx_code: np.ndarray, resp_code: np.ndarray, rows: np.ndarray
     ctx, resp = ctx_code[rows], resp_code[rows]
     same = (ctx[:, None] == ctx[None, :]) | (resp[:, None] == resp[None, :])
     np.fill_diagonal(same, False)
-    return torch.from_numpy(same).to(device) if same.any() else None
+    return to_device(torch.from_numpy(same), device) if same.any() else None
 
 
 def _check_pairs(n_contexts: int, n_responses: int, steps: int, batch_size: int, lr: float) -> None:
@@ -159,6 +161,7 @@ def finetune_biencoder(
     """
     _check_pairs(len(contexts), len(responses), steps, batch_size, lr)
     t0, out_dir, dev = time.perf_counter(), Path(out_dir), select_device(device)
+    log_job_device(dev, precision, True, "fine-tuning G")
     path = resolve_model_dir(model_dir)
     tokenizer = load_tokenizer(path)
     enc_c, enc_r = (load_encoder(path, layers=layers, device=dev) for _ in range(2))  # same start (eq. 4)

@@ -4,8 +4,8 @@
   ``VECTORS`` table. Texts are tokenised once and batched by length (about 3x faster than batching in input
   order on CPU); rows come back in input order. The same input gives the same vectors on the same machine.
 * :func:`neighbors` is the all-pairs similarity G(c, r) = E_c(c)^T E_r(r) (eq. 4) reduced to what the curricula
-  need: for every query the top-k documents by inner product (exact, FAISS ``IndexFlatIP``, a GPU index when
-  faiss-gpu and a GPU are present), searched in chunks of queries so memory stays O(queries x k); an N x N
+  need: for every query the top-k documents by inner product (exact, FAISS ``IndexFlatIP`` on the CPU), searched
+  in chunks of queries so memory stays O(queries x k); an N x N
   matrix is never built. Ranks are the paper's h_d(c, r): 1 = most similar among *all* documents. Ties are
   broken by document order (the earlier row of ``doc_vecs`` wins), also at the k-th place.
   Nothing is excluded: a context's own positive response normally appears in its list; instance-level
@@ -28,6 +28,7 @@ import polars as pl
 import torch
 from tqdm.auto import tqdm
 
+from curricula.models.device import log_job_device
 from curricula.models.hf import (
     autocast,
     load_encoder,
@@ -39,11 +40,9 @@ from curricula.models.hf import (
 from curricula.plumbing.contracts import NEIGHBORS, SPLITS, VECTORS, TableSpec, check_table
 from curricula.plumbing.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
 from curricula.retrieval.similarity import vectors_to_numpy
+from curricula.training.transfer import batch_to_device
 
 log = logging.getLogger(__name__)
-
-#: faiss GPU flat indexes return at most this many neighbours per query; larger k searches on the CPU index.
-GPU_MAX_K = 2048
 
 
 # --------------------------------------------------------------------------------------------------- encoding
@@ -96,7 +95,7 @@ def pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int], pad_id: i
             t = tokens["token_type_ids"][i]
             types[j, : len(t)] = t
         batch["token_type_ids"] = torch.from_numpy(types)
-    return {k: v.to(device) for k, v in batch.items()}
+    return batch_to_device(batch, device)  # pinned, non-blocking on CUDA
 
 
 def embed_batch(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -192,6 +191,7 @@ def encode(
     """
     _check_ids(texts, ids)
     dev = select_device(device)
+    log_job_device(dev, precision, True, "encoding")
     path = resolve_model_dir(model_dir)
     tokenizer = load_tokenizer(path)
     model = load_encoder(path, layers=layers, device=dev)
@@ -207,34 +207,14 @@ def encode(
 
 
 # ------------------------------------------------------------------------------------------------- neighbours
-def faiss_gpu_available() -> bool:
-    """True when faiss was built with GPU support and sees a GPU (faiss-cpu has no ``StandardGpuResources``)."""
-    import faiss
-
-    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
-
-
-def _make_search(docs: np.ndarray, use_gpu: bool | str) -> tuple[Callable[[np.ndarray, int], tuple], str]:
-    """An exact inner-product search function over ``docs`` (GPU when asked/available, CPU otherwise)."""
+def _make_search(docs: np.ndarray) -> tuple[Callable[[np.ndarray, int], tuple], str]:
+    """An exact inner-product search function over ``docs`` (FAISS ``IndexFlatIP`` on the CPU: the neighbour jobs
+    run on CPU nodes, see the module docstring)."""
     import faiss
 
     index = faiss.IndexFlatIP(docs.shape[1])
     index.add(docs)
-    want_gpu = faiss_gpu_available() if use_gpu == "auto" else bool(use_gpu)
-    if want_gpu and not faiss_gpu_available():
-        raise RuntimeError("use_gpu=True but faiss has no GPU support here (faiss-cpu, or no GPU visible)")
-    if not want_gpu:
-        return index.search, "faiss IndexFlatIP (CPU)"
-    resources = faiss.StandardGpuResources()
-    gpu_index = faiss.index_cpu_to_gpu(resources, 0, index)
-
-    def search(q: np.ndarray, k: int):
-        if k <= GPU_MAX_K:
-            _ = resources  # keep the GPU resources alive as long as the index
-            return gpu_index.search(q, k)
-        return index.search(q, k)  # beyond the GPU's selection limit
-
-    return search, "faiss GpuIndexFlatIP"
+    return index.search, "faiss IndexFlatIP (CPU)"
 
 
 def _sort_rows(D: np.ndarray, I: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -271,7 +251,6 @@ def neighbors(
     k: int,
     *,
     chunk_size: int = 4096,
-    use_gpu: bool | str = "auto",
     progress: bool = True,
 ) -> pl.DataFrame:
     """Exact top-``k`` documents by inner product for every query, as a ``NEIGHBORS`` table.
@@ -285,7 +264,7 @@ def neighbors(
     Q = vectors_to_numpy(query_vecs)
     pools = [(doc_vecs["id"].cast(pl.String), vectors_to_numpy(doc_vecs))]
     frames = list(neighbor_chunks(qids, Q, pools, np.zeros(len(Q), dtype=np.int64), k, chunk_size=chunk_size,
-                                  use_gpu=use_gpu, progress=progress))
+                                  progress=progress))
     return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=NEIGHBORS.columns)
 
 
@@ -297,7 +276,6 @@ def neighbor_chunks(
     k: int,
     *,
     chunk_size: int = 1024,
-    use_gpu: bool | str = "auto",
     progress: bool = True,
 ) -> Iterator[pl.DataFrame]:
     """``NEIGHBORS`` rows of the queries ``Q`` (ids ``qids``), ``chunk_size`` queries at a time, in query order.
@@ -320,7 +298,7 @@ def neighbor_chunks(
             continue
         if Q.shape[1] != X.shape[1]:
             raise ValueError(f"query vectors have {Q.shape[1]} dimensions, document vectors {X.shape[1]}")
-        search, kind = _make_search(X, use_gpu)
+        search, kind = _make_search(X)
         searches.append((search, dids, X.shape[0], kind))
     t0 = time.perf_counter()
     for start in tqdm(range(0, len(Q), chunk_size), desc="neighbours", unit="chunk", disable=not progress,

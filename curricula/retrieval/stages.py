@@ -331,7 +331,7 @@ def neighbors_stage(
 
     With ``within_split`` each split's queries search only the docs that split references (``data`` names the
     ingest queries, qrels and candidates tables); otherwise every query searches every doc. ``k`` is capped at the
-    pool size. FAISS ``IndexFlatIP`` (a GPU index when faiss-gpu sees a GPU), chunked: never an N x N matrix.
+    pool size. FAISS ``IndexFlatIP`` on the CPU, chunked: never an N x N matrix.
     With ``shard`` (rule ``dense_neighbors_shard``) only that shard's block of queries (in qid order).
 
     Streaming: queries are searched ``chunk_size`` at a time in qid order and each chunk's rows go straight to

@@ -51,6 +51,8 @@ from curricula.training.averaging import (
 from curricula.training.budget import average_start, budget
 from curricula.training.checkpoints import Checkpointer, frozen_names, load_weights, state_dict_cpu
 from curricula.training.checks import check_keep
+from curricula.training.determinism import device_rng_state, restore_device_rng
+from curricula.training.transfer import host_floats
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,9 @@ OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "linear")
 #: which weights a run keeps (:attr:`FitConfig.keep`): its best dev evaluation's, or those after its last step
 KEEP = ("best", "last")
+#: steps between updates of the progress bar's loss in a run without dev evaluations (each update waits for the
+#: device: the losses are kept on it until a reader needs them, :meth:`_Run.flush_losses`)
+LOSS_POSTFIX_EVERY = 50
 
 
 @dataclass(frozen=True)
@@ -236,7 +241,8 @@ class _Run:
     """What one :func:`fit` changes as it goes and its checkpoints keep (but the caller's sampler): the optimiser and
     schedule, the result so far, the best dev weights, the weight average and the installed hooks (the diagnostic
     shadow averages, :class:`ShadowAverages`, only when ``cfg.shadow_averages`` names some); ``start`` is the first
-    step to run (after a resumed checkpoint's)."""
+    step to run (after a resumed checkpoint's). ``pending`` holds the losses of the steps since the last
+    :meth:`flush_losses` as detached tensors on the module's device (no per-step wait for the GPU)."""
 
     module: torch.nn.Module
     cfg: FitConfig
@@ -249,6 +255,7 @@ class _Run:
     result: FitResult = field(default_factory=FitResult)
     best_state: dict[str, torch.Tensor] | None = None
     start: int = 0
+    pending: list[torch.Tensor] = field(default_factory=list)
 
     @classmethod
     def begin(cls, module: torch.nn.Module, cfg: FitConfig, seed: int) -> _Run:
@@ -269,16 +276,15 @@ class _Run:
         load_weights(self.module, saved["model"], self.frozen)
         self.optim.load_state_dict(saved["optimizer"])
         self.sched.load_state_dict(saved["scheduler"])
+        device = next(self.module.parameters()).device
         torch.set_rng_state(saved["torch_rng"])
-        if saved["cuda_rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(saved["cuda_rng"])
+        restore_device_rng(device, saved["cuda_rng"])
         if restore_sampler is not None:
             restore_sampler(saved["sampler"])
         self.start, result = int(saved["step"]), self.result
         result.losses, result.curve = list(saved["losses"]), list(saved["curve"])
         result.best_step, result.best_value = int(saved["best_step"]), float(saved["best_value"])
         self.best_state = saved["best_state"]
-        device = next(self.module.parameters()).device
         if self.average is not None:
             self.average.restore(saved["average"], device)
         for hook in self.hooks:
@@ -288,14 +294,22 @@ class _Run:
 
     def take_step(self, loss: torch.Tensor) -> None:
         """One optimiser update on ``loss``: zero_grad, backward, optional gradient-norm clipping, optimiser and
-        schedule step; the loss joins ``result.losses``."""
+        schedule step; the loss (detached, on its device) joins :attr:`pending`."""
         self.optim.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.clip_params, self.cfg.clip_norm)
         self.optim.step()
         self.sched.step()
-        self.result.losses.append(float(loss.detach()))
+        self.pending.append(loss.detach())
+
+    def flush_losses(self) -> list[float]:
+        """``result.losses`` with :attr:`pending` appended as floats, all with one device-to-host copy
+        (:func:`host_floats`; each exactly ``float(loss)``): what the curve, the log, a checkpoint and the end read."""
+        if self.pending:
+            self.result.losses.extend(host_floats(self.pending))
+            self.pending.clear()
+        return self.result.losses
 
     def evaluation_step(self, done: int) -> bool:
         """Whether the run evaluates after ``done`` steps: every ``eval_every`` steps and after the last."""
@@ -316,7 +330,7 @@ class _Run:
         since = result.curve[-1]["step"] if result.curve else 0  # the curve's train_loss: steps since then
         averaged = self.average is not None and self.average.state is not None  # evaluate (and keep) the average
         trained = swapped_in(module, self.average.state, self.frozen) if averaged else None
-        row = {"step": done, **evaluate(done), "train_loss": float(np.mean(result.losses[since:]))}
+        row = {"step": done, **evaluate(done), "train_loss": float(np.mean(self.flush_losses()[since:]))}
         if self.cfg.keep == "best" and row["value"] > result.best_value:
             self.best_state = state_dict_cpu(module, self.frozen)
             result.best_step, result.best_value = done, float(row["value"])
@@ -341,11 +355,13 @@ class _Run:
     def observe(self, done: int, evaluate: Callable[[int], Mapping[str, Any]] | None, bar: Any,
                 t_start: float) -> bool:
         """After step ``done``: update the averages, evaluate on dev when due (the progress bar and the log show
-        it), and say whether the patience ran out (the loop stops)."""
+        it), and say whether the patience ran out (the loop stops). Without ``evaluate`` the bar shows the last loss
+        every :data:`LOSS_POSTFIX_EVERY` steps and after the last."""
         evaluation_step = self.evaluation_step(done)
         self.after_step(done, evaluation_step)
         if evaluate is None:
-            bar.set_postfix(loss=f"{self.result.losses[-1]:.4f}", refresh=False)
+            if done % LOSS_POSTFIX_EVERY == 0 or done == self.cfg.steps:
+                bar.set_postfix(loss=f"{self.flush_losses()[-1]:.4f}", refresh=False)
             return False
         if not evaluation_step:
             return False
@@ -362,15 +378,16 @@ class _Run:
         return bool(every and done % every == 0 and done < self.cfg.steps and not stop)
 
     def snapshot(self, done: int, sampler_state: Callable[[], Any] | None) -> dict[str, Any]:
-        """The whole training state after ``done`` steps, as a checkpoint keeps it (CPU tensors and containers)."""
-        result = self.result
+        """The whole training state after ``done`` steps, as a checkpoint keeps it (CPU tensors and containers):
+        the RNG states are the CPU's and, on CUDA, that of the module's card alone (:func:`device_rng_state`)."""
+        result, losses = self.result, self.flush_losses()
         return {
             "step": done, "model": state_dict_cpu(self.module, self.frozen),
             "optimizer": self.optim.state_dict(), "scheduler": self.sched.state_dict(),
             "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "cuda_rng": device_rng_state(next(self.module.parameters()).device),
             "sampler": sampler_state() if sampler_state is not None else None,
-            "losses": result.losses, "curve": result.curve, "best_step": result.best_step,
+            "losses": losses, "curve": result.curve, "best_step": result.best_step,
             "best_value": result.best_value, "best_state": self.best_state,
             **({"average": self.average.checkpoint()} if self.average is not None else {}),
             **{key: value for hook in self.hooks for key, value in hook.checkpoint().items()},
@@ -378,7 +395,8 @@ class _Run:
 
     def finish(self) -> None:
         """Load the kept weights (the best evaluation's; with ``keep`` ``last`` or without evaluations the last
-        weights, or the final average) and put the module in eval mode."""
+        weights, or the final average), convert the pending losses and put the module in eval mode."""
+        self.flush_losses()
         cfg, result, best_state = self.cfg, self.result, self.best_state
         if cfg.keep == "last" and result.curve:  # the last evaluation (after the last step) is the kept one
             result.best_step, result.best_value = int(result.curve[-1]["step"]), float(result.curve[-1]["value"])

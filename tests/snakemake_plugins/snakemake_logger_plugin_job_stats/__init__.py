@@ -16,18 +16,34 @@ from snakemake_interface_logger_plugins.common import LogEvent
 
 #: how the line starts; what follows it is the JSON object of the run's job counts per rule, and ``total``
 PREFIX = "job-stats: "
+#: how a planned job's line starts: ``{"rule": name, "resources": {name: number, ...}}`` (its numeric resources)
+JOB_PREFIX = "job-resources: "
+
+
+def numeric_resources(resources) -> dict:
+    """A job's numeric resources as plain numbers (Snakemake hands a Resources mapping or a plain dict)."""
+    items = resources.items() if hasattr(resources, "items") else ()
+    plain = {name: getattr(value, "value", value) for name, value in items}
+    return {name: value for name, value in plain.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not name.startswith("_")}
 
 
 class LogHandler(LogHandlerBase):
-    """Writes the job statistics of each RUN_INFO record Snakemake logs, and nothing else."""
+    """Writes the job statistics of each RUN_INFO record Snakemake logs and each planned job's rule and resources
+    (JOB_INFO records), and nothing else."""
 
     def emit(self, record: LogRecord) -> None:
-        stats = getattr(record, "stats", None)
-        if getattr(record, "event", None) != LogEvent.RUN_INFO or stats is None:
+        event = getattr(record, "event", None)
+        if event == LogEvent.RUN_INFO and getattr(record, "stats", None) is not None:
+            line = f"{PREFIX}{json.dumps(record.stats)}"
+        elif event == LogEvent.JOB_INFO and getattr(record, "rule_name", None):
+            job = {"rule": record.rule_name, "resources": numeric_resources(getattr(record, "resources", {}))}
+            line = f"{JOB_PREFIX}{json.dumps(job)}"
+        else:
             return
         stream = sys.stdout if self.common_settings.stdout else sys.stderr
         # one write, starting a line of its own: the default handler may have written a message without its newline
-        stream.write(f"\n{PREFIX}{json.dumps(stats)}\n")
+        stream.write(f"\n{line}\n")
         stream.flush()
 
     @property
@@ -40,7 +56,7 @@ class LogHandler(LogHandlerBase):
 
     @property
     def has_filter(self) -> bool:
-        return True  # emit() keeps only RUN_INFO records
+        return True  # emit() keeps only RUN_INFO and JOB_INFO records
 
     @property
     def has_formatter(self) -> bool:
