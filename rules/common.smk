@@ -15,7 +15,7 @@ try:  # a bad spec stops the run before any job, naming the key
     PLAN = dataset_plan(config, read_yaml(os.path.join(workflow.basedir, "schemas", "config.schema.yaml")))
 except ValueError as err:
     sys.exit(f"config: {err}")
-# A profile that gives a GPU to a rule whose jobs all run with device: cpu stops the run (the card would sit idle)
+# A profile that gives a GPU to jobs set to run on the CPU stops the run here (the card would sit idle)
 GPU_CONFLICTS = profile_gpu_conflicts(rule_devices(config, PLAN.runs, PLAN.active),
                                       workflow.resource_settings.overwrite_resources)
 if GPU_CONFLICTS:
