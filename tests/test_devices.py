@@ -12,6 +12,7 @@ import torch
 
 from curricula.models import device as device_mod
 from curricula.models.device import describe, device_record, select_device
+from curricula.pipeline.devices import GPU_RULES as DEVICE_RULES
 from curricula.pipeline.devices import gpus, profile_gpu_conflicts, rule_devices
 from curricula.plumbing.errors import DeviceError
 from curricula.plumbing.gpus import claim_gpu, gpu_was_given, visible_entries, visible_gpu_count
@@ -120,7 +121,7 @@ def test_a_profile_giving_cpu_jobs_a_gpu_is_refused():
 
 
 # ----------------------------------------------------------------------------------------------- the workflow
-GPU_RULES = {"train", "evaluate", "teacher_train", "teacher_score_shard", "dense_biencoder", "dense_encode_shard"}
+GPU_RULES = set(DEVICE_RULES) - {"active"}  # the tiny default grid runs no active learning
 
 
 @pytest.mark.slow

@@ -57,7 +57,7 @@ from curricula.evaluation.rerank import ranker_metrics, ranker_per_query
 from curricula.experiments.train import dev_metric
 from curricula.models import build_ranker, ranker_class
 from curricula.models.base import mc_dropout_probabilities
-from curricula.models.device import log_job_device
+from curricula.models.device import log_device
 from curricula.models.hf import autocast_dtype, select_device, set_threads
 from curricula.plumbing.atomic import write_text_atomically
 from curricula.plumbing.contracts import VECTORS, TableSpec, read_table, write_table
@@ -360,8 +360,9 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     job = ActiveJob(method, seed, QueryPool(train), dev, test, qrels, spec, settings,
                     select_device(spec.get("device", "auto")), relevant_min, embeddings)
     transformer = ranker_class(spec["ranker"]).transformer
-    log_job_device(job.device, spec.get("precision", "auto"), transformer, "active learning")
-    computes = arithmetic(job.device, autocast_dtype(job.device, spec.get("precision", "auto"), transformer))
+    dtype = autocast_dtype(job.device, spec.get("precision", "auto"), transformer)
+    log_device(job.device, dtype, "active learning")
+    computes = arithmetic(job.device, dtype)
     pool, n = job.pool, len(job.pool)
     budget = max(1, int(round(settings.budget * n)))
     rounds = 1 if method == "all" else settings.rounds

@@ -46,7 +46,7 @@ from curricula.evaluation.metrics import measure_means
 from curricula.evaluation.rerank import ranker_per_query
 from curricula.experiments.specs import job_params, resolve_arm
 from curricula.models import build_ranker, ranker_class
-from curricula.models.device import device_record, log_job_device
+from curricula.models.device import device_record, log_device
 from curricula.models.hf import autocast_dtype, select_device, set_threads
 from curricula.plumbing.atomic import write_text_atomically
 from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table
@@ -245,9 +245,9 @@ def train_ranker(
     ranker = build_ranker(spec, seed).to(device)
     steps = RankerSteps(spec, device, ranker, sampler, negs, ease, context_of, doc_texts, dev, test, data["qrels"],
                         relevant_min)
-    log_job_device(device, spec["precision"], ranker.transformer, "training")
-    ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed),
-                        arithmetic(device, autocast_dtype(device, spec["precision"], ranker.transformer)))
+    dtype = autocast_dtype(device, spec["precision"], ranker.transformer)
+    log_device(device, dtype, "training")
+    ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed), arithmetic(device, dtype))
     result = fit(ranker.module, steps.step_loss, cfg, seed=seed, evaluate=steps.evaluate, checkpoint=ckpt,
                  on_step=on_step, progress=progress, desc="train")
     ranker.save(model_out)

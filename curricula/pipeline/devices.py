@@ -13,6 +13,10 @@ from typing import Any
 
 from curricula.plumbing.gpus import visible_gpu_count
 
+#: the rules whose jobs can use a GPU (resource ``gpu``; ``active`` only when active learning is on)
+GPU_RULES = ("train", "evaluate", "teacher_train", "teacher_score_shard", "dense_biencoder", "dense_encode_shard",
+             "active")
+
 
 def gpus(device: str, visible: int | None = None) -> int:
     """Cards a job on ``device`` asks for (resource ``gpu``): 1 for ``cuda`` or ``cuda:N``; for ``auto`` 1 when

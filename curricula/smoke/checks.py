@@ -21,8 +21,6 @@ import torch
 
 #: every ranker the pipeline trains
 RANKERS = ("cross_encoder", "convknrm", "cnn_qa", "lstm_qa")
-#: the rules whose jobs can use a GPU (resource ``gpu``)
-GPU_RULES = ("train", "evaluate", "teacher_train", "teacher_score_shard", "dense_biencoder", "dense_encode_shard")
 SEED, BATCH = 13, 8
 WORDS = ("the a to of and in is it you that he was for on are with as his they be at one have this from or had by "
          "word but what some we can out other were all there when up use your how said an each she which do their "
@@ -174,6 +172,7 @@ def ids_equal_but_ties(ids: np.ndarray, ref_ids: np.ndarray, ref_scores: np.ndar
 def workstation_gpu_jobs() -> tuple[int, list[tuple[str, int]]]:
     """(the ``gpu`` each GPU-capable job should ask: 1 where this machine shows a card, else 0; the (rule, gpu) of
     every such job) from a dry run of the default grid at tiny size through profiles/workstation."""
+    from curricula.pipeline.devices import GPU_RULES
     from curricula.plumbing.gpus import visible_gpu_count
 
     config = {"dataset": {"name": "smoke", "format": "chitchat",
