@@ -90,6 +90,18 @@ def read_reference(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 # ---------------------------------------------------------------------------------------------- the checks
+def driver_version() -> str:
+    """The NVIDIA driver's version as ``nvidia-smi`` reports it (torch does not expose it), or why it is unknown."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"unknown ({type(err).__name__})"
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
 def device_line(report: Report, device: torch.device) -> None:
     """Check 1: what this machine is; fails when a CUDA device was asked for and torch cannot use it."""
     from curricula.models.device import describe, device_record
@@ -99,9 +111,8 @@ def device_line(report: Report, device: torch.device) -> None:
                            for name in RANKERS)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        driver = getattr(torch.cuda, "driver_version", lambda: None)
         report.info("device", f"{describe(device_record(device, None))}; {props.total_memory / 2**30:.0f} GiB; "
-                              f"arch list {torch.cuda.get_arch_list()}; driver {driver() if callable(driver) else ''}")
+                              f"arch list {torch.cuda.get_arch_list()}; driver {driver_version()}")
     else:
         report.info("device", describe(device_record(device, None)))
     report.info("precision auto", precisions)
