@@ -183,6 +183,46 @@ def rounds(folder: str) -> int:
     return 0
 
 
+def ledger(args: argparse.Namespace, snakemake_args: list[str]) -> int:
+    """``ledger merge|findings|docs|show``: merge ledgers, recompute a study's rounds and findings from its ledger,
+    regenerate the docs pages' ledger tables, or list what a ledger holds."""
+    from curricula.study.ledger import Ledger
+    from curricula.study.merge import merge_ledgers
+
+    if args.action == "merge":
+        report = merge_ledgers(args.sources, args.into)
+        print(f"{args.into}: {report.added} run(s) added, {report.held} already held, from {report.sources} "
+              f"ledger(s)")
+        return 0
+    if args.action == "docs":
+        from curricula.pipeline.ledger_docs import regenerate_docs
+
+        changed = regenerate_docs(sorted(Path("docs").rglob("*.md")), check=args.check)
+        verb = "differ from the ledger" if args.check else "regenerated"
+        print(f"{len(changed)} page(s) {verb}" + "".join(f"\n  {p}" for p in changed))
+        return 1 if args.check and changed else 0
+    from curricula.pipeline.study import study_plan_of
+
+    plan = study_plan_of(args.config + configfiles_in(snakemake_args), config_overrides_in(snakemake_args))
+    if args.action == "show":
+        held = Ledger(plan.layout.study_ledger).records()
+        print(f"{plan.layout.study_ledger}: {len(held)} run(s)")
+        counts: dict[tuple[str, str], int] = {}
+        for record in held:
+            counts[(record["dataset"], record["arm"])] = counts.get((record["dataset"], record["arm"]), 0) + 1
+        for (dataset, arm), n in sorted(counts.items()):
+            print(f"  {dataset:>16} {arm:<32} {n} run(s)")
+        return 0
+    from curricula.study.recompute import recompute
+
+    out = Path(args.out or plan.layout.study_dir + "-from-ledger")
+    done = recompute(plan, out)
+    print(f"{out}: {len(done.rounds)} round record(s)" + (", the findings page" if done.findings else ""))
+    if done.stopped:
+        print(f"stopped: {done.stopped}", file=sys.stderr)
+    return 0
+
+
 def option_values(snakemake_args: list[str], names: tuple[str, ...]) -> list[str]:
     """The values given to a Snakemake option that takes one or more (``--configfile a.yaml b.yaml``, up to the next
     option; ``--configfile=a.yaml`` too), under any of its ``names``, in order."""
@@ -245,7 +285,27 @@ def main(argv: list[str] | None = None) -> int:
     p_rounds.add_argument("folder", nargs="?", default=Layout().study_rounds,
                           help=f"the round records' folder (a study.only selection's: "
                           f"{Layout(only=('<keys>',)).study_rounds})")
+    p_ledger = sub.add_parser("ledger", help="a study's ledger of finished runs: merge, recompute, docs, show")
+    ledger_sub = p_ledger.add_subparsers(dest="action", required=True)
+    p_merge = ledger_sub.add_parser("merge", help="merge ledgers from other machines into one")
+    p_merge.add_argument("sources", nargs="+", help="ledger folders to merge in, e.g. other/ledger/study")
+    p_merge.add_argument("--into", required=True, help="the ledger folder to merge into, e.g. ledger/study")
+    for action, text in (("findings", "recompute the round records and findings page from the ledger alone"),
+                         ("show", "list the runs a study's ledger holds")):
+        p_action = ledger_sub.add_parser(action, help=text)
+        p_action.add_argument("config", nargs="*", help="the study's config files (or after --: Snakemake's "
+                              "--configfile and --config)")
+        if action == "findings":
+            p_action.add_argument("--out", help="folder to write to (default: the study's folder + -from-ledger)")
+    p_docs = ledger_sub.add_parser("docs", help="regenerate the docs pages' tables from the committed ledgers")
+    p_docs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
     args = parser.parse_args(argv)
+    if args.command == "ledger":
+        try:
+            return ledger(args, snakemake_args)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
     if args.command == "rounds":
         return rounds(args.folder)
     if args.command == "pair-lengths":

@@ -15,6 +15,34 @@ for STUDY_DATASET, STUDY_DATASET_PLAN in STUDY_PLAN.datasets.items():
     use rule * from STUDY_MODULE as STUDY_RULES*
 
 
+rule study_ledger_entry:
+    """A finished run's ledger entry: its per-query test values, training summary, cost and provenance, appended to
+    the study's ledger (committed with the project; curricula/study/entries.py)."""
+    input:
+        unpack(study_entry_inputs),
+    output:
+        STUDY_LAYOUT.study_entry(),
+    params:
+        spec_digest=lambda wildcards: study_entry_params(wildcards)["spec_digest"],
+        root=lambda wildcards: study_entry_params(wildcards)["root"],
+        benchmarks=lambda wildcards: study_entry_params(wildcards)["benchmarks"],
+        ledger=STUDY_LAYOUT.study_ledger,
+        manifest=STUDY_MANIFEST,
+    wildcard_constraints:
+        dataset=one_of(list(STUDY_PLAN.datasets)),
+        seed=r"-?[0-9]+",
+    log:
+        STUDY_LAYOUT.study_log("study_ledger_entry/{dataset}/{arm}/seed={seed}"),
+    benchmark:
+        STUDY_LAYOUT.study_benchmark("study_ledger_entry/{dataset}/{arm}/seed={seed}")
+    resources:
+        mem_mb=1000,
+    conda:
+        CONDA_ENVS_STUDY["cpu"]
+    script:
+        "../workflow_scripts/study_ledger_entry.py"
+
+
 if STUDY_PLAN.looks is not None:
 
     checkpoint study_round:
@@ -25,15 +53,9 @@ if STUDY_PLAN.looks is not None:
         output:
             STUDY_LAYOUT.study_round("{round}"),
         params:
-            claims=STUDY_PLAN.claims,  # all of them: the active-learning claims' share of alpha is left to them
-            looks=list(STUDY_PLAN.looks),
-            kind=STUDY_SETTINGS["sequential"]["kind"],
-            alpha=STUDY_SETTINGS["alpha"],
-            seeds=STUDY_PLAN.seeds,
+            ledger=STUDY_LAYOUT.study_ledger,
             round_=lambda wildcards: int(wildcards.round),
-            measure=STUDY_SETTINGS["measure"],
-            margin=STUDY_SETTINGS["equivalence_margin"],
-            multiplicity=STUDY_SETTINGS["multiplicity"],
+            **{k: v for k, v in STUDY_PLAN.round_settings(1).items() if k != "round_"},
         wildcard_constraints:
             round=r"[1-9][0-9]*",
         log:
@@ -62,17 +84,9 @@ rule report_study:
         figure=report(STUDY_LAYOUT.study_report()["figure"], caption="../report/study_figure.rst", category="Study"),
         costs=STUDY_LAYOUT.study_report()["costs"],
     params:
+        ledger=STUDY_LAYOUT.study_ledger,
         claims=STUDY_PLAN.claims,
-        differing_keys=STUDY_PLAN.differences,
-        measure=STUDY_SETTINGS["measure"],
-        alpha=STUDY_SETTINGS["alpha"],
-        power=STUDY_SETTINGS["power"],
-        inference=STUDY_SETTINGS["inference"],
-        margin=STUDY_SETTINGS["equivalence_margin"],
-        multiplicity=STUDY_SETTINGS["multiplicity"],
-        plan_max_queries=STUDY_SETTINGS["plan_max_queries"],
-        benchmarks=STUDY_PLAN.benchmark_folders(),
-        **({"seeds": STUDY_PLAN.seeds} if STUDY_PLAN.looks is not None else {}),
+        **STUDY_PLAN.report_settings(),
     log:
         STUDY_LAYOUT.study_log("report_study"),
     benchmark:

@@ -3,7 +3,10 @@
 import os
 import sys
 
+from curricula.pipeline.ledger import entry_inputs, entry_params
+from curricula.pipeline.plan import one_of
 from curricula.pipeline.study import study_plan
+from curricula.study.ledger import manifest
 from curricula.plumbing.config import read_yaml
 
 # DEFAULT_CONFIG is config.yaml as the Snakefile read it; each dataset's config is built from it and the overlays
@@ -15,6 +18,8 @@ except ValueError as err:
 # the study's own outputs (round records, findings page, their logs): a study.only selection has its own folder
 STUDY_LAYOUT = STUDY_PLAN.layout
 STUDY_SETTINGS = config["study"]
+# what the ledger's runs are judged under: written with its first entry, another study's ledger refused
+STUDY_MANIFEST = manifest(STUDY_SETTINGS, STUDY_PLAN.looks, STUDY_PLAN.claims)
 CONDA_ENVS_STUDY = {"cpu": "../envs/cpu.yaml"}
 
 
@@ -24,7 +29,7 @@ def study_module(dataset):
 
 
 def study_outputs():
-    """The final targets of a study: every dataset's targets and the findings page."""
+    """The final targets of a study: the findings page (only the runs the ledger lacks are trained)."""
     return STUDY_PLAN.outputs()
 
 
@@ -39,3 +44,11 @@ def study_round_inputs(wildcards):
 
 def study_report_inputs(wildcards):
     return STUDY_PLAN.report_inputs(study_round_path)
+
+
+def study_entry_inputs(wildcards):
+    return entry_inputs(STUDY_PLAN.plan_of(wildcards.dataset), wildcards.arm, wildcards.seed)
+
+
+def study_entry_params(wildcards):
+    return entry_params(STUDY_PLAN.plan_of(wildcards.dataset), wildcards.arm)

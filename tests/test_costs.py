@@ -1,4 +1,5 @@
-"""The cost per dataset on the findings page: CPU time from Snakemake's benchmark files (curricula/study/costs.py).
+"""What a run cost: CPU time and peak memory from Snakemake's benchmark files (curricula/study/costs.py), recorded
+in its ledger entry (curricula/study/entries.py).
 
 Snakemake writes these files itself; the study workflow test (tests/test_workflow.py) reads real ones. Here a
 benchmark folder is laid out by hand, in Snakemake's format, so each counted and excluded file is known."""
@@ -10,13 +11,8 @@ from pathlib import Path
 import pytest
 
 from curricula.plumbing.errors import InputFormatError
-from curricula.study.costs import (
-    CORE_HOUR,
-    benchmark_cpu_seconds,
-    dataset_costs,
-    run_benchmark_files,
-    stage_benchmark_files,
-)
+from curricula.study.costs import active_benchmark_files, benchmark_cpu_seconds, benchmark_value, run_benchmark_files
+from curricula.study.entries import run_cost
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
 
@@ -49,38 +45,28 @@ def test_a_broken_benchmark_file_is_named_with_its_line(tmp_path, text, where, p
     assert str(err.value).startswith(f"{path}{where}")
 
 
-def test_a_datasets_cost_is_its_stages_plus_the_runs_the_page_rests_on(tmp_path):
+def test_a_runs_cost_is_its_training_selection_and_evaluation(tmp_path):
     folder = tmp_path / "benchmarks" / "wikiqa"
-    for stage, cpu in (("ingest.tsv", 360), ("bm25_run_shard/1-of-1.tsv", 720), ("teacher_train.tsv", 1800),
-                       ("evaluate/reference_bm25.tsv", 36)):
-        _bench(folder / stage, cpu)
+    _bench(folder / "ingest.tsv", 360)                                   # a stage before training: no run's
     for experiment in ("baseline", "penha"):
-        for seed in (1, 2):
-            _bench(folder / "train" / experiment / f"seed={seed}.tsv", 900 if experiment == "baseline" else 1000)
-            _bench(folder / "evaluate" / experiment / f"seed={seed}.tsv", 18)
-    _bench(folder / "train" / "hcl" / "seed=1.tsv", 5000)             # a run no claim names: not the page's
+        _bench(folder / "train" / experiment / "seed=1.tsv", 900)
+        _bench(folder / "evaluate" / experiment / "seed=1.tsv", 18)
     _bench(folder / "train" / "tuned@weighting.m=1" / "seed=1.tsv", 400)  # a tuned experiment's values
     _bench(folder / "train" / "tuned@weighting.m=2" / "seed=1.tsv", 500)
     _bench(folder / "select_tuned" / "tuned" / "seed=1.tsv", 10)
     _bench(folder / "evaluate" / "tuned" / "seed=1.tsv", 20)
     _bench(folder / "active" / "dasl" / "seed=1.tsv", 3600)
-    assert [p.relative_to(folder).as_posix() for p in stage_benchmark_files(folder)] == [
-        "bm25_run_shard/1-of-1.tsv", "evaluate/reference_bm25.tsv", "ingest.tsv", "teacher_train.tsv"]
-    assert [p.relative_to(folder).as_posix() for p in run_benchmark_files(folder, "tuned", 1)] == [
+    tuned = run_benchmark_files(folder, "tuned", 1)
+    assert [p.relative_to(folder).as_posix() for p in tuned] == [
         "train/tuned@weighting.m=1/seed=1.tsv", "train/tuned@weighting.m=2/seed=1.tsv",
         "select_tuned/tuned/seed=1.tsv", "evaluate/tuned/seed=1.tsv"]
-    runs = [("baseline", "1"), ("baseline", "2"), ("penha", "1"), ("penha", "2"), ("tuned", "1"),
-            ("penha", "3"), ("baseline", "1")]  # seed 3 never ran here; a repeated pair counts once
-    costs = dataset_costs({"wikiqa": folder, "empty": tmp_path / "nothing"}, {"wikiqa": runs},
-                          {"wikiqa": [("dasl", 1), ("random", 1)]})
-    row = costs.row(0, named=True)
-    assert row["stage_jobs"] == 4 and row["stage_core_hours"] == pytest.approx(2916 / CORE_HOUR)
-    run_seconds = 2 * 900 + 2 * 1000 + 4 * 18 + 400 + 500 + 10 + 20 + 3600
-    assert row["runs"] == 8 and row["run_jobs"] == 8 + 4 + 1 and row["runs_unmeasured"] == 2
-    assert row["run_core_hours"] == pytest.approx(run_seconds / CORE_HOUR)
-    assert row["core_hours"] == pytest.approx((2916 + run_seconds) / CORE_HOUR)
-    empty = costs.row(1, named=True)
-    assert (empty["stage_jobs"], empty["runs"], empty["core_hours"]) == (0, 0, 0.0)
+    assert run_cost(tuned) == {"cpu_seconds": 930.0, "peak_rss_mb": 100.0}
+    assert run_cost(run_benchmark_files(folder, "baseline", 1))["cpu_seconds"] == 918.0
+    assert run_benchmark_files(folder, "baseline", 2) == [] and run_cost([]) == {"cpu_seconds": 0.0,
+                                                                                  "peak_rss_mb": 0.0}
+    assert [p.name for p in active_benchmark_files(folder, "dasl", 1)] == ["seed=1.tsv"]
+    assert active_benchmark_files(folder, "dasl", 2) == []
+    assert benchmark_value(folder / "ingest.tsv", "max_rss") == 100.0
 
 
 def test_an_experiment_name_with_glob_characters_matches_itself_only(tmp_path):

@@ -17,6 +17,7 @@ from curricula.statistics.power import cheapest, mde, plan
 from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, verdict
 from curricula.study.findings import claim_row, dataset_plans, findings_stage, findings_table
 from curricula.study.findings_page import METHOD, findings_markdown
+from tests.ledger_fixtures import ledger_from_frames
 
 
 def test_confidence_interval_is_the_t_interval_of_the_mean():
@@ -132,28 +133,30 @@ def test_findings_page_has_a_verdict_per_claim_and_dataset(tmp_path):
 
 
 def _stage_files(tmp_path: Path, shift_two: float) -> tuple[dict, dict]:
-    """Per-query metric files of two datasets (``x`` beats the baseline by 0.05 on ``one``, by ``shift_two`` on
-    ``two``; ``y`` equals the baseline), keyed (dataset, experiment, seed), and the findings stage's output paths."""
+    """A ledger (``tmp_path``/ledger) of two datasets' runs (``x`` beats the baseline by 0.05 on ``one``, by
+    ``shift_two`` on ``two``; ``y`` equals the baseline), its claim runs keyed (dataset, experiment, seed), and the
+    findings stage's output paths."""
     rng = np.random.default_rng(3)
     base = rng.uniform(0.2, 0.8, 50)
-    paths = {}
-    for dataset, shift in (("one", 0.05), ("two", shift_two)):
-        long = _metrics({"baseline": base, "x": base + shift, "y": base})
-        for (experiment, seed), part in long.group_by("experiment", "seed"):
-            path = tmp_path / dataset / f"{experiment}-{seed}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part.select("qid", "measure", "value").write_parquet(path)
-            paths[(dataset, experiment, seed)] = path
+    frames = {dataset: _metrics({"baseline": base, "x": base + shift, "y": base})
+              for dataset, shift in (("one", 0.05), ("two", shift_two))}
+    paths = ledger_from_frames(tmp_path / "ledger", frames)
     out = {"findings": tmp_path / "s" / "findings.md", "table": tmp_path / "s" / "findings.csv",
-           "parquet": tmp_path / "s" / "findings.parquet", "figure": tmp_path / "s" / "findings.png"}
+           "parquet": tmp_path / "s" / "findings.parquet", "figure": tmp_path / "s" / "findings.png",
+           "costs": tmp_path / "s" / "costs.csv"}
     return paths, out
 
 
-def test_findings_stage_writes_every_file_from_metric_files(tmp_path):
+def test_findings_stage_writes_every_file_from_the_ledger(tmp_path):
     paths, out = _stage_files(tmp_path, -0.05)
-    table = findings_stage(paths, CLAIMS, out, measure="AP")
+    table = findings_stage(paths, CLAIMS, out, measure="AP", ledger=tmp_path / "ledger")
     assert all(Path(p).is_file() for p in out.values())
     assert pl.read_parquet(out["parquet"]).equals(table)
+    costs = pl.read_csv(out["costs"])  # the runs' cost, from the ledger: 3 arms x seeds per dataset, 60 s each
+    seeds = table["seeds"][0]
+    assert costs["runs"].to_list() == [3 * seeds, 3 * seeds]
+    assert costs["core_hours"].to_list() == pytest.approx([3 * seeds * 60 / 3600] * 2)
+    assert costs["machines"].to_list() == [1, 1] and costs["upstream_variants"].to_list() == [1, 1]
     assert pl.read_csv(out["table"]).height == 4
     assert Path(out["figure"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in out["findings"].parent.iterdir()) == sorted(p.name for p in out.values())
@@ -164,6 +167,7 @@ def test_active_learning_claims_pair_per_round_test_values(tmp_path):
     2020); its per-query test values come from the active rule's test_metrics files."""
     from curricula.active.loop import ACTIVE_TEST_METRICS
     from curricula.plumbing.contracts import write_table
+    from curricula.study.entries import active_values
     from curricula.study.grid import parse_active_name
 
     assert parse_active_name("active:dasl@3") == ("dasl", 3) and parse_active_name("hcl") is None
@@ -171,21 +175,23 @@ def test_active_learning_claims_pair_per_round_test_values(tmp_path):
         parse_active_name("active:dasl")
     rng = np.random.default_rng(4)
     base = rng.uniform(0.2, 0.8, 200)
-    paths = {}
+    frames = []
     for method, gain in (("random", 0.0), ("dasl", 0.08)):
         for seed in ("1", "2"):
             rows = [{"round": r, "qid": f"q{i}", "measure": m, "value": float(v + gain * r)}
                     for r in range(2) for m in ("RR", "AP") for i, v in enumerate(base)]
             path = tmp_path / f"{method}-{seed}.parquet"
             write_table(pl.DataFrame(rows, schema=ACTIVE_TEST_METRICS.columns), path, ACTIVE_TEST_METRICS)
-            paths[("one", method, seed)] = path
+            frames.append(active_values(method, path).with_columns(seed=pl.lit(seed)))
+    paths = ledger_from_frames(tmp_path / "ledger", {"one": pl.concat(frames)})
+    assert set(paths) == {("one", f"active:{m}", s) for m in ("random", "dasl") for s in (1, 2)}
     claims = [{"paper": "Wang et al. 2020", "claim": "DASL beats random acquisition", "experiment": "active:dasl@1",
                "against": "active:random@1", "expect": "better"},
               {"paper": "Wang et al. 2020", "claim": "round 0 is the same", "experiment": "active:dasl@0",
                "against": "active:random@0", "expect": "better"}]
     out = {k: tmp_path / "s" / f"findings.{e}" for k, e in
            (("findings", "md"), ("table", "csv"), ("parquet", "parquet"), ("figure", "png"))}
-    table = findings_stage({}, claims, out, measure="AP", active_paths=paths)
+    table = findings_stage(paths, claims, out, measure="AP", ledger=tmp_path / "ledger")
     assert table["verdict"].to_list() == [REPRODUCED, EQUIVALENT]  # round 0 is the same model: equivalent
     assert table["effect"][0] == pytest.approx(0.08) and table["effect"][1] == pytest.approx(0.0, abs=1e-12)
     assert table["seeds"].to_list() == [2, 2]
@@ -376,12 +382,13 @@ def test_the_last_study_is_read_from_its_parquet_or_csv_and_a_wrong_file_is_name
     from curricula.study.verdicts import read_previous_findings, verdict_changes
 
     paths, out = _stage_files(tmp_path, 0.0)
-    table = findings_stage(paths, CLAIMS, out, measure="AP")
+    table = findings_stage(paths, CLAIMS, out, measure="AP", ledger=tmp_path / "ledger")
     for name in ("findings.parquet", "findings.csv"):
         previous = read_previous_findings(tmp_path / "s" / name)
         assert set(verdict_changes(table, previous)["change"]) == {"same"}, name
     again = {**out, "findings": tmp_path / "t" / "findings.md"}
-    findings_stage(paths, CLAIMS, again, measure="AP", previous=tmp_path / "s" / "findings.csv")
+    findings_stage(paths, CLAIMS, again, measure="AP", previous=tmp_path / "s" / "findings.csv",
+                   ledger=tmp_path / "ledger")
     assert "0 changed, 4 the same, 0 new, 0 no longer tested" in again["findings"].read_text()
     with pytest.raises(InputFormatError, match="study.previous: no such file"):
         read_previous_findings(tmp_path / "none.parquet")

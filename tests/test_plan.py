@@ -92,15 +92,16 @@ def test_the_tuned_bm25_reference_needs_the_tuning():
 
 
 # --------------------------------------------------------------------------------------------------- a study
-def test_a_study_plan_builds_each_dataset_and_the_claims_metrics():
-    study = plan_study(study_overlay())
+def test_a_study_plan_builds_each_dataset_and_the_claims_runs(tmp_path):
+    study = plan_study(study_overlay(ledger=str(tmp_path / "ledger")))
     assert list(study.datasets) == ["tiny"] and study.looks is None and study.seeds == {}
     assert study.layout.study_dir == "results/report/study"
-    assert study.claim_metrics["metrics|tiny|baseline+bm25|2"] == \
-        "results/tiny/experiments/baseline/seed=2/metrics+bm25.parquet"
+    assert study.layout.study_ledger == f"{tmp_path}/ledger/study"
+    assert sorted(study.claim_runs) == [("tiny", arm, s) for arm in ("baseline", "baseline+bm25") for s in (1, 2)]
     assert study.differences == {"additivity": {"tiny": ["additivity"]}}
-    assert study.benchmark_folders() == {"tiny": "benchmarks/tiny"}
-    assert study.outputs()[-5:] == list(study.layout.study_report().values())
+    assert study.outputs() == list(study.layout.study_report().values())  # the runs come through the findings
+    inputs = study.report_inputs(lambda k: f"round{k}")  # an empty ledger: every run's entry is made here
+    assert inputs["run|tiny|baseline+bm25|2"] == "results/report/study/entries/tiny/baseline/seed=2.parquet"
 
 
 def test_seeds_in_rounds_cut_each_dataset_to_the_first_look():
@@ -109,8 +110,8 @@ def test_seeds_in_rounds_cut_each_dataset_to_the_first_look():
     assert study.looks == (2, 3) and study.seeds == {"tiny": [1, 2, 3]}
     assert study.datasets["tiny"].config["seeds"] == [1, 2]
     first = study.round_inputs(1, lambda k: f"round{k}")
-    assert first["metrics|tiny|baseline|2"] == "results/tiny/experiments/baseline/seed=2/metrics.parquet"
-    assert set(first) == {f"metrics|tiny|{arm}|{s}" for arm in ("baseline", "baseline+bm25") for s in (1, 2)}
+    assert first["run|tiny|baseline|2"] == "results/report/study/entries/tiny/baseline/seed=2.parquet"
+    assert set(first) == {f"run|tiny|{arm}|{s}" for arm in ("baseline", "baseline+bm25") for s in (1, 2)}
 
 
 def test_the_final_round_is_the_first_that_extends_no_arm(tmp_path):
@@ -124,7 +125,7 @@ def test_the_final_round_is_the_first_that_extends_no_arm(tmp_path):
     assert study.final_round(lambda k: str(records[k])) == str(records[2])
     second = study.round_inputs(2, lambda k: str(records[k]))
     assert second["previous"] == str(records[1]) and set(second) - {"previous"} == {
-        f"metrics|tiny|baseline|{s}" for s in (1, 2, 3)}
+        f"run|tiny|baseline|{s}" for s in (1, 2, 3)}
 
 
 def test_a_claim_naming_what_a_dataset_does_not_evaluate_is_refused():

@@ -29,6 +29,7 @@ from curricula.study.rounds import (
     study_round,
     study_round_stage,
 )
+from tests.ledger_fixtures import ledger_from_frames
 
 QUERIES = 40
 LOOKS = (3, 6)
@@ -60,14 +61,10 @@ def _metrics(seeds: range | list[int], rng_seed: int = 0, arms: tuple[str, ...] 
     return pl.DataFrame(rows)
 
 
-def _metric_files(frame: pl.DataFrame, folder) -> dict[tuple[str, str, str], object]:
-    """Each (arm, seed)'s metrics file in ``folder``, keyed as the checkpoint takes them: (dataset "d", arm, seed)."""
-    paths = {}
-    for (arm, seed), part in frame.group_by("experiment", "seed"):
-        path = folder / f"{arm}_{seed}.parquet"
-        part.select("qid", "measure", "value").write_parquet(path)
-        paths[("d", arm, seed)] = path
-    return paths
+def _metric_files(frame: pl.DataFrame, folder) -> dict[tuple[str, int, str], object]:
+    """Each (arm, seed)'s entry in the ledger ``folder``/ledger, keyed as the checkpoint takes them: (dataset "d",
+    arm, seed)."""
+    return ledger_from_frames(folder / "ledger", {"d": frame})
 
 
 def _round(metrics, previous, seeds, round_, multiplicity="none", previous_tests=None):
@@ -185,7 +182,7 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
     params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1, 2, 3]}, measure="AP", margin=0.02,
                   multiplicity="holm")
     out = tmp_path / "round=1.json"
-    record = study_round_stage(paths, None, out, looks=list(LOOKS), round_=1, **params)
+    record = study_round_stage(paths, None, out, looks=list(LOOKS), round_=1, ledger=tmp_path / "ledger", **params)
     assert json.loads(out.read_text())["next"] == [{"dataset": "d", "arm": "noisy"},
                                                    {"dataset": "d", "arm": "baseline"}]
     back = read_round(out)
@@ -200,7 +197,8 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
     assert any(line.startswith("| big | d | reproduced | 3 | +0.1") for line in table)
     assert table[-2] == "Arms that train the next round's seeds: noisy (d), baseline (d)."
     capped = study_looks(LOOKS, 3)  # a cap at the first look: the first round is the last
-    last = study_round_stage(paths, None, tmp_path / "capped.json", looks=list(capped), round_=1, **params)
+    last = study_round_stage(paths, None, tmp_path / "capped.json", looks=list(capped), round_=1,
+                             ledger=tmp_path / "ledger", **params)
     assert last["next"] == [] and read_round(tmp_path / "capped.json")["decisions"][("null", "d")].verdict \
         == INCONCLUSIVE
 
@@ -227,7 +225,7 @@ def test_a_round_folder_shows_one_run_of_the_rounds_and_names_the_first_record_l
     does a round 3 after a missing round 2."""
     paths = _metric_files(_metrics(range(1, 7)), tmp_path)
     params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1]}, measure="AP", margin=0.02,
-                  multiplicity="holm", looks=list(LOOKS))
+                  multiplicity="holm", looks=list(LOOKS), ledger=tmp_path / "ledger")
     first_paths = {key: p for key, p in paths.items() if int(key[2]) <= 3}
     study_round_stage(first_paths, None, tmp_path / "round=1.json", round_=1, **params)
     second_paths = {key: p for key, p in paths.items() if key[1] != "big"}  # big was decided: no seeds 4-6

@@ -360,21 +360,31 @@ def _tiny_dataset(name: str, train: int) -> dict:
 
 def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_run, tmp_path):
     """A two-dataset study: the tiny run's dataset (its finished jobs reused: same config, same params) and a second
-    tiny chitchat cut, each under results/<key>/ with its own logs, and the findings page over both. Adding a third
-    dataset schedules that dataset's jobs and the study report only."""
+    tiny chitchat cut, each under results/<key>/ with its own logs, every claim run's entry in the study's ledger,
+    and the findings page over both from the ledger. Adding a third dataset schedules that dataset's jobs, its
+    entries and the study report only."""
+    from curricula.study.ledger import Ledger
+
     wd = copy_run(tiny_run, tmp_path / "run")
     two = _study({"tiny": TINY["dataset"], "tiny_b": _tiny_dataset("tiny_b", 30)})
     plan = snakemake(wd, "-n", config=two)
     assert plan.returncode == 0, plan.stderr[-3000:]
-    assert {j for j in jobs_of(plan.stdout) if not j.startswith("tiny_b_")} == {"report_study", "all"}
+    assert {j for j in jobs_of(plan.stdout) if not j.startswith("tiny_b_")} == {"study_ledger_entry", "report_study",
+                                                                                "all"}
+    assert "tiny_b_report_tables" not in jobs_of(plan.stdout)  # a study's targets are its findings, not each report
     out = snakemake(wd, config=two)
     assert out.returncode == 0, out.stderr[-3000:]
     for key in ("tiny", "tiny_b"):
-        assert (wd / "results" / key / "report" / "table_metrics.md").is_file()
         assert (wd / "logs" / key / "ingest.log").is_file()
     queries = {k: pl.read_parquet(wd / "results" / k / "data" / "queries.parquet") for k in ("tiny", "tiny_b")}
     assert queries["tiny"].filter(pl.col("split") == "train").height == 40
     assert queries["tiny_b"].filter(pl.col("split") == "train").height == 30
+    held = Ledger(wd / "ledger" / "study").records()  # one entry per trained run, both forms (plain and +bm25) in it
+    assert sorted((r["dataset"], r["arm"], r["seed"]) for r in held) == [("tiny", "baseline", 1),
+                                                                        ("tiny_b", "baseline", 1)]
+    assert all(r["kept_step"] is not None and r["cpu_seconds"] > 0 and "data/queries.parquet" in r["upstream"]
+               for r in held)
+    assert (wd / "ledger" / "study" / "study.json").is_file()
     study = wd / "results" / "report" / "study"
     page = (study / "findings.md").read_text()
     assert "| Yang et al. 2019 | interpolating BM25 helps | " in page
@@ -383,11 +393,11 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
     assert table["dataset"].to_list() == ["tiny", "tiny_b"]
     assert set(table["verdict"]) <= {"reproduced", "not reproduced", "equivalent", "inconclusive"}
     assert (study / "findings.png").stat().st_size > 0
-    # the cost per dataset, from the benchmark files Snakemake wrote: tiny's copied from the shared run, tiny_b's here
+    # the cost per dataset, from the ledger: the run each dataset's page rests on, measured where it trained
     costs = pl.read_csv(study / "costs.csv")
     assert costs["dataset"].to_list() == ["tiny", "tiny_b"]
-    assert costs["runs"].to_list() == [1, 1] and costs["runs_unmeasured"].to_list() == [0, 0]
-    assert (costs["stage_jobs"] > 5).all() and (costs["run_core_hours"] > 0).all()
+    assert costs["runs"].to_list() == [1, 1] and (costs["core_hours"] > 0).all()
+    assert costs["machines"].to_list() == [1, 1] and costs["upstream_variants"].to_list() == [1, 1]
     assert "## Cost" in page and "| tiny_b | " in page.split("## Cost")[1]
     assert "## Verdicts against the last study" not in page
     assert jobs_of(snakemake(wd, "-n", config=two).stdout) == set()          # nothing left to do
@@ -404,15 +414,16 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
     out = snakemake(wd, "--report", str(html), config=two)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "findings.md" in html.read_text(errors="replace") and "tiny_b" in html.read_text(errors="replace")
-    # a selection of its datasets (study.only) is judged as its own family: its page and logs in a folder of their
-    # own, the whole study's page left as it was; listing every dataset is the whole study
+    # a selection of its datasets (study.only) is judged as its own family: its page, ledger and logs in folders of
+    # their own, the whole study's page left as it was; listing every dataset is the whole study
     whole = (study / "findings.md").read_text()
     alone = {**again, "study": {**again["study"], "only": ["tiny_b"]}}
-    assert jobs_of(snakemake(wd, "-n", config=alone).stdout) == {"report_study", "all"}
+    assert jobs_of(snakemake(wd, "-n", config=alone).stdout) == {"study_ledger_entry", "report_study", "all"}
     out = snakemake(wd, config=alone)
     assert out.returncode == 0, out.stderr[-2000:]
     assert pl.read_parquet(study / "only=tiny_b" / "findings.parquet")["dataset"].to_list() == ["tiny_b"]
     assert (wd / "logs" / "study" / "only=tiny_b" / "report_study.log").is_file()
+    assert len(Ledger(wd / "ledger" / "study" / "only=tiny_b").records()) == 1
     assert (study / "findings.md").read_text() == whole
     listed = {**again, "study": {**again["study"], "only": ["tiny_b", "tiny"]}}
     assert jobs_of(snakemake(wd, "-n", config=listed).stdout) == set()
@@ -420,7 +431,7 @@ def test_a_study_runs_every_dataset_and_adding_one_schedules_only_its_jobs(tiny_
                     "tiny_c": _tiny_dataset("tiny_c", 20)})
     added = jobs_of(snakemake(wd, "-n", config=three).stdout)
     assert "tiny_c_train" in added and "tiny_c_ingest" in added
-    assert {j for j in added if not j.startswith("tiny_c_")} == {"report_study", "all"}
+    assert {j for j in added if not j.startswith("tiny_c_")} == {"study_ledger_entry", "report_study", "all"}
 
 
 def test_a_bad_study_stops_before_any_job(tmp_path):
@@ -439,7 +450,7 @@ def test_a_bad_study_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_run, tmp_path):
+def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_run, tmp_path, monkeypatch):
     """study.sequential with looks [2, 3]: each dataset's own targets train the first look's seeds only; the
     checkpoint study_round judges every cell after a round and lists the arms of the open cells, and exactly those
     arms train the next round's seeds; the findings carry each cell's sequential verdict at its look; a second
@@ -497,3 +508,31 @@ def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_
     assert "sequential (seeds, p boundary)" in (wd / "results" / "report" / "study" / "findings.md").read_text()
     again = snakemake(wd, "-n", config=cfg)
     assert again.returncode == 0 and jobs_of(again.stdout) == set(), again.stdout[-2000:]
+    _the_ledger_resumes_anywhere_and_recomputes_the_findings(wd, tmp_path, cfg, monkeypatch)
+
+
+def _the_ledger_resumes_anywhere_and_recomputes_the_findings(wd: Path, tmp_path: Path, cfg: dict, monkeypatch):
+    """The study's ledger alone: recomputing its rounds and findings gives the run's bytes; a fresh working directory
+    with only the ledger copied over trains nothing the ledger holds and writes the same findings page."""
+    from curricula.pipeline.study import study_plan_of
+    from curricula.study.recompute import check_complete, recompute
+
+    study = wd / "results" / "report" / "study"
+    monkeypatch.chdir(wd)
+    done = recompute(study_plan_of([wd / "config.test.yaml"]), tmp_path / "from_ledger")
+    check_complete(done)
+    for path in done.rounds:
+        assert path.read_bytes() == (study / "rounds" / path.name).read_bytes(), path.name
+    for name, path in done.findings.items():
+        if name != "figure":
+            assert path.read_bytes() == (study / path.name).read_bytes(), name
+    fresh = tmp_path / "fresh"
+    shutil.copytree(wd / "ledger", fresh / "ledger")
+    plan = snakemake(fresh, "-n", config=cfg)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert jobs_of(plan.stdout) == {"study_round", "report_study", "all"}  # nothing trained, no stage before it
+    out = snakemake(fresh, config=cfg)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert not (fresh / "results" / "tiny").exists()
+    for name in ("findings.md", "findings.csv", "findings.parquet", "costs.csv"):
+        assert (fresh / "results" / "report" / "study" / name).read_bytes() == (study / name).read_bytes(), name

@@ -50,6 +50,7 @@ from curricula.models.device import device_record, log_device
 from curricula.models.hf import autocast_dtype, select_device, set_threads
 from curricula.plumbing.atomic import write_text_atomically
 from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table
+from curricula.plumbing.provenance import cpu_class, project_commit
 from curricula.training.checkpoints import Checkpointer
 from curricula.training.core import FitConfig, FitResult, fit
 from curricula.training.determinism import arithmetic, use_deterministic
@@ -296,6 +297,7 @@ def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Pa
                          checkpoint_dir=model_out.with_name(model_out.name + ".checkpoint"),
                          relevant_min=relevant_min, config_seed=config_seed, **extra)
     write_table(curve, outputs["dev_curve"], dev_curve_spec(curve.columns))
-    record = {"seed": seed, "spec": dict(spec), "ran_on": ran_on(spec)}
+    record = {"seed": seed, "spec": dict(spec), "ran_on": {**ran_on(spec), "cpu": cpu_class()},
+              "commit": project_commit()}
     write_text_atomically(outputs["config"], json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return curve

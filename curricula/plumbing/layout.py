@@ -16,7 +16,8 @@ One configured run writes under ``<results>/<dataset>/`` (:attr:`Layout.root`)::
     report/                                                 table_<name>.{csv,md,parquet}, figures/
 
 A study's own outputs (round records, findings page) are under ``<results>/report/study/``, or
-``<results>/report/study/only=<keys>/`` for a ``study.only`` selection (:attr:`Layout.study_name`). Logs and
+``<results>/report/study/only=<keys>/`` for a ``study.only`` selection (:attr:`Layout.study_name`); its ledger of
+finished runs is under ``ledger/<study name>/`` (config ``study.ledger``), committed with the project. Logs and
 benchmarks are under ``logs/<dataset>`` and ``benchmarks/<dataset>`` for the default results folder, under
 ``logs/<results, its path parts joined by _>/<dataset>`` for any other (:meth:`Layout.side`).
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_RESULTS = "results"
+DEFAULT_LEDGER = "ledger"
 STUDY = "study"
 SELECTION = "only="
 SIDE_KINDS = ("logs", "benchmarks")
@@ -60,22 +62,26 @@ def table_files(name: str, stem: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class Layout:
     """The paths of one run: ``results`` (config ``results``), ``dataset`` (config ``dataset.name``; a study's
-    module each has its own) and ``only`` (a study selection's keys, :func:`study_selection`)."""
+    module each has its own), ``only`` (a study selection's keys, :func:`study_selection`) and ``ledger`` (config
+    ``study.ledger``: the folder of the studies' ledgers, committed with the project)."""
 
     results: str = DEFAULT_RESULTS
     dataset: str = ""
     only: tuple[str, ...] = ()
+    ledger: str = DEFAULT_LEDGER
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results", str(Path(self.results)))  # "results/" and "./results" are "results"
         object.__setattr__(self, "only", tuple(self.only))
+        object.__setattr__(self, "ledger", str(Path(self.ledger)))
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> Layout:
         """The layout of a (validated or raw) config: its results folder, dataset name and study selection."""
         study = config.get("study") or {}
         only = study_selection(list(study.get("datasets") or {}), study.get("only"))
-        return cls(config.get("results", DEFAULT_RESULTS), (config.get("dataset") or {}).get("name", ""), only)
+        return cls(config.get("results", DEFAULT_RESULTS), (config.get("dataset") or {}).get("name", ""), only,
+                   study.get("ledger") or DEFAULT_LEDGER)
 
     @classmethod
     def at(cls, root: str | Path) -> Layout:
@@ -220,6 +226,17 @@ class Layout:
         out = self.study_dir
         return {"findings": f"{out}/findings.md", "table": f"{out}/findings.csv", "parquet": f"{out}/findings.parquet",
                 "figure": f"{out}/findings.png", "costs": f"{out}/costs.csv"}
+
+    @property
+    def study_ledger(self) -> str:
+        """The study's ledger (curricula/study/ledger.py): ``<ledger>/<study name>``, inside the repository, so a
+        study's finished runs are committed with it and outlive the machine that trained them."""
+        return f"{self.ledger}/{self.study_name}"
+
+    def study_entry(self, dataset: str = "{dataset}", arm: str = "{arm}", seed: int | str = "{seed}") -> str:
+        """A finished run's ledger entry as its rule wrote it, beside the results (the ledger holds the same bytes
+        under the run's id)."""
+        return f"{self.study_dir}/entries/{dataset}/{arm}/seed={seed}.parquet"
 
     # ---------------------------------------------------------------------------------- logs and benchmarks
     def side(self, kind: str, name: str | None = None) -> str:

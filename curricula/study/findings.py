@@ -25,9 +25,7 @@ import polars as pl
 from curricula.evaluation.comparisons import (
     _paired,
     check_inference,
-    load_metrics,
     seed_aware_result,
-    trained_experiment,
     with_seeds,
 )
 from curricula.plumbing.atomic import write_file_atomically, write_text_atomically
@@ -48,8 +46,7 @@ from curricula.statistics.verdicts import (
     verdict,
     verdict_pvalues,
 )
-from curricula.study.costs import dataset_costs
-from curricula.study.grid import ACTIVE_PREFIX, claim_datasets
+from curricula.study.grid import claim_datasets
 from curricula.study.findings_page import findings_markdown
 from curricula.study.rounds import look_seeds, read_round
 from curricula.study.verdicts import read_previous_findings, verdict_changes
@@ -252,37 +249,6 @@ def dataset_plans(table: pl.DataFrame, alpha: float = 0.05, power: float = 0.8,
     return pl.DataFrame(rows, schema=schema)
 
 
-def load_active_metrics(paths: Mapping[tuple[str, str], str | Path]) -> pl.DataFrame:
-    """Per-query test values of active-learning runs (ACTIVE_TEST_METRICS files keyed (method, seed)) as a long
-    metrics frame whose experiment is ``active:<method>@<round>``."""
-    from curricula.active.loop import ACTIVE_TEST_METRICS
-    from curricula.plumbing.contracts import read_table
-
-    frames = [read_table(p, ACTIVE_TEST_METRICS).with_columns(
-        experiment=pl.format(ACTIVE_PREFIX + method + "@{}", pl.col("round")), seed=pl.lit(str(seed)))
-        for (method, seed), p in paths.items()]
-    return pl.concat(frames).select("experiment", "seed", "qid", "measure", "value")
-
-
-def study_metrics(metric_paths: Mapping[tuple[str, str, str], str | Path],
-                  active_paths: Mapping[tuple[str, str, str], str | Path]) -> dict[str, pl.DataFrame]:
-    """Each dataset's long metrics frame (experiment, seed, qid, measure, value), datasets in the order they first
-    appear: its runs' per-query test metrics, keyed (dataset, experiment, seed), then its active-learning runs'
-    per-round test values, keyed (dataset, method, seed; :func:`load_active_metrics`)."""
-    by_dataset: dict[str, dict[tuple[str, str], str | Path]] = {}
-    for (dataset, experiment, seed), path in metric_paths.items():
-        by_dataset.setdefault(dataset, {})[(experiment, seed)] = path
-    active: dict[str, dict[tuple[str, str], str | Path]] = {}
-    for (dataset, method, seed), path in active_paths.items():
-        active.setdefault(dataset, {})[(method, seed)] = path
-    metrics = {}
-    for dataset in dict.fromkeys([*by_dataset, *active]):
-        parts = [load_metrics(by_dataset[dataset])] if dataset in by_dataset else []
-        parts += [load_active_metrics(active[dataset])] if dataset in active else []
-        metrics[dataset] = pl.concat(parts)
-    return metrics
-
-
 def sequential_cells(rounds: str | Path, seeds: Mapping[str, Sequence[int]] | None
                      ) -> dict[tuple[str, str], SequentialCell]:
     """{(claim id, dataset): (its sequential decision, the seed ids of its look)} from the last round's record of a
@@ -294,45 +260,25 @@ def sequential_cells(rounds: str | Path, seeds: Mapping[str, Sequence[int]] | No
             for (claim, dataset), decision in read_round(rounds)["decisions"].items()}
 
 
-def study_costs(metric_paths: Mapping[tuple[str, str, str], str | Path],
-                active_paths: Mapping[tuple[str, str, str], str | Path], benchmarks: Mapping[str, str | Path],
-                datasets: Sequence[str]) -> pl.DataFrame:
-    """The cost of each of ``datasets`` (:func:`curricula.study.costs.dataset_costs` on its benchmark folder): the
-    runs the page rests on are each metric file's trained experiment and seed and each active-learning run's method
-    and seed."""
-    runs: dict[str, list[tuple[str, str]]] = {}
-    for dataset, experiment, seed in metric_paths:
-        runs.setdefault(dataset, []).append((trained_experiment(experiment), str(seed)))
-    active_runs: dict[str, list[tuple[str, str]]] = {}
-    for dataset, method, seed in active_paths:
-        active_runs.setdefault(dataset, []).append((method, str(seed)))
-    return dataset_costs({d: benchmarks[d] for d in datasets}, runs, active_runs)
-
-
-def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], claims: Sequence[Mapping[str, str]],
-                   outputs: Mapping[str, str | Path], *, measure: str, alpha: float = 0.05, power: float = 0.8,
-                   title: str = "", active_paths: Mapping[tuple[str, str, str], str | Path] | None = None,
-                   inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
-                   plan_max_queries: int | None = None,
-                   differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-                   rounds: str | Path | None = None, seeds: Mapping[str, Sequence[int]] | None = None,
-                   benchmarks: Mapping[str, str | Path] | None = None,
-                   previous: str | Path | None = None) -> pl.DataFrame:
-    """Rule ``report_study``: the findings table from every dataset's per-query test metrics, keyed (dataset,
-    experiment, seed), and from its active-learning runs' per-round test values, keyed (dataset, method, seed)
-    (:func:`study_metrics`), written as ``findings`` (.md), ``table`` (.csv), ``parquet`` and ``figure`` (.png), each
-    atomically. ``inference``, ``margin``, ``multiplicity`` and ``differing_keys`` go to :func:`findings_table`; the
-    page ends with the planner (:func:`dataset_plans`, at most ``plan_max_queries`` test queries). ``rounds``, the last
-    round's record of a study with seeds in rounds, gives each cell its sequential decision, judged on the first seeds
-    of ``seeds`` ({dataset: its seed list}; :func:`sequential_cells`). ``benchmarks`` ({dataset: its benchmark folder})
-    adds the cost per dataset (:func:`study_costs`; also written as ``costs``, .csv, when that output is given);
-    ``previous``, an earlier study's findings table (:func:`curricula.study.verdicts.read_previous_findings`), adds the
-    verdict changes."""
-    metrics = study_metrics(metric_paths, active_paths or {})
+def findings_outputs(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[str, str]],
+                     outputs: Mapping[str, str | Path], *, measure: str, alpha: float = 0.05, power: float = 0.8,
+                     title: str = "", inference: str = "seed_aware", margin: float = 0.02, multiplicity: str = "holm",
+                     plan_max_queries: int | None = None,
+                     differing_keys: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+                     rounds: str | Path | None = None, seeds: Mapping[str, Sequence[int]] | None = None,
+                     costs: pl.DataFrame | None = None, previous: str | Path | None = None) -> pl.DataFrame:
+    """The findings table from every dataset's long metrics frame (``metrics``, experiment, seed, qid, measure,
+    value; an active-learning result's experiment is ``active:<method>@<round>``), written as ``findings`` (.md),
+    ``table`` (.csv), ``parquet`` and ``figure`` (.png), each atomically. ``inference``, ``margin``, ``multiplicity``
+    and ``differing_keys`` go to :func:`findings_table`; the page ends with the planner (:func:`dataset_plans`, at
+    most ``plan_max_queries`` test queries). ``rounds``, the last round's record of a study with seeds in rounds,
+    gives each cell its sequential decision, judged on the first seeds of ``seeds`` ({dataset: its seed list};
+    :func:`sequential_cells`). ``costs`` (:func:`curricula.study.ledger_runs.ledger_costs`) adds the cost per
+    dataset (also written as ``costs``, .csv, when that output is given); ``previous``, an earlier study's findings
+    table (:func:`curricula.study.verdicts.read_previous_findings`), adds the verdict changes."""
     table = findings_table(metrics, claims, measure, alpha, power, inference=inference, margin=margin,
                            multiplicity=multiplicity, differing_keys=differing_keys,
                            sequential=None if rounds is None else sequential_cells(rounds, seeds))
-    costs = None if benchmarks is None else study_costs(metric_paths, active_paths or {}, benchmarks, list(metrics))
     changes = None if previous is None else verdict_changes(table, read_previous_findings(previous))
     write_text_atomically(outputs["findings"], findings_markdown(
         table, alpha=alpha, power=power, title=title, inference=inference, margin=margin, multiplicity=multiplicity,
@@ -344,3 +290,15 @@ def findings_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], clai
     write_file_atomically(outputs["parquet"], table.write_parquet)
     plot_findings(table, outputs["figure"])
     return table
+
+
+def findings_stage(runs: Mapping[tuple[str, str, int], str | Path], claims: Sequence[Mapping[str, str]],
+                   outputs: Mapping[str, str | Path], *, ledger: str | Path, **settings: Any) -> pl.DataFrame:
+    """Rule ``report_study``: the findings page (:func:`findings_outputs`; ``settings`` are its keyword arguments)
+    from the claim runs ({(dataset, claim arm, seed): its entry's path}), their values and costs read from the
+    study's ``ledger`` (:func:`curricula.study.ledger_runs.gather`)."""
+    from curricula.study.ledger_runs import claim_frames, gather, ledger_costs, used_records
+
+    entries = gather(ledger, runs)
+    return findings_outputs(claim_frames(entries), claims, outputs, costs=ledger_costs(used_records(entries)),
+                            **settings)

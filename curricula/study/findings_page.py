@@ -195,7 +195,7 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
     seeds in rounds (:func:`rounds_note`), the verdict matrix (:func:`verdict_matrix`), the family and its
     multiplicity adjustment (:func:`family_paragraph`), the verdicts that changed since the last study
     (``changes``, :func:`~curricula.study.verdicts.verdict_changes` against the file ``previous``), the cost per
-    dataset (``costs``, :func:`curricula.study.costs.dataset_costs`), then one table per claim
+    dataset (``costs``, :func:`curricula.study.ledger_runs.ledger_costs`), then one table per claim
     (:func:`claim_section`) and the planner (``plans``, :func:`curricula.study.findings.dataset_plans`)."""
     if table.is_empty():
         return f"# {title or 'Findings'}\n\nThe study lists no claims (study.claims).\n"
@@ -215,18 +215,20 @@ def findings_markdown(table: pl.DataFrame, *, alpha: float = 0.05, power: float 
 
 
 def costs_markdown(costs: pl.DataFrame) -> list[str]:
-    """The findings page's cost section: per dataset, the core-hours of the stages before training and of the runs
-    the page rests on (a :func:`curricula.study.costs.dataset_costs` table)."""
+    """The findings page's cost section: per dataset, the runs the page rests on, their CPU time, peak memory and
+    where they came from (a :func:`curricula.study.ledger_runs.ledger_costs` table, from the ledger)."""
     lines = ["## Cost", "",
-             "CPU time of the jobs per dataset, in core-hours (3,600 CPU seconds; Snakemake's benchmark files, each "
-             "job's latest run, curricula/study/costs.py): the stages before training (BM25, embeddings, teacher, "
-             "difficulty, curricula, references and the dataset's report), and the runs this page rests on (each "
-             "claim arm's training and evaluation for every seed it reads). A run without a benchmark file (trained "
-             "elsewhere, or its files deleted) is counted as unmeasured and adds nothing.", "",
-             "| dataset | stage jobs | stages, core-hours | runs | runs, core-hours | unmeasured runs | core-hours |",
-             "|---|---|---|---|---|---|---|"]
+             "The runs this page rests on, from the study's ledger (curricula/study/ledger_runs.py): their CPU time in "
+             "core-hours (3,600 CPU seconds: each run's training, selection and evaluation, or its active-learning "
+             "loop, from Snakemake's benchmark files on the machine that ran it), the largest peak memory of one "
+             "job, and how many machines, compute classes (CPU class or GPU, precision, torch), upstream-table "
+             "variants (1: every run read the same bytes of each table it shares with another) and commits they came "
+             "from. The stages before training (BM25, embeddings, teacher, difficulty) are not in the ledger; their "
+             "cost on a machine is in its benchmarks/ folder.", "",
+             "| dataset | runs | core-hours | peak memory, MB | machines | compute classes | upstream variants | "
+             "commits |", "|---|---|---|---|---|---|---|---|"]
     for r in costs.iter_rows(named=True):
-        lines.append(f"| {r['dataset']} | {r['stage_jobs']} | {r['stage_core_hours']:.2f} | {r['runs']} | "
-                     f"{r['run_core_hours']:.2f} | {r['runs_unmeasured']} | {r['core_hours']:.2f} |")
+        lines.append(f"| {r['dataset']} | {r['runs']} | {r['core_hours']:.2f} | {r['peak_rss_mb']:,.0f} | "
+                     f"{r['machines']} | {r['compute_classes']} | {r['upstream_variants']} | {r['commits']} |")
     total = costs["core_hours"].sum() if costs.height else 0.0
-    return lines + ["", f"All datasets: {total:.2f} core-hours.", ""]
+    return lines + ["", f"All datasets: {total:.2f} core-hours of runs.", ""]

@@ -251,35 +251,43 @@ def read_round(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def study_round_stage(metric_paths: Mapping[tuple[str, str, str], str | Path], previous_path: str | Path | None,
-                      output: str | Path, *, claims: Sequence[Mapping[str, Any]], looks: Sequence[int], kind: str,
-                      alpha: float, seeds: Mapping[str, Sequence[int]], round_: int, measure: str,
-                      margin: float, multiplicity: str = "holm") -> dict[str, Any]:
-    """Checkpoint ``study_round``: this round's metrics, keyed (dataset, arm, seed), and the previous round's record
-    (none in round 1) to this round's record (:func:`round_record`), written atomically as JSON.
+def study_round_outputs(metrics: Mapping[str, pl.DataFrame], extended: Sequence[Arm], previous_path: str | Path | None,
+                        output: str | Path, *, claims: Sequence[Mapping[str, Any]], looks: Sequence[int], kind: str,
+                        alpha: float, seeds: Mapping[str, Sequence[int]], round_: int, measure: str, margin: float,
+                        multiplicity: str = "holm") -> dict[str, Any]:
+    """This round's record (:func:`round_record`), written atomically as JSON, from ``metrics`` ({dataset: long
+    metrics frame} of this round's seeds), the arms that trained them (``extended``) and the previous round's record
+    (none in round 1).
 
     ``claims`` are all the study's claims. Under Holm the rounds' family (the sequential claims' cells) gets the share
     of ``alpha`` its hypotheses hold in the findings page's family (:func:`family_alpha`): the fixed-seed
     active-learning claims keep the rest, a weighted Bonferroni split between the two families."""
-    from curricula.evaluation.comparisons import load_metrics
     from curricula.plumbing.atomic import write_text_atomically
 
     looks = tuple(int(s) for s in looks)
     if not 1 <= round_ <= len(looks):
         raise ValueError(f"round {round_} outside the looks {list(looks)}")
     previous = read_round(previous_path) if previous_path else {"decisions": {}, "tests": {}, "trained": {}}
-    by_dataset: dict[str, dict[tuple[str, str], str | Path]] = {}
-    for (dataset, arm, seed), path in metric_paths.items():
-        by_dataset.setdefault(dataset, {})[(arm, seed)] = path
-    metrics = {dataset: load_metrics(paths) for dataset, paths in by_dataset.items()}
     level = family_alpha(claims, alpha, list(seeds)) if multiplicity == "holm" else alpha
     outcome = study_round(metrics, claims, previous["decisions"], previous["tests"], looks, level, kind, seeds, round_,
                           measure, margin, multiplicity)
-    extended = list(dict.fromkeys((dataset, arm) for dataset, arm, _ in metric_paths))
-    trained = trained_seeds(previous["trained"], extended, looks[round_ - 1])
+    trained = trained_seeds(previous["trained"], list(extended), looks[round_ - 1])
     record = round_record(round_, outcome, looks, level, multiplicity, trained, claims)
     write_text_atomically(output, json.dumps(record, indent=1, allow_nan=True) + "\n")
     return record
+
+
+def study_round_stage(runs: Mapping[tuple[str, str, int], str | Path], previous_path: str | Path | None,
+                      output: str | Path, *, ledger: str | Path, **settings: Any) -> dict[str, Any]:
+    """Checkpoint ``study_round``: this round's claim runs ({(dataset, claim arm, seed): its entry's path},
+    :func:`curricula.study.ledger_runs.claim_runs`), their values read from the study's ``ledger``
+    (:func:`curricula.study.ledger_runs.gather`), to this round's record (:func:`study_round_outputs`; ``settings``
+    are its keyword arguments)."""
+    from curricula.study.ledger_runs import claim_frames, gather
+
+    metrics = claim_frames(gather(ledger, runs))
+    extended = list(dict.fromkeys((dataset, arm) for dataset, arm, _ in runs))
+    return study_round_outputs(metrics, extended, previous_path, output, **settings)
 
 
 def round_chain(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], str | None]:
@@ -355,4 +363,5 @@ def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float, datasets: Se
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",
            "look_results", "look_seeds", "read_round", "round_chain", "round_record", "RoundOutcome", "rounds_markdown",
-           "sequential_claims", "study_looks", "study_round", "study_round_stage", "trained_seeds"]
+           "sequential_claims", "study_looks", "study_round", "study_round_outputs", "study_round_stage",
+           "trained_seeds"]

@@ -1,0 +1,31 @@
+"""The study tables on the docs pages are regenerated from the committed ledger (curricula/pipeline/ledger_docs.py):
+every number between a ledger marker and its end is what ``python -m curricula.cli ledger docs`` computes from the
+ledger alone, on a fresh clone, without any model or metric file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from curricula.pipeline.ledger_docs import OPEN, regenerate
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = sorted(p for p in (REPO / "docs").rglob("*.md") if OPEN.search(p.read_text(encoding="utf-8")))
+
+
+def test_some_docs_page_quotes_a_ledger():
+    assert PAGES, "no docs page has a ledger block (<!-- ledger configs=... -->)"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_the_docs_tables_equal_the_ones_regenerated_from_the_committed_ledger(page, monkeypatch):
+    monkeypatch.chdir(REPO)  # the markers name config files and the ledger relative to the repository
+    text = page.read_text(encoding="utf-8")
+    assert regenerate(text) == text, (f"{page.relative_to(REPO)} differs from its ledger: run `python -m "
+                                      f"curricula.cli ledger docs` and commit the page")
+    # a changed number is caught: the regenerated page puts the ledger's back
+    start = OPEN.search(text).end()
+    digit = next(i for i in range(start, len(text)) if text[i].isdigit())
+    tampered = text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:]
+    assert regenerate(tampered) == text
