@@ -124,6 +124,7 @@ def test_link_check_passes_good_references(tiny_repo):
     ("`pkg/mod.py:C.n`", "C.n is not defined in class C"),
     ("`pkg/mod.py:f.x`", "f is no class, so it has no x"),
     ("`tests/test_a.py::test_two`", "test_two is not defined in the module"),
+    ("`pkg/only=x/`", "no file or folder pkg/only=x in the repository"),  # one path, = and all
 ])
 def test_link_check_names_page_line_and_reference_of_each_broken_one(tiny_repo, ref, why):
     repo, files = tiny_repo

@@ -138,15 +138,18 @@ def links(text: str) -> Iterator[tuple[int, str]]:
 
 def code_tokens(text: str) -> Iterator[tuple[int, str]]:
     """(line, token) of every whitespace-separated token of every inline code span outside fenced code, stripped of
-    quotes, brackets and trailing punctuation around it; ``ARGS="--configfile x.yaml"`` gives ``x.yaml``."""
+    quotes, brackets and trailing punctuation around it; ``ARGS="--configfile x.yaml"`` gives ``x.yaml``, and
+    ``ledger/study/only=wikiqa/`` stays one path."""
     body = blank_fences(text)
     for m in CODE_SPAN.finditer(body):
         if "\n\n" in m[2]:
             continue
-        for token in re.split(r"[\s=,;]+", m[2]):
-            token = token.strip("\"'()").rstrip(".:")
-            if token:
-                yield line_of(body, m.start()), token
+        for word in re.split(r"[\s,;]+", m[2]):
+            # key=value splits (ARGS="...", --config=x), a path with = in a folder name does not (only=wikiqa/)
+            for token in [word] if "/" in word.partition("=")[0] else word.split("="):
+                token = token.strip("\"'()").rstrip(".:")
+                if token:
+                    yield line_of(body, m.start()), token
 
 
 @cache
