@@ -211,3 +211,58 @@ def test_provenance_helpers(tmp_path):
                           "stopped": [None, None, "early_stopping"]})
     assert curve_summary(curve) == {"kept_step": 200, "best_dev": 0.6, "stopped": "early_stopping"}
     assert curve_summary(None) == {"kept_step": None, "best_dev": None, "stopped": None}
+
+
+def _table(path: Path, frame: pl.DataFrame) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.write_parquet(path)
+    return str(path)
+
+
+def test_the_entry_rule_reads_a_runs_files_and_appends_it(tmp_path):
+    import json
+
+    from curricula.active.loop import ACTIVE_TEST_METRICS
+    from curricula.plumbing.contracts import write_table
+    from curricula.study.entries import ledger_entry_stage
+
+    root, bench = tmp_path / "results" / "d", tmp_path / "benchmarks" / "d"
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    for rel, cpu, rss in (("train/x/seed=1.tsv", 90, 600), ("evaluate/x/seed=1.tsv", 5, 700),
+                          ("active/dasl/seed=1.tsv", 300, 800)):
+        (bench / rel).parent.mkdir(parents=True, exist_ok=True)
+        (bench / rel).write_text(header + f"10\t0:00:10\t{rss}\t1\t1\t1\t0\t0\t50\t{cpu}\n")
+    metrics = pl.DataFrame({"qid": ["q1", "q2"], "measure": ["AP", "AP"], "value": [0.5, 0.25]})
+    queries = _table(root / "data" / "queries.parquet", pl.DataFrame({"qid": ["q1"]}))
+    run = root / "experiments" / "x" / "seed=1"
+    config = run / "config.json"
+    inputs = {"metrics": _table(run / "metrics.parquet", metrics),
+              "additive_metrics": _table(run / "metrics+bm25.parquet", metrics.with_columns(value=pl.lit(0.75))),
+              "curve": _table(run / "dev_curve.parquet", pl.DataFrame(
+                  {"step": [100, 200], "value": [0.4, 0.6], "best": [False, True], "stopped": [None, "patience"]})),
+              "config": str(config), "upstream|data/queries.parquet": queries}
+    config.write_text(json.dumps({"ran_on": {"device": "cpu", "dtype": "fp32", "gpu": None, "capability": None,
+                                             "torch": "2.13.0+cpu", "cuda": None, "cpu": "x86_64 avx2"},
+                                  "commit": "abc"}))
+    settings = manifest(SETTINGS, [5, 10], CLAIMS)
+    out = tmp_path / "entries" / "x.parquet"
+    entry = ledger_entry_stage(inputs, out, dataset="d", arm="x", seed=1, spec_digest="s", root=root,
+                               benchmarks=bench, ledger=tmp_path / "ledger", manifest=settings)
+    assert read_entry(out).record == entry.record and Ledger(tmp_path / "ledger").records() == [entry.record]
+    assert sorted(set(entry.values["experiment"])) == ["x", "x+bm25"]
+    assert {k: entry.record[k] for k in ("kept_step", "best_dev", "stopped", "cpu_seconds", "peak_rss_mb",
+                                         "commit")} == {"kept_step": 200, "best_dev": 0.6, "stopped": "patience",
+                                                        "cpu_seconds": 95.0, "peak_rss_mb": 700.0, "commit": "abc"}
+    assert list(entry.record["upstream"]) == ["data/queries.parquet"]
+    assert Ledger(tmp_path / "ledger").read_manifest() == settings
+    active = tmp_path / "a.parquet"
+    write_table(pl.DataFrame({"round": [0, 1], "qid": ["q1", "q1"], "measure": ["AP", "AP"], "value": [0.1, 0.2]},
+                             schema=ACTIVE_TEST_METRICS.columns), active, ACTIVE_TEST_METRICS)
+    loop = ledger_entry_stage({"active": active, "upstream|data/queries.parquet": queries}, tmp_path / "a.out",
+                              dataset="d", arm="active:dasl", seed=1, spec_digest="s", root=root, benchmarks=bench,
+                              ledger=tmp_path / "ledger", manifest=settings)
+    assert loop.record["kind"] == "active" and loop.record["cpu_seconds"] == 300.0
+    assert sorted(loop.values["experiment"]) == ["active:dasl@0", "active:dasl@1"]
+    with pytest.raises(LedgerError, match="made under another study config: alpha differ"):
+        ledger_entry_stage(inputs, out, dataset="d", arm="x", seed=1, spec_digest="s", root=root, benchmarks=bench,
+                           ledger=tmp_path / "ledger", manifest={**settings, "alpha": 0.01})
