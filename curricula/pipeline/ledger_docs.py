@@ -50,7 +50,10 @@ def block_text(configs: list[str], overrides: Mapping[str, Any]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         done = recompute(plan, tmp)
         for line in rounds_markdown([read_round(p) for p in done.rounds]):
-            lines.append("#" + line if line.startswith("## ") else line)
+            if line.startswith("## "):
+                lines.append("#" + line)
+            else:  # tables as they are, prose at the docs' width
+                lines += [line] if line.startswith("|") or not line else wrap(line)
         if done.findings:
             page = Path(done.findings["findings"]).read_text(encoding="utf-8")
             lines += ["#### Findings", "", *verdict_table(page), ""]
