@@ -266,3 +266,17 @@ def test_the_entry_rule_reads_a_runs_files_and_appends_it(tmp_path):
     with pytest.raises(LedgerError, match="made under another study config: alpha differ"):
         ledger_entry_stage(inputs, out, dataset="d", arm="x", seed=1, spec_digest="s", root=root, benchmarks=bench,
                            ledger=tmp_path / "ledger", manifest={**settings, "alpha": 0.01})
+
+
+def test_the_ledger_commands_merge_and_say_what_to_fix_in_one_line(tmp_path, capsys):
+    from curricula.cli import main
+
+    source = Ledger(tmp_path / "theirs")
+    source.add(make_entry("d", "x", 1, _values(1)))
+    assert main(["ledger", "merge", str(source.root), "--into", str(tmp_path / "ours")]) == 0
+    assert "1 run(s) added, 0 already held, from 1 ledger(s)" in capsys.readouterr().out
+    broken = source.paths()[0]
+    broken.write_bytes(b"PAR1 not really")
+    assert main(["ledger", "merge", str(source.root), "--into", str(tmp_path / "ours")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {broken}: unreadable ledger entry") and "\n" not in err
