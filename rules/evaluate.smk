@@ -13,6 +13,8 @@ rule evaluate:
         relevant_min=config["dataset"]["relevant_min"],
         seed=config["pipeline_seed"],
     threads: experiment_knob("threads")
+    # ahead of the next training: a finished run is evaluated (and, in a study, kept in the ledger) at once
+    priority: 10
     log:
         LAYOUT.log("evaluate/{experiment}/seed={seed}"),
     benchmark:

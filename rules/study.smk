@@ -31,6 +31,7 @@ rule study_ledger_entry:
     wildcard_constraints:
         dataset=one_of(list(STUDY_PLAN.datasets)),
         seed=r"-?[0-9]+",
+    priority: 10  # ahead of the next training: a run is in the ledger as soon as it is evaluated
     log:
         STUDY_LAYOUT.study_log("study_ledger_entry/{dataset}/{arm}/seed={seed}"),
     benchmark:
