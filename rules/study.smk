@@ -27,7 +27,7 @@ rule study_ledger_entry:
         root=lambda wildcards: study_entry_params(wildcards)["root"],
         benchmarks=lambda wildcards: study_entry_params(wildcards)["benchmarks"],
         ledger=STUDY_LAYOUT.study_ledger,
-        manifest=STUDY_MANIFEST,
+        manifest=STUDY_PLAN.manifest,  # written with the ledger's first entry; another study's refused
     wildcard_constraints:
         dataset=one_of(list(STUDY_PLAN.datasets)),
         seed=r"-?[0-9]+",

@@ -6,7 +6,6 @@ import sys
 from curricula.pipeline.ledger import entry_inputs, entry_params
 from curricula.pipeline.plan import one_of
 from curricula.pipeline.study import study_plan
-from curricula.study.ledger import manifest
 from curricula.plumbing.config import read_yaml
 
 # DEFAULT_CONFIG is config.yaml as the Snakefile read it; each dataset's config is built from it and the overlays
@@ -18,8 +17,6 @@ except ValueError as err:
 # the study's own outputs (round records, findings page, their logs): a study.only selection has its own folder
 STUDY_LAYOUT = STUDY_PLAN.layout
 STUDY_SETTINGS = config["study"]
-# what the ledger's runs are judged under: written with its first entry, another study's ledger refused
-STUDY_MANIFEST = manifest(STUDY_SETTINGS, STUDY_PLAN.looks, STUDY_PLAN.claims)
 CONDA_ENVS_STUDY = {"cpu": "../envs/cpu.yaml"}
 
 

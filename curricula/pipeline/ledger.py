@@ -17,7 +17,7 @@ from curricula.pipeline.targets import additive_input, evaluate_outputs, ingest_
 from curricula.plumbing.layout import Layout
 from curricula.study.grid import ACTIVE_PREFIX
 from curricula.study.ledger import digest, entry_path
-from curricula.study.ledger_runs import ClaimRun, ledger_arm, run_key
+from curricula.study.ledger_runs import ClaimRun, run_key, trained_run
 from curricula.study.resume import plan_runs
 
 
@@ -73,7 +73,7 @@ def run_inputs(layout: Layout, records: Iterable[Mapping[str, Any]], runs: Itera
     (``layout.study_entry``) of a run this machine trains or trained, else the ledger's file of the entry it is held
     by (:func:`curricula.study.resume.plan_runs` over the ledger's ``records``)."""
     runs = list(runs)
-    trained = {run: (run[0], ledger_arm(run[1]), int(run[2])) for run in runs}
+    trained = {run: trained_run(run) for run in runs}
     local = {key for key in trained.values() if Path(layout.study_entry(*key)).is_file()}
     to_train, held = plan_runs(records, trained.values(), local)
     train = set(to_train) | local

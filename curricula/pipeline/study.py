@@ -34,7 +34,8 @@ from curricula.study.grid import (
     study_configs,
 )
 from curricula.study.grid import ACTIVE_PREFIX
-from curricula.study.ledger import Ledger, manifest
+from curricula.study.ledger import Ledger
+from curricula.study.ledger import manifest as study_manifest
 from curricula.study.ledger_runs import ClaimRun
 from curricula.study.rounds import first_round_arms, look_seeds, read_round
 
@@ -87,6 +88,11 @@ class StudyPlan:
                 "differing_keys": self.differences, **({"seeds": self.seeds} if self.looks is not None else {})}
 
     # ------------------------------------------------------------------------------------------------ the ledger
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The settings the study's ledger is judged under (:func:`curricula.study.ledger.manifest`)."""
+        return study_manifest(self.settings, self.looks, self.claims)
+
     def run_inputs(self, runs: Iterable[ClaimRun]) -> dict[str, str]:
         """The ``run|...`` inputs of a judging rule (:func:`curricula.pipeline.ledger.run_inputs`)."""
         return run_inputs(self.layout, self.records, runs)
@@ -201,7 +207,7 @@ def study_plan(default: Mapping[str, Any], overlay: Mapping[str, Any], config: M
     runs = claim_runs(claims, datasets)
     differences = claim_differences(claims, {name: plan.runs_of for name, plan in datasets.items()})
     ledger = Ledger(layout.study_ledger)
-    ledger.check_manifest(manifest(settings, looks, claims))
+    ledger.check_manifest(study_manifest(settings, looks, claims))
     return StudyPlan(settings=settings, layout=layout, claims=claims, looks=looks, seeds=seeds, datasets=datasets,
                      claim_runs=runs, differences=differences, records=ledger.records())
 

@@ -58,6 +58,11 @@ def ledger_arm(arm: str) -> str:
     return trained_experiment(arm)
 
 
+def trained_run(run: ClaimRun) -> RunKey:
+    """The ledger's run a claim run reads: (dataset, :func:`ledger_arm`, seed)."""
+    return run[0], ledger_arm(run[1]), int(run[2])
+
+
 def gather(ledger: str | Path, runs: Mapping[ClaimRun, str]) -> dict[ClaimRun, Entry]:
     """Each claim run's entry: the results-side entries among ``runs``' paths are added to the ledger first (a
     ledger that lost them gets them back), then every run's entry is chosen from the ledger
@@ -67,7 +72,7 @@ def gather(ledger: str | Path, runs: Mapping[ClaimRun, str]) -> dict[ClaimRun, E
     for path in dict.fromkeys(runs.values()):
         if not Path(path).resolve().is_relative_to(root):
             store.add(read_entry(path))
-    trained: dict[ClaimRun, RunKey] = {run: (run[0], ledger_arm(run[1]), run[2]) for run in runs}
+    trained = {run: trained_run(run) for run in runs}
     chosen = select_entries(store.records(), trained.values())
     cache: dict[str, Entry] = {}
     out = {}
@@ -132,4 +137,4 @@ def _compute_class(compute: Mapping[str, Any]) -> str:
 
 
 __all__ = ["ClaimRun", "LEDGER_COSTS", "RUN", "claim_frames", "claim_runs", "gather", "ledger_arm", "ledger_costs",
-           "run_key", "upstream_variants", "used_records"]
+           "run_key", "trained_run", "upstream_variants", "used_records"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from curricula.plumbing.layout import Layout, round_file
 from curricula.study.ledger import Ledger, LedgerError, entry_path
-from curricula.study.ledger_runs import ClaimRun, ledger_arm
+from curricula.study.ledger_runs import ClaimRun, trained_run
 from curricula.study.resume import by_key, select_entries
 from curricula.study.rounds import first_round_arms, read_round, study_round_stage
 
@@ -35,14 +35,14 @@ def ledger_paths(records: Iterable[Mapping[str, Any]], root: str | Path, runs: I
                  ) -> dict[ClaimRun, str]:
     """{claim run: the ledger file of the entry it rests on} (:func:`curricula.study.resume.select_entries`)."""
     runs = list(runs)
-    chosen = select_entries(records, [(d, ledger_arm(a), s) for d, a, s in runs])
-    return {(d, a, s): str(entry_path(root, chosen[(d, ledger_arm(a), s)])) for d, a, s in runs}
+    chosen = select_entries(records, [trained_run(run) for run in runs])
+    return {run: str(entry_path(root, chosen[trained_run(run)])) for run in runs}
 
 
 def missing_runs(records: Iterable[Mapping[str, Any]], runs: Iterable[ClaimRun]) -> list[ClaimRun]:
     """The claim runs the ledger holds no entry for."""
     held = by_key(records)
-    return [(d, a, s) for d, a, s in runs if (d, ledger_arm(a), s) not in held]
+    return [run for run in runs if trained_run(run) not in held]
 
 
 def run_name(run: ClaimRun) -> str:
