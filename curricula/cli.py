@@ -255,12 +255,26 @@ def config_overrides_in(snakemake_args: list[str]) -> dict:
     return parse_config(option_values(snakemake_args, ("--config", "-C")))
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    snakemake_args: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, snakemake_args = argv[:cut], argv[cut + 1:]
+def ledger_parser(sub) -> None:
+    """The ``ledger`` command's actions: merge, findings, show, docs."""
+    p_ledger = sub.add_parser("ledger", help="a study's ledger of finished runs: merge, recompute, docs, show")
+    ledger_sub = p_ledger.add_subparsers(dest="action", required=True)
+    p_merge = ledger_sub.add_parser("merge", help="merge ledgers from other machines into one")
+    p_merge.add_argument("sources", nargs="+", help="ledger folders to merge in, e.g. other/ledger/study")
+    p_merge.add_argument("--into", required=True, help="the ledger folder to merge into, e.g. ledger/study")
+    for action, text in (("findings", "recompute the round records and findings page from the ledger alone"),
+                         ("show", "list the runs a study's ledger holds")):
+        p_action = ledger_sub.add_parser(action, help=text)
+        p_action.add_argument("config", nargs="*", help="the study's config files (or after --: Snakemake's "
+                              "--configfile and --config)")
+        if action == "findings":
+            p_action.add_argument("--out", help="folder to write to (default: the study's folder + -from-ledger)")
+    p_docs = ledger_sub.add_parser("docs", help="regenerate the docs pages' tables from the committed ledgers")
+    p_docs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """Every command's arguments (the ledger's in :func:`ledger_parser`)."""
     parser = argparse.ArgumentParser(prog="python -m curricula.cli", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_out = sub.add_parser("outputs", help="print where the outputs of a config are")
@@ -285,20 +299,17 @@ def main(argv: list[str] | None = None) -> int:
     p_rounds.add_argument("folder", nargs="?", default=Layout().study_rounds,
                           help=f"the round records' folder (a study.only selection's: "
                           f"{Layout(only=('<keys>',)).study_rounds})")
-    p_ledger = sub.add_parser("ledger", help="a study's ledger of finished runs: merge, recompute, docs, show")
-    ledger_sub = p_ledger.add_subparsers(dest="action", required=True)
-    p_merge = ledger_sub.add_parser("merge", help="merge ledgers from other machines into one")
-    p_merge.add_argument("sources", nargs="+", help="ledger folders to merge in, e.g. other/ledger/study")
-    p_merge.add_argument("--into", required=True, help="the ledger folder to merge into, e.g. ledger/study")
-    for action, text in (("findings", "recompute the round records and findings page from the ledger alone"),
-                         ("show", "list the runs a study's ledger holds")):
-        p_action = ledger_sub.add_parser(action, help=text)
-        p_action.add_argument("config", nargs="*", help="the study's config files (or after --: Snakemake's "
-                              "--configfile and --config)")
-        if action == "findings":
-            p_action.add_argument("--out", help="folder to write to (default: the study's folder + -from-ledger)")
-    p_docs = ledger_sub.add_parser("docs", help="regenerate the docs pages' tables from the committed ledgers")
-    p_docs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
+    ledger_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    snakemake_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, snakemake_args = argv[:cut], argv[cut + 1:]
+    parser = command_parser()
     args = parser.parse_args(argv)
     if args.command == "ledger":
         try:

@@ -341,6 +341,22 @@ class ActiveJob:
         return top_uncertain(el, eligible, budget, rng)
 
 
+def check_method(method: str, embeddings: np.ndarray | None) -> None:
+    """Refuse an unknown method, or ``coreset`` without the train queries' embeddings."""
+    if method not in METHODS:
+        raise ValueError(f"unknown active-learning method {method!r}; known: {list(METHODS)}")
+    if method == "coreset" and embeddings is None:
+        raise ValueError("coreset needs the train queries' embeddings (dense stage)")
+
+
+def curve_row(r: int, labeled: np.ndarray, pseudo: int, iterations: int, dev: Mapping[str, float],
+              test: Mapping[str, float]) -> dict:
+    """One ACTIVE_CURVE row: round ``r``'s labeled share, pseudo-labels, SPL iterations and dev/test RR and AP."""
+    return {"round": r, "labeled": int(labeled.sum()), "labeled_fraction": float(labeled.mean()),
+            "pseudo_labeled": pseudo, "spl_iterations": iterations, "dev_RR": dev["RR"], "dev_AP": dev["AP"],
+            "test_RR": test["RR"], "test_AP": test["AP"]}
+
+
 def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame, test: pl.DataFrame,
                qrels: pl.DataFrame, spec: Mapping[str, Any], settings: ActiveSettings,
                embeddings: np.ndarray | None = None, state_dir: str | Path | None = None, relevant_min: int = 1,
@@ -351,10 +367,7 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     ``train``/``dev``/``test`` are candidate pairs (qid, docid, context, response, rel) of the splits;
     ``embeddings`` (Q, d) are the train queries' bi-encoder vectors in ``sorted(qid)`` order (``coreset`` only).
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown active-learning method {method!r}; known: {list(METHODS)}")
-    if method == "coreset" and embeddings is None:
-        raise ValueError("coreset needs the train queries' embeddings (dense stage)")
+    check_method(method, embeddings)
     set_threads(spec.get("threads"))
     use_deterministic(spec.get("deterministic"))  # before any CUDA work
     job = ActiveJob(method, seed, QueryPool(train), dev, test, qrels, spec, settings,
@@ -383,9 +396,7 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
             (model, _), pseudo, el, iterations = job.fit(labeled), {}, None, 1
         d, t, t_rows = job.scores(model, r)
         per_query += t_rows
-        rows.append({"round": r, "labeled": int(labeled.sum()), "labeled_fraction": float(labeled.mean()),
-                     "pseudo_labeled": len(pseudo), "spl_iterations": iterations, "dev_RR": d["RR"],
-                     "dev_AP": d["AP"], "test_RR": t["RR"], "test_AP": t["AP"]})
+        rows.append(curve_row(r, labeled, len(pseudo), iterations, d, t))
         log.info("%s seed %d round %d: %d labeled (%.0f%%), %d pseudo; dev MRR %.4f, test MRR %.4f", method, seed,
                  r, labeled.sum(), 100 * labeled.mean(), len(pseudo), d["RR"], t["RR"])
         if r < rounds - 1:
