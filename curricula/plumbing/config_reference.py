@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from curricula.plumbing.config import load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -53,7 +53,7 @@ class Entry:
 def load_schema(path: Path = SCHEMA) -> dict[str, Any]:
     """The schema as the validator reads it (YAML, anchors resolved)."""
     with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return load_yaml(fh)
 
 
 def value_text(value: Any) -> str:

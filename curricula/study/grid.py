@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from curricula.plumbing.config import merge
+from curricula.plumbing.config import load_yaml, merge
 from curricula.plumbing.layout import Layout, study_selection
 
 KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -32,7 +32,7 @@ STUDY_WIDE = ("results", "shards")
 def _read_preset(path: str, where: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
+            data = load_yaml(fh) or {}
     except FileNotFoundError:
         raise ValueError(f"{where}: preset file {path} not found (paths are relative to the working directory)") \
             from None
