@@ -7,6 +7,9 @@ PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 CORES ?= 2
+# test workers (pytest-xdist): the suite's time is mostly process start-up and one-thread jobs, so one worker a core
+# runs it in about half the time; TEST_WORKERS=0 runs it in this process, one test after another
+TEST_WORKERS ?= auto
 # pip on some machines prints one harmless warning per package for an empty extra index; hide only those.
 # Bytecode is compiled after the install on every core (pip compiles one file at a time: 64 s against 26 + 21 s
 # on 2 cores; compileall exits 1 on the few Python 2 test files some packages ship, which pip skips too).
@@ -31,8 +34,8 @@ run: $(STAMP)
 	$(VENV)/bin/snakemake --cores $(CORES) $(ARGS)
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest $(ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(ARGS)
 
 # the tests not marked slow (no Snakemake run, model training or JVM): a quick check while developing
 test-fast: $(STAMP)
-	$(VENV)/bin/python -m pytest -m "not slow" $(ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow" $(ARGS)
