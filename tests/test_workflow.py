@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from curricula.plumbing.contracts import CANDIDATES, DOCS, QRELS, QUERIES, read_table
+from curricula.plumbing.layout import Layout
 from tests.conftest import shared_file
 from tests.workflow_run import TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake
 
@@ -141,14 +142,22 @@ def test_sharded_precompute_gathers_the_unsharded_tables(tiny_run, tmp_path):
     assert out.returncode == 0 and jobs_of(out.stdout) >= {"teacher_score_shard", "teacher_score"}, out.stderr[-2000:]
 
 
-def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
-    """Adding a scoring function never retrains the teacher; one experiment's pacing re-runs only its jobs."""
+def test_downstream_stages_rerun_only_what_a_knob_touches(tiny_run, tmp_path):
+    """On the tiny run's upstream tables (its BM25, teacher and difficulty functions reused): two experiments and a
+    second seed train, ordered and weighted by three difficulty functions. Adding a scoring function never retrains
+    the teacher; one experiment's pacing re-runs only its jobs."""
+    tiny = Layout(dataset="tiny")
+    wd = copy_run(tiny_run, tmp_path / "run")
+    shutil.rmtree(wd / tiny.report_dir)  # the tiny run's figures: this grid's are asserted below
+    (wd / tiny.difficulty_function("sigma_bm25")).unlink()  # as if never scored: added to the list below
     few = {**TINY_PRECOMPUTE, "difficulty": {"functions": ["random", "u_words", "bert_loss"]}, "seeds": [1, 2],
            "experiments": {"loss_root2": {"scoring": "bert_loss", "pacing": {"name": "root_2"}},
                            "words_weighted": {"weighting": {"scoring": "u_words", "m": 2}, "loss": "hinge"}}}
-    out = snakemake(tmp_path, config=few)
+    planned = jobs_of(snakemake(wd, "-n", config=few).stdout)
+    assert not planned & {"ingest", "bm25_index", "teacher_train", "teacher_score", "difficulty_function"}, planned
+    out = snakemake(wd, config=few)
     assert out.returncode == 0, out.stderr[-3000:]
-    res = tmp_path / "results" / "tiny"
+    res = wd / "results" / "tiny"
     table = pl.read_parquet(res / "difficulty" / "difficulty.parquet")
     assert {"random", "u_words", "bert_loss"} <= set(table.columns)
     assert "sigma_bm25" not in table.columns
@@ -171,34 +180,34 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tmp_path):
                                            "teacher+bm25"]
     figures = sorted(p.name for p in (res / "report" / "figures").glob("*.png"))
     assert figures == ["by_difficulty_bert_loss.png", "by_turns.png", "dev_curves.png", "pacing.png"]
-    html = tmp_path / "report.html"
-    out = snakemake(tmp_path, "--report", str(html), config=few)
+    html = wd / "report.html"
+    out = snakemake(wd, "--report", str(html), config=few)
     assert out.returncode == 0 and html.stat().st_size > 10_000, out.stderr[-2000:]
-    assert dry_jobs(tmp_path, few) == set()  # a second invocation schedules nothing
+    assert dry_jobs(wd, few) == set()  # a second invocation schedules nothing
     more = {**few, "difficulty": {"functions": ["random", "u_words", "bert_loss", "sigma_bm25"]}}
-    out = snakemake(tmp_path, "-n", config=more)
+    out = snakemake(wd, "-n", config=more)
     assert jobs_of(out.stdout) == {"difficulty_function", "difficulty", "all"}
     assert out.stdout.count("rule difficulty_function:") == 1
     folds = {**few, "teacher": {**few["teacher"], "folds": 2, "threads": 1}}
     # the teacher's scores feed bert_loss, hence its curriculum and the experiment ordered by it
-    assert dry_jobs(tmp_path, folds) == {"teacher_score_shard", "teacher_score", "difficulty_function", "difficulty",
+    assert dry_jobs(wd, folds) == {"teacher_score_shard", "teacher_score", "difficulty_function", "difficulty",
                                          "curriculum", "train", "evaluate", "evaluate_reference_additive",
                                          "difficulty_test", "report_tables", "report_figures", "all"}
     steps = {**few, "teacher": {**few["teacher"], "steps": 7}}
-    assert "teacher_train" in dry_jobs(tmp_path, steps)
+    assert "teacher_train" in dry_jobs(wd, steps)
     # dropping bert_loss from the table: only the combined table is rebuilt, nothing waits for the teacher
     no_teacher = {**few, "difficulty": {"functions": ["random", "u_words"]}}
-    assert dry_jobs(tmp_path, no_teacher) == {"difficulty", "all"}
+    assert dry_jobs(wd, no_teacher) == {"difficulty", "all"}
     # one experiment's pacing: only its two train and evaluate jobs (one per seed), then the report
     paced = {**few, "experiments": {**few["experiments"], "loss_root2": {"scoring": "bert_loss",
                                                                            "pacing": {"name": "root_5"}}}}
-    out = snakemake(tmp_path, "-n", config=paced)
+    out = snakemake(wd, "-n", config=paced)
     assert jobs_of(out.stdout) == {"train", "evaluate", "report_tables", "report_figures", "all"}
     assert sorted(set(re.findall(r"experiment=(\w+), seed=(\d)", out.stdout))) == [("loss_root2", "1"),
                                                                                   ("loss_root2", "2")]
     # a thread count is not a result-changing knob
     threads = {**few, "train": {**few["train"], "threads": 1}}
-    assert dry_jobs(tmp_path, threads) == set()
+    assert dry_jobs(wd, threads) == set()
 
 
 def test_bad_experiment_stops_before_any_job(tmp_path):
