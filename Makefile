@@ -7,8 +7,8 @@ PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 CORES ?= 2
-# test workers (pytest-xdist): the suite's time is mostly process start-up and one-thread jobs, so one worker a core
-# runs it in about half the time; TEST_WORKERS=0 runs it in this process, one test after another
+# test workers (pytest-xdist), one a core: the suite is CPU-bound (about 40 CPU-minutes on a 2-core AVX2 EPYC, 23
+# minutes there with two workers against 29 in one process); TEST_WORKERS=0 runs it in this process
 TEST_WORKERS ?= auto
 # pip on some machines prints one harmless warning per package for an empty extra index; hide only those.
 # Bytecode is compiled after the install on every core (pip compiles one file at a time: 64 s against 26 + 21 s

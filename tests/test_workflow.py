@@ -191,8 +191,8 @@ def test_downstream_stages_rerun_only_what_a_knob_touches(tiny_run, tmp_path):
     folds = {**few, "teacher": {**few["teacher"], "folds": 2, "threads": 1}}
     # the teacher's scores feed bert_loss, hence its curriculum and the experiment ordered by it
     assert dry_jobs(wd, folds) == {"teacher_score_shard", "teacher_score", "difficulty_function", "difficulty",
-                                         "curriculum", "train", "evaluate", "evaluate_reference_additive",
-                                         "difficulty_test", "report_tables", "report_figures", "all"}
+                                   "curriculum", "train", "evaluate", "evaluate_reference_additive",
+                                   "difficulty_test", "report_tables", "report_figures", "all"}
     steps = {**few, "teacher": {**few["teacher"], "steps": 7}}
     assert "teacher_train" in dry_jobs(wd, steps)
     # dropping bert_loss from the table: only the combined table is rebuilt, nothing waits for the teacher
