@@ -185,3 +185,33 @@ def test_every_ranker_scores_and_trains_on_the_cpu_in_every_precision(name, prec
         optimizer.step()
     assert any(not torch.equal(a, p) for a, p in zip(before, ranker.parameters()))
     assert all(torch.isfinite(p).all() for p in ranker.parameters())
+
+
+def bf16_representable(values: torch.Tensor) -> torch.Tensor:
+    """Which fp32 values a bf16 holds exactly (a score that left a bf16 head)."""
+    return values.bfloat16().float() == values
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_cross_encoder_scores_are_fp32_when_its_body_runs_in_bf16(pooling):
+    """Under bf16 autocast only the transformer body runs in bf16: the pooler, the head and the loss are fp32, so
+    scores are not bf16-quantised (with a bf16 head a logit near 1 moves in steps of 2^-7 and a query's candidates
+    tie). Fails when any of them runs in bf16: then every score is a bf16 value."""
+    from curricula.models.cross_encoder import CrossEncoderRanker
+    from curricula.models.hf import load_cross_encoder, load_tokenizer
+    from curricula.smoke.checks import smoke_pairs
+
+    model = load_cross_encoder("minilm", layers=1, seed=3, pooling=pooling)
+    torch.nn.init.normal_(model.head.weight if pooling == "mean" else model.classifier.weight, std=1.0)
+    ranker = CrossEncoderRanker(model, load_tokenizer("minilm"), 32)
+    contexts, responses, labels = smoke_pairs(64)
+    batch = ranker.collate(ranker.encode(contexts, responses))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = ranker.forward(batch)
+        loss = binary_ce(logits, torch.from_numpy(labels)).mean()
+    assert logits.dtype == loss.dtype == torch.float32
+    assert float(bf16_representable(logits).float().mean()) < 0.1, logits[:8]
+    assert len(torch.unique(logits)) == len(set(zip(contexts, responses)))
+    with torch.no_grad():
+        exact = ranker.forward(batch)  # all fp32: the bf16 body moves the scores, the head adds no rounding of its own
+    assert float((logits - exact).abs().max()) < 0.05 * float(exact.abs().max())

@@ -22,8 +22,10 @@ import json
 import logging
 import os
 import re
+import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # Before transformers / huggingface_hub are imported: they read these once, at import time.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -299,6 +301,45 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor, normalize: boo
     return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
 
 
+def _as_fp32(value: Any) -> Any:
+    return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+def _forward_in_fp32(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """``type(self).forward`` with autocast off and floating inputs cast to fp32 (bound by :func:`run_in_fp32`)."""
+    args = tuple(_as_fp32(a) for a in args)
+    kwargs = {key: _as_fp32(value) for key, value in kwargs.items()}
+    with torch.autocast(next(self.parameters()).device.type, enabled=False):
+        return type(self).forward(self, *args, **kwargs)
+
+
+def run_in_fp32(module: torch.nn.Module) -> torch.nn.Module:
+    """Make ``module`` compute in fp32 inside any autocast context (its floating inputs cast up, autocast off for its
+    own forward), keeping its class, parameters and state-dict keys. A cross-encoder's pooler and head go through
+    it, so that under bf16 autocast only the transformer body runs in bf16 and scores leave the model as fp32 values
+    rather than bf16-quantised ones (a bf16 logit near 3 has a step of 0.016, so a query's candidates tie). The
+    forward is bound to the instance, so ``copy.deepcopy`` rebinds it to the copy. Returns ``module``."""
+    setattr(module, "forward", types.MethodType(_forward_in_fp32, module))
+    return module
+
+
+def fp32_head(model: torch.nn.Module) -> torch.nn.Module:
+    """Run a one-logit cross-encoder's pooler and classification head in fp32 (:func:`run_in_fp32`): the head of a
+    :class:`MeanPooledCrossEncoder` (its mean pooling is fp32 already), or a Hugging Face sequence classifier's
+    ``[CLS]`` pooler (where the model has one) and its ``classifier`` / ``score`` head. Returns ``model``."""
+    if isinstance(model, MeanPooledCrossEncoder):
+        run_in_fp32(model.head)
+        return model
+    pooler = getattr(getattr(model, "base_model", None), "pooler", None)
+    head = getattr(model, "classifier", None) or getattr(model, "score", None)
+    if not isinstance(head, torch.nn.Module):
+        raise TypeError(f"{type(model).__name__}: no classifier or score head to run in fp32")
+    for part in (pooler, head):
+        if isinstance(part, torch.nn.Module):
+            run_in_fp32(part)
+    return model
+
+
 class MeanPooledCrossEncoder(torch.nn.Module):
     """Encoder -> mean of the last hidden states over the attention mask -> dropout -> one linear logit.
 
@@ -386,6 +427,7 @@ def load_cross_encoder(
             )
         _check_loading_info(path, info, layers, allow_missing=("classifier.", "score.", "pre_classifier."))
         new_head = bool([k for k in info.get("missing_keys", []) if "pooler" not in k])
+    fp32_head(model)  # under bf16 autocast the body alone runs in bf16: fp32 scores
     log.info(
         "loaded %s-pooled cross-encoder %s (%s of %d layers; %s)",
         pooling,
