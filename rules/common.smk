@@ -7,9 +7,11 @@ from curricula.pipeline import targets
 from curricula.pipeline.devices import gpus, profile_gpu_conflicts, rule_devices
 from curricula.pipeline.plan import dataset_plan, one_of
 from curricula.plumbing.config import read_yaml
+from curricula.plumbing.locks import conda_envs
 
-# Environments for --software-deployment-method conda: rules that can use a GPU get the CUDA build
-CONDA_ENVS = {"cpu": "../envs/cpu.yaml", "gpu": "../envs/gpu.yaml"}
+# Environments for --software-deployment-method conda: rules that can use a GPU get the CUDA build, CUDA 13 or 12
+# by gpus.cuda (envs/gpu.yaml or envs/gpu-cuda12.yaml; a missing file stops a conda run saying how to make it)
+CONDA_ENVS = conda_envs(config.get("gpus", {}).get("cuda", "13"), workflow.deployment_settings.deployment_method)
 
 try:  # a bad spec stops the run before any job, naming the key
     PLAN = dataset_plan(config, read_yaml(os.path.join(workflow.basedir, "schemas", "config.schema.yaml")))

@@ -22,7 +22,7 @@ def test_default_config_is_valid_and_gets_defaults():
 @pytest.mark.parametrize(
     "patch, needle",
     [
-        ({"bogus": 1}, "bogus: unknown key"),
+        ({"colour": 1}, "colour: unknown key"),
         ({"dataset": {"nmae": "x"}}, "dataset.nmae: unknown key (did you mean name?)"),
         ({"pipeline_seed": "one"}, "pipeline_seed: expected an integer, got 'one'"),
         ({"dataset": {"format": "csv"}}, "dataset.format: 'csv' is not one of chitchat,"),
