@@ -6,6 +6,7 @@ import sys
 
 from snakemake.utils import min_version
 
+from curricula.pipeline.devices import local_gpu_cap
 from curricula.plumbing.config import apply_overlays, config_layers, read_yaml, validate_config
 from curricula.plumbing.gpus import visible_gpu_count
 from curricula.plumbing.logs import failed_job_errors
@@ -38,10 +39,11 @@ except ValueError as err:
     sys.exit(f"config: {err}".replace("\n", "\nconfig: "))
 
 
-# A local run queues GPU jobs one per visible card (each job claims a card of its own: curricula.plumbing.gpus);
-# --resources gpu=N overrides the count. A cluster executor leaves it to the profile.
-if not workflow.non_local_exec and "gpu" not in workflow.global_resources:
-    workflow.global_resources["gpu"] = visible_gpu_count()
+# A local run queues `gpus.slots` GPU jobs per visible card (each job claims a slot of a card: curricula.plumbing.gpus);
+# --resources gpu=N overrides the count. A cluster executor leaves it to the profile, and a dry run caps nothing (the
+# executor is known only once the jobs are planned: curricula.pipeline.devices.local_gpu_cap).
+if "gpu" not in workflow.global_resources:
+    workflow.global_resources["gpu"] = local_gpu_cap(workflow, visible_gpu_count() * config["gpus"]["slots"])
 
 
 report: "report/workflow.rst"

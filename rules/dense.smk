@@ -1,3 +1,6 @@
+from curricula.retrieval.gpu_search import neighbors_device
+
+
 rule dense_biencoder:
     """Optional: fine-tune context and response encoders with in-batch negatives on the train split."""
     input:
@@ -68,7 +71,8 @@ rule dense_encode:
 
 
 rule dense_neighbors_shard:
-    """Exact top-K responses of one shard's block of contexts by inner product (FAISS), chunked: never N x N."""
+    """Exact top-K responses of one shard's block of contexts by inner product (FAISS), chunked: never N x N. On a
+    GPU only in the CUDA 12 environment (gpus.cuda: "12", faiss-gpu) with a dense device that can use one."""
     input:
         queries_vectors=LAYOUT.dense()["queries"],
         docs_vectors=LAYOUT.dense()["docs"],
@@ -88,8 +92,9 @@ rule dense_neighbors_shard:
         LAYOUT.benchmark("dense_neighbors_shard/{scatteritem}")
     resources:
         mem_mb=8000,
+        gpu=gpus(neighbors_device(config)),  # 0 in the CUDA 13 environment, whose FAISS is faiss-cpu
     conda:
-        CONDA_ENVS["cpu"]
+        CONDA_ENVS["cpu"] if neighbors_device(config) == "cpu" else CONDA_ENVS["gpu"]
     script:
         "../workflow_scripts/dense_neighbors_shard.py"
 

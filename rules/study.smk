@@ -6,6 +6,21 @@
 include: "study_common.smk"
 
 
+# The profile's set-resources / set-threads entries for the bare rule names (train, teacher_train...) apply to every
+# dataset's copy of the rule too (`<dataset>_train`; curricula.pipeline.devices.study_overwrites); an entry the
+# profile writes for a copy itself is checked like the bare ones (a GPU for jobs pinned to the CPU stops the run).
+STUDY_GPU_CONFLICTS = [line for name, plan in STUDY_PLAN.datasets.items()
+                       for line in profile_gpu_conflicts(rule_devices(plan.config, plan.runs, plan.active),
+                                                         workflow.resource_settings.overwrite_resources, f"{name}_")]
+if STUDY_GPU_CONFLICTS:
+    sys.exit("\n".join(f"profile: {line}" for line in STUDY_GPU_CONFLICTS))
+# Snakemake reads these parsed tables when it creates each rule, and passes them to every cluster job
+workflow.resource_settings._parsed_overwrite_resources.update(
+    study_overwrites(workflow.resource_settings._parsed_overwrite_resources, STUDY_PLAN.datasets))
+workflow.resource_settings._parsed_overwrite_threads.update(
+    study_overwrites(workflow.resource_settings._parsed_overwrite_threads, STUDY_PLAN.datasets))
+
+
 for STUDY_DATASET, STUDY_DATASET_PLAN in STUDY_PLAN.datasets.items():
     STUDY_MODULE = study_module(STUDY_DATASET)
     STUDY_RULES = f"{STUDY_DATASET}_"

@@ -3,6 +3,7 @@
 import os
 import sys
 
+from curricula.pipeline.devices import profile_gpu_conflicts, rule_devices, study_overwrites
 from curricula.pipeline.ledger import entry_inputs, entry_params
 from curricula.pipeline.plan import one_of
 from curricula.pipeline.study import study_plan

@@ -7,6 +7,10 @@ gres has ``Flags=no_gpu_env``: SLURM does not set CUDA_VISIBLE_DEVICES for it, s
 that is told it has a GPU and cannot use it stops, by design: curricula.models.device). Needs root (munged runs as
 the munge user, the daemons as root).
 
+What each job was allocated is read from SLURM itself (:meth:`Cluster.allocations`): the controller logs every GRES
+allocation (``DebugFlags=Gres``) and every job's partition, and keeps finished jobs' records (``MinJobAge``) where
+``scontrol show job`` reads the rule Snakemake's plugin wrote into the job's comment.
+
 The configuration goes to SLURM's default path ``/etc/slurm/slurm.conf`` (and ``gres.conf``), written only when no
 configuration is there and removed by :meth:`Cluster.stop`: the job-step side of Snakemake's SLURM plugin drops
 every inherited ``SLURM_*`` variable before its nested ``srun``, ``SLURM_CONF`` included, so a configuration
@@ -16,6 +20,7 @@ elsewhere is not found inside the jobs ("srun: fatal: Could not establish a conf
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -89,10 +94,11 @@ SlurmdLogFile={folder}/slurmd.log
 SlurmctldPort=6817
 SlurmdPort=6818
 MailProg=/bin/true
-MinJobAge=300
+MinJobAge=3600
 SchedulerParameters=sched_interval=2
 EnforcePartLimits=ALL
 GresTypes=gpu
+DebugFlags=Gres
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} Gres=gpu:a100:1 State=UNKNOWN
 PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes={host} MaxTime=INFINITE State=UP
@@ -151,3 +157,25 @@ class Cluster:
         for path in self.written:
             path.unlink(missing_ok=True)
         self.written = []
+
+    def allocations(self) -> dict[int, dict[str, object]]:
+        """{job id: {"rule", "partition", "gpus"}} of every job the cluster ran, from SLURM itself: ``scontrol show
+        job`` gives the partition and the rule Snakemake's plugin wrote into the job's comment
+        (``rule_<name>_wildcards_...``); the controller's log the GPUs allocated (the ``gres_job_state`` block of a
+        GRES allocation, logged with ``DebugFlags=Gres``)."""
+        shown = subprocess.run([_which("scontrol"), "show", "job", "-o"], env=self.env, capture_output=True, text=True,
+                               check=True).stdout
+        jobs: dict[int, dict[str, object]] = {}
+        for line in shown.splitlines():
+            job = re.search(r"JobId=(\d+) ", line)
+            rule = re.search(r" Comment=rule_(\w+?)(?:_wildcards_\S*)? ", line)
+            partition = re.search(r" Partition=(\S+) ", line)
+            if job:
+                jobs[int(job.group(1))] = {"rule": rule and rule.group(1), "partition": partition and partition.group(1),
+                                           "gpus": 0}
+        log = (self.folder / "slurmctld.log").read_text()
+        for job, count in re.findall(r"gres_job_state gres:gpu\S* type:\S+ job:(\d+) flags:.*\n(?:.*\n){0,3}?"
+                                     r".*gres_cnt_node_alloc\[0\]:(\d+)", log):
+            if int(job) in jobs:
+                jobs[int(job)]["gpus"] = int(count)
+        return jobs

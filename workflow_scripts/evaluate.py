@@ -1,7 +1,8 @@
 from curricula.evaluation.rerank import evaluate_stage
+from curricula.plumbing.gpus import planned_job
 from curricula.plumbing.logs import logged
 
-with logged(snakemake.log[0]):
+with logged(snakemake.log[0]), planned_job(snakemake.resources, snakemake.config):
     wc = dict(snakemake.wildcards.items())
     tag = wc.get("reference") or f"{wc['experiment']}.seed{wc['seed']}"
     params = dict(snakemake.params.items())

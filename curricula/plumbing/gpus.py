@@ -4,18 +4,24 @@ Snakemake plans jobs before any of them imports torch, so the planner counts car
 scheduler announce them: ``CUDA_VISIBLE_DEVICES`` when set (SLURM sets it to a job's allocation; an empty value or
 ``-1`` hides every card), else the driver's ``/proc/driver/nvidia/gpus`` entries.
 
-A workstation with several cards runs one GPU job per card (the ``gpu`` resource caps how many run at once); each job
-then claims a card of its own with an exclusive lock file (:func:`claim_gpu`), held until the job's process ends.
+A workstation runs ``gpus.slots`` GPU jobs per card (the ``gpu`` resource caps how many run at once); each job then
+claims a slot of a card with an exclusive lock file keyed by the card's UUID in one host-wide folder
+(:func:`claim_gpu`), held until the job's process ends, so runs with other ``CUDA_VISIBLE_DEVICES`` or of other users
+never overfill a card. A SLURM job claims nothing: the scheduler gave it its card. What the plan gave a job
+(:class:`JobGpus`: its ``gpu`` resource and the run's ``gpus`` settings) is recorded at its start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
+import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -59,17 +65,91 @@ def gpu_was_given(env: Mapping[str, str] | None = None) -> bool:
     return bool(visible_entries(env))
 
 
+#: the host-wide folder of per-card lock files (every user's jobs on a host see the same locks)
+LOCK_FOLDER = Path(tempfile.gettempdir()) / "curricula-gpu-locks"
+#: what a job planned with a GPU does when it sees no usable card (config ``gpus.missing``)
+MISSING = ("stop", "cpu")
+
+
+@dataclass(frozen=True)
+class JobGpus:
+    """What the plan gave a job of GPUs, and the run's GPU settings (config ``gpus``): ``planned`` cards (the job's
+    ``gpu`` resource), ``slots`` jobs per card on a workstation, ``missing`` = ``stop`` or ``cpu`` for a job planned
+    with a card that sees none."""
+
+    planned: int = 0
+    slots: int = 1
+    missing: str = "stop"
+
+    def __post_init__(self) -> None:
+        if self.missing not in MISSING:
+            raise ValueError(f"gpus.missing '{self.missing}': expected one of {list(MISSING)}")
+        if self.slots < 1 or self.planned < 0:
+            raise ValueError(f"gpus: slots {self.slots} (>= 1) and a planned count {self.planned} (>= 0)")
+
+    @classmethod
+    def of_job(cls, gpu_resource: int | str | None, settings: Mapping[str, int | str] | None) -> JobGpus:
+        """From a job's ``gpu`` resource (Snakemake's ``resources.gpu``; absent or None = 0) and the config's
+        ``gpus`` section (defaults where absent)."""
+        settings = settings or {}
+        return cls(planned=int(gpu_resource or 0), slots=int(settings.get("slots", 1)),
+                   missing=str(settings.get("missing", "stop")))
+
+
+_job = JobGpus()
+
+
+def set_job_gpus(job: JobGpus) -> JobGpus:
+    """Record, once at a job's start (its workflow script), what the plan gave it; :func:`job_gpus` reads it."""
+    global _job
+    _job = job
+    return job
+
+
+def job_gpus() -> JobGpus:
+    """What this process's job was planned with (:func:`set_job_gpus`; no card outside a workflow job)."""
+    return _job
+
+
+@contextlib.contextmanager
+def planned_job(resources: Mapping[str, object] | None, config: Mapping[str, object] | None) -> Iterator[JobGpus]:
+    """A workflow script's GPU context: what the plan gave its job (``snakemake.resources``' ``gpu``) and the run's
+    ``gpus`` settings (``snakemake.config``), recorded for :func:`job_gpus` while the job runs, logged once."""
+    global _job
+    gpus = (config or {}).get("gpus")
+    job = JobGpus.of_job((resources or {}).get("gpu"), gpus if isinstance(gpus, Mapping) else None)
+    before, _job = _job, job
+    if job.planned:
+        log.info("planned with %d GPU(s); %d job(s) per card, a missing card: %s", job.planned, job.slots,
+                 job.missing)
+    try:
+        yield job
+    finally:
+        _job = before
+
+
+def under_scheduler(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is a SLURM job (``SLURM_JOB_ID`` set): the scheduler gave it its cards, so it claims none."""
+    env = os.environ if env is None else env
+    return bool(env.get("SLURM_JOB_ID"))
+
+
 def lock_folder() -> Path:
-    """Where the per-card lock files live: one folder per user under the system's temporary folder, shared by every
-    job on this host (``CURRICULA_GPU_LOCKS`` overrides it)."""
-    default = os.path.join(tempfile.gettempdir(), f"curricula-gpus-{os.getuid()}")
-    path = Path(os.environ.get("CURRICULA_GPU_LOCKS") or default)
-    path.mkdir(parents=True, exist_ok=True)
+    """Where the per-card lock files live: one folder for the whole host (``CURRICULA_GPU_LOCKS`` overrides it),
+    made world-writable with the sticky bit like /tmp, so that two users' runs on one workstation see each other's
+    claims."""
+    path = Path(os.environ.get("CURRICULA_GPU_LOCKS") or LOCK_FOLDER)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(PermissionError):
+            path.chmod(0o1777)
     return path
 
 
 def _try_lock(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    with contextlib.suppress(PermissionError):
+        os.fchmod(fd, 0o666)  # another user's job must be able to open it (umask took bits away)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -80,25 +160,34 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def claim_gpu(count: int, folder: Path | None = None, wait_s: float = 5.0, timeout_s: float | None = None) -> int:
-    """The index (0 .. ``count`` - 1, among the visible cards) of a card no other job on this host holds, locked for
-    the rest of this process. With one card there is nothing to choose: 0, no lock (a SLURM job sees only its own
-    allocation). When every card is held (more GPU jobs than the ``gpu`` resource allows), waits ``wait_s`` between
-    tries, logging once, up to ``timeout_s`` (None: no limit), then raises TimeoutError."""
-    if count <= 1:
-        return 0
+def lock_name(card: str, slot: int) -> str:
+    """The lock file of one slot of a card: the card's UUID (``GPU-8f6c...``) made file-name safe."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", card) + f".slot{slot}.lock"
+
+
+def claim_gpu(cards: Sequence[str], slots: int = 1, folder: Path | None = None, wait_s: float = 5.0,
+              timeout_s: float | None = None) -> int:
+    """The index (into ``cards``, the visible cards' UUIDs in torch's order) of a card with a free slot, locked for
+    the rest of this process. Every job on the host, whatever its user or ``CUDA_VISIBLE_DEVICES``, locks the same
+    file for the same card, so a card runs at most ``slots`` jobs at once. Slot 0 of every card is tried before any
+    card's slot 1, so jobs spread over the cards. When every slot is held, waits ``wait_s`` between tries, logging
+    once, up to ``timeout_s`` (None: no limit), then raises TimeoutError."""
+    if not cards:
+        raise ValueError("no card to claim")
     folder = lock_folder() if folder is None else folder
     start, logged = time.monotonic(), False
     while True:
-        for index in range(count):
-            fd = _try_lock(folder / f"card{index}.lock")
-            if fd is not None:
-                _held.append(fd)
-                return index
+        for slot in range(slots):
+            for index, card in enumerate(cards):
+                fd = _try_lock(folder / lock_name(card, slot))
+                if fd is not None:
+                    _held.append(fd)
+                    return index
         if timeout_s is not None and time.monotonic() - start >= timeout_s:
-            raise TimeoutError(f"all {count} GPUs are held by other jobs (locks in {folder}); run fewer GPU jobs at "
-                               f"once (--resources gpu={count})")
+            raise TimeoutError(f"all {slots} slot(s) of the {len(cards)} visible GPU(s) are held by other jobs (locks "
+                               f"in {folder}); run fewer GPU jobs at once (--resources gpu=N) or raise gpus.slots")
         if not logged:
-            log.warning("all %d GPUs are held by other jobs; waiting for one (locks in %s)", count, folder)
+            log.warning("all %d slot(s) of the %d visible GPU(s) are held by other jobs; waiting (locks in %s)",
+                        slots, len(cards), folder)
             logged = True
         time.sleep(wait_s)

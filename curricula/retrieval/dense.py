@@ -4,10 +4,11 @@
   ``VECTORS`` table. Texts are tokenised once and batched by length (about 3x faster than batching in input
   order on CPU); rows come back in input order. The same input gives the same vectors on the same machine.
 * :func:`neighbors` is the all-pairs similarity G(c, r) = E_c(c)^T E_r(r) (eq. 4) reduced to what the curricula
-  need: for every query the top-k documents by inner product (exact, FAISS ``IndexFlatIP`` on the CPU), searched
-  in chunks of queries so memory stays O(queries x k); an N x N
-  matrix is never built. Ranks are the paper's h_d(c, r): 1 = most similar among *all* documents. Ties are
-  broken by document order (the earlier row of ``doc_vecs`` wins), also at the k-th place.
+  need: for every query the top-k documents by inner product (exact, FAISS ``IndexFlatIP`` on the CPU; with a CUDA
+  ``device`` and a FAISS GPU build, fp32 on the GPU: :mod:`curricula.retrieval.gpu_search`), searched in chunks of
+  queries so memory stays O(queries x k); an N x N matrix is never built. Ranks are the paper's h_d(c, r): 1 = most
+  similar among *all* documents. Ties are broken by document order (the earlier row of ``doc_vecs`` wins), also at
+  the k-th place.
   Nothing is excluded: a context's own positive response normally appears in its list; instance-level
   negatives are drawn after an anti-join with the qrels (ask for a few more than 10^k_T to keep 10^k_T).
 * :func:`positive_ranks` and :func:`positive_rank_summary` say how well G ranks each context's true reply among
@@ -208,13 +209,35 @@ def encode(
 
 # ------------------------------------------------------------------------------------------------- neighbours
 def _make_search(docs: np.ndarray) -> tuple[Callable[[np.ndarray, int], tuple], str]:
-    """An exact inner-product search function over ``docs`` (FAISS ``IndexFlatIP`` on the CPU: the neighbour jobs
-    run on CPU nodes, see the module docstring)."""
+    """An exact inner-product search function over ``docs`` on the CPU (FAISS ``IndexFlatIP``)."""
     import faiss
 
     index = faiss.IndexFlatIP(docs.shape[1])
     index.add(docs)
     return index.search, "faiss IndexFlatIP (CPU)"
+
+
+def _pool_searches(Q: np.ndarray, pools: list[tuple[pl.Series, np.ndarray]], device: str) -> list[tuple | None]:
+    """Per pool, ``(search, doc ids, doc count, kind)`` or None where the pool or the queries are empty: on the GPU
+    when ``device`` is a CUDA device and this faiss can search there
+    (:func:`curricula.retrieval.gpu_search.choose_search_device`, one ``StandardGpuResources`` for all pools), else
+    FAISS ``IndexFlatIP`` on the CPU."""
+    import faiss
+
+    from curricula.models.device import log_device
+    from curricula.retrieval import gpu_search
+
+    for _, X in pools:
+        if len(X) and len(Q) and Q.shape[1] != X.shape[1]:
+            raise ValueError(f"query vectors have {Q.shape[1]} dimensions, document vectors {X.shape[1]}")
+    used = [X if len(X) and len(Q) else None for _, X in pools]
+    card = None if all(X is None for X in used) else gpu_search.choose_search_device(device, faiss, select_device)
+    if card is None:
+        made = [None if X is None else _make_search(X) for X in used]
+    else:
+        log_device(torch.device("cuda", card), None, "neighbour search")
+        made = gpu_search.gpu_searches(faiss, used, card, torch.cuda.mem_get_info(card)[0])
+    return [None if m is None else (m[0], dids, len(X), m[1]) for (dids, X), m in zip(pools, made)]
 
 
 def _sort_rows(D: np.ndarray, I: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -252,19 +275,22 @@ def neighbors(
     *,
     chunk_size: int = 4096,
     progress: bool = True,
+    device: str = "cpu",
 ) -> pl.DataFrame:
     """Exact top-``k`` documents by inner product for every query, as a ``NEIGHBORS`` table.
 
     ``query_vecs`` and ``doc_vecs`` are ``VECTORS`` tables of the same width (rows of :func:`encode` are
     unit-norm, so the score is the cosine). ``k`` is capped at the number of documents. Rows come out by query
     (in ``query_vecs`` order) and rank 1..k (score descending; equal scores in ``doc_vecs`` order). The whole
-    table in memory: the pipeline's stage streams :func:`neighbor_chunks` to disk instead.
+    table in memory: the pipeline's stage streams :func:`neighbor_chunks` to disk instead. ``device`` (``cpu``,
+    ``auto``, ``cuda``, ``cuda:N``) puts the search on a GPU where this faiss has GPU support
+    (:func:`neighbor_chunks`).
     """
     qids = query_vecs["id"].cast(pl.String)
     Q = vectors_to_numpy(query_vecs)
     pools = [(doc_vecs["id"].cast(pl.String), vectors_to_numpy(doc_vecs))]
     frames = list(neighbor_chunks(qids, Q, pools, np.zeros(len(Q), dtype=np.int64), k, chunk_size=chunk_size,
-                                  progress=progress))
+                                  progress=progress, device=device))
     return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=NEIGHBORS.columns)
 
 
@@ -277,13 +303,17 @@ def neighbor_chunks(
     *,
     chunk_size: int = 1024,
     progress: bool = True,
+    device: str = "cpu",
 ) -> Iterator[pl.DataFrame]:
     """``NEIGHBORS`` rows of the queries ``Q`` (ids ``qids``), ``chunk_size`` queries at a time, in query order.
 
     Query ``i`` searches pool ``pool_of[i]`` of ``pools`` (doc ids and unit-norm vectors; e.g. its split's docs)
     for its exact top ``min(k, pool size)`` by inner product (rank 1 = highest; equal scores in pool order). A
     generator: memory is the pools' indexes plus one chunk's chunk_size x k rows, never the whole table, so a
-    caller can write 131M rows (the whole chitchat corpus at k = 1,000) as they come.
+    caller can write 131M rows (the whole chitchat corpus at k = 1,000) as they come. With a CUDA ``device``
+    (``auto`` on a machine with a card, ``cuda``, ``cuda:N``) and a FAISS GPU build the search runs on the card in
+    fp32 (:mod:`curricula.retrieval.gpu_search`): the same lists apart from near-ties, scores equal up to the last
+    float bits; ``cpu`` (the default) is FAISS ``IndexFlatIP`` on the CPU.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k={k!r}: expected a positive integer")
@@ -291,15 +321,7 @@ def neighbor_chunks(
         raise ValueError(f"chunk_size={chunk_size}: expected >= 1")
     if len(Q) != len(qids) or len(pool_of) != len(Q):
         raise ValueError(f"{len(qids)} query ids, {len(Q)} query vectors and {len(pool_of)} pool labels")
-    searches = []
-    for dids, X in pools:
-        if not len(X) or not len(Q):
-            searches.append(None)
-            continue
-        if Q.shape[1] != X.shape[1]:
-            raise ValueError(f"query vectors have {Q.shape[1]} dimensions, document vectors {X.shape[1]}")
-        search, kind = _make_search(X)
-        searches.append((search, dids, X.shape[0], kind))
+    searches = _pool_searches(Q, pools, device)
     t0 = time.perf_counter()
     for start in tqdm(range(0, len(Q), chunk_size), desc="neighbours", unit="chunk", disable=not progress,
                       mininterval=2.0):

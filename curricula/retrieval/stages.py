@@ -326,18 +326,18 @@ def neighbors_stage(
     chunk_size: int = 1024,
     threads: int | None = None,
     shard: Shard = WHOLE,
+    device: str = "cpu",
 ) -> int:
     """Exact top-``k`` docs by inner product for every query into ``dense/neighbors.parquet``; returns rows.
 
     With ``within_split`` each split's queries search only the docs that split references (``data`` names the
     ingest queries, qrels and candidates tables); otherwise every query searches every doc. ``k`` is capped at the
-    pool size. FAISS ``IndexFlatIP`` on the CPU, chunked: never an N x N matrix.
-    With ``shard`` (rule ``dense_neighbors_shard``) only that shard's block of queries (in qid order).
+    pool size. FAISS ``IndexFlatIP`` on the CPU (fp32 on the card with a CUDA ``device`` and FAISS's GPU build),
+    chunked: never an N x N matrix. With ``shard`` (rule ``dense_neighbors_shard``) only that shard's block of queries.
 
-    Streaming: queries are searched ``chunk_size`` at a time in qid order and each chunk's rows go straight to
-    disk in row groups of whole queries (:func:`curricula.retrieval.dense.neighbor_chunks`,
-    :func:`curricula.plumbing.row_groups.write_grouped_table`), so memory is the vectors and one chunk, not the
-    queries x k table (131M rows for the whole chitchat corpus).
+    Streaming: queries are searched ``chunk_size`` at a time in qid order and each chunk's rows go straight to disk
+    in row groups of whole queries (:func:`curricula.retrieval.dense.neighbor_chunks`, :func:`write_grouped_table`):
+    memory is the vectors and one chunk, not the queries x k table (131M rows for the whole chitchat corpus).
     """
     import faiss
 
@@ -372,7 +372,7 @@ def neighbors_stage(
                 log.info("neighbours of split %s: %d queries among %d docs (k=%d)", split, n_q, d.len(),
                          min(k, d.len()))
     del dv
-    chunks = dense.neighbor_chunks(qids, Q, pools, pool_of, k, chunk_size=chunk_size)
+    chunks = dense.neighbor_chunks(qids, Q, pools, pool_of, k, chunk_size=chunk_size, device=device)
     return write_grouped_table(chunks, out_path, NEIGHBORS, by="qid", size=group_size(k))
 
 

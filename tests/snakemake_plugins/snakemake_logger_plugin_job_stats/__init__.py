@@ -16,16 +16,18 @@ from snakemake_interface_logger_plugins.common import LogEvent
 
 #: how the line starts; what follows it is the JSON object of the run's job counts per rule, and ``total``
 PREFIX = "job-stats: "
-#: how a planned job's line starts: ``{"rule": name, "resources": {name: number, ...}}`` (its numeric resources)
+#: how a planned job's line starts: ``{"rule": name, "resources": {name: value, ...}}`` (its numbers and strings)
 JOB_PREFIX = "job-resources: "
 
 
-def numeric_resources(resources) -> dict:
-    """A job's numeric resources as plain numbers (Snakemake hands a Resources mapping or a plain dict)."""
+def plain_resources(resources) -> dict:
+    """A job's resources as plain numbers and strings (``slurm_partition``), those Snakemake knows when it plans the
+    job (not ``<TBD>``); Snakemake hands a Resources mapping or a plain dict."""
     items = resources.items() if hasattr(resources, "items") else ()
     plain = {name: getattr(value, "value", value) for name, value in items}
-    return {name: value for name, value in plain.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and not name.startswith("_")}
+    return {name: value if isinstance(value, (int, float)) else str(value) for name, value in plain.items()
+            if isinstance(value, (int, float, str)) and not isinstance(value, bool) and not name.startswith("_")
+            and str(value) != "<TBD>"}
 
 
 class LogHandler(LogHandlerBase):
@@ -37,7 +39,7 @@ class LogHandler(LogHandlerBase):
         if event == LogEvent.RUN_INFO and getattr(record, "stats", None) is not None:
             line = f"{PREFIX}{json.dumps(record.stats)}"
         elif event == LogEvent.JOB_INFO and getattr(record, "rule_name", None):
-            job = {"rule": record.rule_name, "resources": numeric_resources(getattr(record, "resources", {}))}
+            job = {"rule": record.rule_name, "resources": plain_resources(getattr(record, "resources", {}))}
             line = f"{JOB_PREFIX}{json.dumps(job)}"
         else:
             return
