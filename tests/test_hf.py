@@ -7,12 +7,12 @@ import os
 import pytest
 import torch
 
-from curricula.models import hf
+from curricula.models import heads, hf
+from curricula.models.heads import load_cross_encoder
 from curricula.models.hf import (
     autocast,
     autocast_dtype,
     cpu_has_native_bf16,
-    load_cross_encoder,
     load_encoder,
     load_tokenizer,
     resolve_model_dir,
@@ -172,9 +172,9 @@ def test_cross_encoder_head_is_seeded_and_reloads(tmp_path):
 def test_loading_checks_flag_foreign_checkpoints(tmp_path):
     info = {"missing_keys": ["encoder.layer.0.attention.self.query.weight"], "unexpected_keys": []}
     with pytest.raises(RuntimeError, match="lacks weights"):
-        hf._check_loading_info(tmp_path, info, None, allow_missing=())
+        hf.check_loading_info(tmp_path, info, None, allow_missing=())
     ok = {"missing_keys": ["classifier.weight"], "unexpected_keys": ["encoder.layer.3.output.dense.bias"]}
-    hf._check_loading_info(tmp_path, ok, 2, allow_missing=("classifier.",))
+    hf.check_loading_info(tmp_path, ok, 2, allow_missing=("classifier.",))
 
 
 def test_write_dir_atomically_replaces_only_when_complete(tmp_path):
@@ -198,9 +198,9 @@ def test_mean_pooled_cross_encoder_is_seeded_reads_every_token_and_reloads(tmp_p
     a = load_cross_encoder("minilm", layers=1, seed=3, pooling="mean")
     b = load_cross_encoder("minilm", layers=1, seed=3, pooling="mean")
     c = load_cross_encoder("minilm", layers=1, seed=4, pooling="mean")
-    assert isinstance(a, hf.MeanPooledCrossEncoder) and a.config.num_hidden_layers == 1
+    assert isinstance(a, heads.MeanPooledCrossEncoder) and a.config.num_hidden_layers == 1
     assert torch.equal(a.head.weight, b.head.weight) and not torch.equal(a.head.weight, c.head.weight)
-    assert hf.checkpoint_pooling("minilm") is None  # a sentence encoder: no trained scoring head
+    assert heads.checkpoint_pooling("minilm") is None  # a sentence encoder: no trained scoring head
     tok = load_tokenizer("minilm")
     pairs = (["what is a glacier cave?", "what is a glacier cave?"], ["a cave in a glacier", "a cave in a hill"])
     batch = tok(*pairs, return_tensors="pt", padding=True)
@@ -211,8 +211,8 @@ def test_mean_pooled_cross_encoder_is_seeded_reads_every_token_and_reloads(tmp_p
     expected = a.head((hidden * mask).sum(1) / mask.sum(1)).view(-1)
     assert torch.allclose(logits, expected, atol=1e-6)
     assert not torch.isclose(logits[0], logits[1])  # the last word of the response changes the score
-    hf.save_cross_encoder(a, tok, tmp_path / "ce")
-    assert hf.checkpoint_pooling(tmp_path / "ce") == "mean"
+    heads.save_cross_encoder(a, tok, tmp_path / "ce")
+    assert heads.checkpoint_pooling(tmp_path / "ce") == "mean"
     again = load_cross_encoder(tmp_path / "ce", seed=99)  # the trained head, not a new one
     with torch.inference_mode():
         assert torch.allclose(again(**batch).logits.view(-1), logits, atol=1e-6)

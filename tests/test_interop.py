@@ -13,7 +13,8 @@ import torch
 from curricula.data import chitchat
 from curricula.data.ingest import INGEST_TABLES, candidate_pairs
 from curricula.models import load_ranker, score_pairs
-from curricula.models.hf import MeanPooledCrossEncoder, checkpoint_pooling, load_cross_encoder, load_tokenizer
+from curricula.models.heads import MeanPooledCrossEncoder, checkpoint_pooling, load_cross_encoder
+from curricula.models.hf import load_tokenizer
 from curricula.models.teacher import TeacherConfig, train_cross_encoder, training_texts
 
 sentence_transformers = pytest.importorskip("sentence_transformers", reason="sentence-transformers is in "

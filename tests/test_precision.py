@@ -198,7 +198,8 @@ def test_cross_encoder_scores_are_fp32_when_its_body_runs_in_bf16(pooling):
     scores are not bf16-quantised (with a bf16 head a logit near 1 moves in steps of 2^-7 and a query's candidates
     tie). Fails when any of them runs in bf16: then every score is a bf16 value."""
     from curricula.models.cross_encoder import CrossEncoderRanker
-    from curricula.models.hf import load_cross_encoder, load_tokenizer
+    from curricula.models.heads import load_cross_encoder
+    from curricula.models.hf import load_tokenizer
     from curricula.smoke.checks import smoke_pairs
 
     model = load_cross_encoder("minilm", layers=1, seed=3, pooling=pooling)

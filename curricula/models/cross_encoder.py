@@ -12,7 +12,7 @@ rule, so a saved model folder carries it (``truncation_side`` and ``model_max_le
 ``truncation=True`` cut every pair as this project does.
 Scores are the classifier's single logit; higher = more relevant. ``pooling`` picks what the classifier reads:
 the ``[CLS]`` state (``cls``, Hugging Face's sequence classifier, as in the papers' BERT rankers) or the mean of
-all token states (``mean``, :class:`curricula.models.hf.MeanPooledCrossEncoder`), the one that learns on a cut of the
+all token states (``mean``, :class:`curricula.models.heads.MeanPooledCrossEncoder`), the one that learns on a cut of the
 packaged mean-pooled MiniLM.
 """
 
@@ -24,13 +24,8 @@ import numpy as np
 import torch
 
 from curricula.models.base import Ranker
-from curricula.models.hf import (
-    MeanPooledCrossEncoder,
-    load_cross_encoder,
-    load_tokenizer,
-    resolve_model_dir,
-    save_cross_encoder,
-)
+from curricula.models.heads import MeanPooledCrossEncoder, load_cross_encoder, save_cross_encoder
+from curricula.models.hf import load_tokenizer, resolve_model_dir
 
 #: Hugging Face's side for cutting a pair (:func:`pair_lengths`), saved with every model folder
 TRUNCATION_SIDE = "left"
@@ -120,7 +115,7 @@ def collate(ids: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor
 
 class CrossEncoderRanker(Ranker):
     """A one-logit cross-encoder over ``[CLS] context [SEP] response [SEP]``
-    (:func:`curricula.models.hf.load_cross_encoder`).
+    (:func:`curricula.models.heads.load_cross_encoder`).
 
     ``max_length`` is the word-piece budget of the whole pair (:func:`pair_token_ids`); ``pooling`` is ``cls`` or
     ``mean``.
@@ -136,7 +131,7 @@ class CrossEncoderRanker(Ranker):
 
     @property
     def pooling(self) -> str:
-        """``mean`` for a :class:`~curricula.models.hf.MeanPooledCrossEncoder`, else ``cls`` (what ranker.json
+        """``mean`` for a :class:`~curricula.models.heads.MeanPooledCrossEncoder`, else ``cls`` (what ranker.json
         records)."""
         return "mean" if isinstance(self.module, MeanPooledCrossEncoder) else "cls"
 

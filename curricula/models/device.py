@@ -30,7 +30,7 @@ from curricula.plumbing.gpus import claim_gpu, gpu_was_given, job_gpus, under_sc
 
 log = logging.getLogger(__name__)
 
-#: the dtype a cross-encoder's pooler and head compute in under autocast (:func:`curricula.models.hf.fp32_head`);
+#: the dtype a cross-encoder's pooler and head compute in under autocast (:func:`curricula.models.heads.fp32_head`);
 #: recorded beside an autocast dtype, so that a run from before the heads ran in fp32 (bf16 scores) has another
 #: device record, checkpoint fingerprint and ledger run id than one after
 HEAD_DTYPE = "fp32"

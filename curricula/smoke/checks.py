@@ -83,7 +83,7 @@ def smoke_pairs(n: int) -> tuple[list[str], list[str], np.ndarray]:
 
 def output_layer(ranker: Any) -> torch.nn.Linear:
     """The linear layer that writes a ranker's logit(s): the cross-encoder's head (its
-    :class:`~curricula.models.hf.MeanPooledCrossEncoder`), ConvKNRM's last combination layer, the QA networks'
+    :class:`~curricula.models.heads.MeanPooledCrossEncoder`), ConvKNRM's last combination layer, the QA networks'
     two-class output."""
     module = ranker.module
     if ranker.name == "cross_encoder":

@@ -80,7 +80,7 @@ def arithmetic(device: torch.device | str, dtype: torch.dtype | None) -> dict[st
     """What a checkpoint records of how a run computes: the device type (``cpu`` / ``cuda``; not the card's index)
     and the autocast dtype there (the caller's :func:`curricula.models.hf.autocast_dtype` of its precision; None =
     no autocast, ``float32``), e.g. ``{"device": "cuda", "dtype": "bfloat16", "head": "float32"}`` (``head``, under
-    autocast only: a cross-encoder's pooler and head run in fp32, :func:`curricula.models.hf.fp32_head`)
+    autocast only: a cross-encoder's pooler and head run in fp32, :func:`curricula.models.heads.fp32_head`)
     (:class:`~curricula.training.checkpoints.Checkpointer` compares them on load)."""
     computes = {"device": torch.device(device).type, "dtype": str(dtype or torch.float32).removeprefix("torch.")}
     if dtype is not None:  # autocast: the heads run in fp32 (a checkpoint from bf16 heads does not resume here)
