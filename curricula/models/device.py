@@ -4,7 +4,7 @@
   ``CUDA_VISIBLE_DEVICES`` to a card) but cannot use it (a CPU-only torch build, a driver older than the build's
   CUDA) stops with :class:`~curricula.plumbing.errors.DeviceError` instead of running on the CPU of a GPU allocation.
 * ``device: cuda`` without a usable GPU stops the same way; ``cuda:N`` names a card of the visible ones.
-* A job the plan gave a GPU (its ``gpu`` resource, recorded at its start: :func:`curricula.plumbing.gpus.set_job_gpus`)
+* A job the plan gave a GPU (its ``gpu`` resource, recorded at its start: :func:`curricula.plumbing.gpus.planned_job`)
   that sees no usable card stops too, with one line saying what it saw (``gpus.missing: cpu`` runs it on the CPU
   with a warning instead).
 * On a workstation ``auto`` and ``cuda`` take a slot of a card (``gpus.slots`` jobs per card) by a host-wide lock

@@ -99,15 +99,8 @@ class JobGpus:
 _job = JobGpus()
 
 
-def set_job_gpus(job: JobGpus) -> JobGpus:
-    """Record, once at a job's start (its workflow script), what the plan gave it; :func:`job_gpus` reads it."""
-    global _job
-    _job = job
-    return job
-
-
 def job_gpus() -> JobGpus:
-    """What this process's job was planned with (:func:`set_job_gpus`; no card outside a workflow job)."""
+    """What this process's job was planned with (:func:`planned_job`; no card outside a workflow job)."""
     return _job
 
 
