@@ -17,8 +17,9 @@ import torch
 
 from curricula.models import device as device_module
 from curricula.retrieval import dense, gpu_search
-from curricula.retrieval.gpu_search import (GPU_RESERVE, check_gpu_neighbors, choose_search_device, compare_neighbors,
-                                            merge_topk, neighbors_device, plan_pieces)
+from curricula.retrieval.gpu_search import GPU_RESERVE, choose_search_device, merge_topk, neighbors_device, plan_pieces
+from curricula.smoke.checks import Sizes, neighbour_ids
+from curricula.smoke.verdicts import TIE_ATOL, neighbours_verdict
 
 IP = faiss.METRIC_INNER_PRODUCT
 
@@ -153,43 +154,6 @@ def test_neighbours_through_the_gpu_branch_equal_the_cpu_path(monkeypatch, free_
     assert kinds == ({"resources", "GpuIndexFlatIP", "knn"} if free_docs > 3000 else {"resources", "knn_gpu", "knn"})
     assert all(c[1:] == (0, False) for c in fake.calls if c[0] == "GpuIndexFlatIP")  # the chosen card, fp32
     assert all(c[2] <= free_docs for c in fake.calls if c[0] == "knn_gpu")  # no piece larger than the card takes
-    assert compare_neighbors(cpu, gpu)["agree"]
-
-
-# ------------------------------------------------------------------------------------- the smoke check's comparison
-def test_compare_neighbors_allows_near_ties_only():
-    rng = np.random.default_rng(6)
-    Q, X = frame(integer_vectors(rng, 30, 3), "q"), frame(integer_vectors(rng, 80, 3), "d")
-    ref = dense.neighbors(Q, X, 10, progress=False)
-    same = compare_neighbors(ref, ref)
-    assert same["agree"] and same["same_ids"] == 1.0 and same["rows"] == 300
-    # docs of one tied group in another order, scores off in the last bits: agree
-    rows = ref.with_row_index("i")
-    first = rows.filter(pl.col("qid") == "q0")
-    tied = first.filter(pl.col("score") == first["score"][0])
-    assert tied.height >= 2  # integer vectors in 3 dimensions tie at the top
-    a, b = tied["i"][0], tied["i"][1]
-    swapped = rows.with_columns(docid=pl.when(pl.col("i") == a).then(pl.lit(rows["docid"][b]))
-                                .when(pl.col("i") == b).then(pl.lit(rows["docid"][a])).otherwise(pl.col("docid")),
-                                score=pl.col("score") + 1e-7).drop("i")
-    near = compare_neighbors(ref, swapped)
-    assert near["agree"] and near["same_ids"] < 1.0
-    # another doc inside the list, or a score off by more than atol: disagree
-    inside = rows.filter(pl.col("score") > pl.col("score").min().over("qid"))["i"][0]  # not tied with the k-th
-    other = rows.with_columns(docid=pl.when(pl.col("i") == inside).then(pl.lit("elsewhere")).otherwise(pl.col("docid")))
-    result = compare_neighbors(ref, other.drop("i"))
-    assert result["tie_mismatches"] == 1 and not result["agree"]
-    shifted = ref.with_columns(score=pl.col("score") + 1e-3)
-    assert compare_neighbors(ref, shifted)["score_mismatches"] == 300
-    with pytest.raises(ValueError, match="other queries or ranks"):
-        compare_neighbors(ref, ref.head(10))
-
-
-def test_compare_neighbors_lets_the_kth_place_tie_differ():
-    ref = pl.DataFrame({"qid": ["q"] * 3, "docid": ["a", "b", "c"], "rank": [1, 2, 3], "score": [3.0, 1.0, 1.0]})
-    other = ref.with_columns(docid=pl.Series(["a", "b", "z"]))  # z ties b and c at the end: it may come in
-    assert compare_neighbors(ref, other)["agree"]
-    assert not compare_neighbors(ref, ref.with_columns(docid=pl.Series(["z", "b", "c"])))["agree"]
 
 
 @pytest.mark.gpu
@@ -200,5 +164,9 @@ def test_gpu_search_agrees_with_faiss_cpu():
     rng = np.random.default_rng(7)
     unit = rng.standard_normal((5000, 384)).astype(np.float32)
     unit /= np.linalg.norm(unit, axis=1, keepdims=True)
-    result = check_gpu_neighbors(frame(unit[:500], "q"), frame(unit, "d"), 100)
-    assert result["passed"], result
+    sizes = Sizes(texts=len(unit), k=100)
+    cpu_ids, cpu_scores = neighbour_ids(unit, sizes)  # k + 1 wide: a tie across the k-th place is seen
+    gpu_ids, gpu_scores = neighbour_ids(unit, sizes, torch.device("cuda"))
+    verdict = neighbours_verdict(gpu_ids, cpu_ids, cpu_scores, sizes.k)
+    assert verdict.ok, verdict.detail
+    np.testing.assert_allclose(gpu_scores, cpu_scores, rtol=0, atol=TIE_ATOL)

@@ -14,9 +14,9 @@ doc index (:func:`plan_pieces`, :func:`merge_topk`). fp16 storage would halve th
 the third decimal and reorder near-ties by the hundred at k = 1,000, so it is not used. Lists wider than FAISS's GPU
 k-selection (:data:`GPU_MAX_K`; only the widened searches of rows tied at the k-th place) run on the CPU.
 
-:func:`check_gpu_neighbors` runs both searches on the same vectors for a smoke check and compares them
-(:func:`compare_neighbors`). Nothing of the GPU branch has run on a GPU yet: the tests check the choice of path with a
-fake faiss module, the piece plan, and the exact merge against one whole search, on the CPU.
+The GPU smoke check (:mod:`curricula.smoke.gpu`) compares the card's lists with faiss-cpu's reference apart from ties.
+Nothing of the GPU branch has run on a GPU yet: the tests check the choice of path with a fake faiss module, the
+piece plan, and the exact merge against one whole search, on the CPU.
 """
 
 from __future__ import annotations
@@ -151,54 +151,3 @@ def gpu_searches(faiss: Any, pools: Sequence[np.ndarray | None], device: int, fr
     log.info("GPU memory: %.2f GiB free, %.2f GiB kept back; pools of %s docs in pieces of %s", free / 2**30,
              reserve / 2**30, "/".join(map(str, sizes)), "/".join(map(str, plan)))
     return [None if X is None else _gpu_search(faiss, res, X, device, piece) for X, piece in zip(pools, plan)]
-
-
-def _tie_groups(qids: np.ndarray, scores: np.ndarray, atol: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a neighbours table (rows by query, then rank): its group of near-tied ranks (consecutive scores of
-    one query within ``atol``) and whether that group reaches the query's last rank (its ids may differ there)."""
-    first = np.ones(len(qids), dtype=bool)
-    first[1:] = (qids[1:] != qids[:-1]) | (scores[:-1] - scores[1:] > atol)
-    group = np.cumsum(first)
-    last_row = np.ones(len(qids), dtype=bool)
-    last_row[:-1] = qids[1:] != qids[:-1]
-    ends = np.zeros(group[-1] + 1 if len(group) else 1, dtype=bool)
-    ends[group[last_row]] = True
-    return group, ends[group]
-
-
-def compare_neighbors(reference, other, atol: float = 1e-5) -> dict[str, float | int | bool]:
-    """How far ``other`` (a GPU search's ``NEIGHBORS`` table) agrees with ``reference`` (faiss-cpu's) for the same
-    queries and k: ``same_ids`` (fraction of rows with the same doc at the same rank), ``score_mismatches`` (rows
-    whose scores differ by more than ``atol``), ``tie_mismatches`` (rows inside a query's list whose group of ranks
-    with scores within ``atol`` holds other docs; a group reaching the k-th place may hold others) and ``agree``
-    (both counts zero). Raises ValueError when the tables list other queries or ranks."""
-    ref, oth = reference.select("qid", "rank", "docid", "score"), other.select("qid", "rank", "docid", "score")
-    if not ref.select("qid", "rank").equals(oth.select("qid", "rank")):
-        raise ValueError(f"the tables list other queries or ranks ({ref.height} and {oth.height} rows)")
-    qids = ref["qid"].to_numpy()
-    s_ref, s_oth = ref["score"].to_numpy().astype(np.float64), oth["score"].to_numpy().astype(np.float64)
-    _, codes = np.unique(np.concatenate([ref["docid"].to_numpy(), oth["docid"].to_numpy()]), return_inverse=True)
-    d_ref, d_oth = codes[:len(qids)], codes[len(qids):]
-    group, at_end = _tie_groups(qids, s_ref, atol)
-    sorted_ref = d_ref[np.lexsort((d_ref, group))]
-    sorted_oth = d_oth[np.lexsort((d_oth, group))]
-    tie_mismatches = int(((sorted_ref != sorted_oth) & ~at_end).sum())  # group spans are the same in both orders
-    score_mismatches = int((np.abs(s_ref - s_oth) > atol).sum())
-    return {"rows": len(qids), "same_ids": float((d_ref == d_oth).mean()) if len(qids) else 1.0,
-            "score_mismatches": score_mismatches, "tie_mismatches": tie_mismatches,
-            "agree": score_mismatches == 0 and tie_mismatches == 0}
-
-
-def check_gpu_neighbors(query_vecs, doc_vecs, k: int, device: str = "cuda", atol: float = 1e-5) -> dict[str, Any]:
-    """The smoke check of the GPU search: :func:`curricula.retrieval.dense.neighbors` on the CPU (faiss-cpu's
-    arithmetic) and on ``device`` over the same ``VECTORS`` tables, compared by :func:`compare_neighbors`, with
-    ``gpu_search`` (whether this faiss searched on a GPU) and ``passed`` (it did, and the lists agree)."""
-    import faiss
-
-    from curricula.retrieval import dense
-
-    on_gpu = faiss_has_gpu(faiss)
-    reference = dense.neighbors(query_vecs, doc_vecs, k, progress=False, device="cpu")
-    other = dense.neighbors(query_vecs, doc_vecs, k, progress=False, device=device)
-    result = compare_neighbors(reference, other, atol)
-    return {**result, "gpu_search": on_gpu, "passed": on_gpu and bool(result["agree"])}

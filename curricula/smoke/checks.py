@@ -228,19 +228,17 @@ def dense_vectors(device: torch.device, sizes: Sizes) -> np.ndarray:
 
 
 def faiss_build(device: torch.device) -> str:
-    """Which FAISS this environment has and where :func:`neighbour_ids` searches on ``device``: a GPU build (the
-    CUDA 12 environment's faiss-gpu) on a CUDA device searches on the card, anything else on the CPU."""
-    import inspect
-
+    """Which FAISS this environment has and where :func:`neighbour_ids` searches on ``device``: a GPU build that sees
+    a card (the CUDA 12 environment's faiss-gpu, :func:`curricula.retrieval.gpu_search.faiss_has_gpu`) on a CUDA
+    device searches on the card, anything else on the CPU."""
     import faiss
 
-    from curricula.retrieval.dense import neighbors
+    from curricula.retrieval.gpu_search import faiss_has_gpu
 
     gpu_build = hasattr(faiss, "StandardGpuResources")
-    cards = int(faiss.get_num_gpus()) if gpu_build else 0
-    on_card = gpu_build and cards > 0 and device.type == "cuda" and "device" in inspect.signature(neighbors).parameters
-    build = f"faiss {getattr(faiss, '__version__', '?')}, " + (f"GPU build seeing {cards} card(s)" if gpu_build
-                                                                  else "CPU build (faiss-cpu)")
+    on_card = faiss_has_gpu(faiss) and device.type == "cuda"
+    build = f"faiss {getattr(faiss, '__version__', '?')}, " + (
+        f"GPU build seeing {int(faiss.get_num_gpus())} card(s)" if gpu_build else "CPU build (faiss-cpu)")
     return build + (f": searched on {device}" if on_card else ": searched on the CPU")
 
 
@@ -248,10 +246,8 @@ def neighbour_ids(vectors: np.ndarray, sizes: Sizes, device: torch.device | None
                   width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(row indices, scores) of the exact top-``width`` (default ``sizes.k + 1``: one more than compared, so a
     tie across the k-th place is seen) of the first half of ``vectors`` among all of them, through
-    :func:`~curricula.retrieval.dense.neighbors` with the job's ``device`` where it takes one (on a GPU where this
-    environment's FAISS is a GPU build, :func:`faiss_build`)."""
-    import inspect
-
+    :func:`~curricula.retrieval.dense.neighbors` on the job's ``device`` (on a GPU where this environment's FAISS is a
+    GPU build, :func:`faiss_build`)."""
     import polars as pl
 
     from curricula.retrieval.dense import neighbors
@@ -261,9 +257,8 @@ def neighbour_ids(vectors: np.ndarray, sizes: Sizes, device: torch.device | None
     def frame(rows: np.ndarray) -> pl.DataFrame:
         return pl.DataFrame({"id": [f"{i:04d}" for i in range(len(rows))], "vector": rows.astype(np.float32)})
 
-    extra = {"device": str(device)} if device is not None and "device" in inspect.signature(neighbors).parameters \
-        else {}
-    nb = neighbors(frame(vectors[: len(vectors) // 2]), frame(vectors), width, progress=False, **extra)
+    nb = neighbors(frame(vectors[: len(vectors) // 2]), frame(vectors), width, progress=False,
+                   device="cpu" if device is None else str(device))
     ids = nb["docid"].cast(pl.Int64).to_numpy().reshape(-1, width)
     return ids, nb["score"].to_numpy().reshape(-1, width)
 
