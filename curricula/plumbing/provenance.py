@@ -11,19 +11,26 @@ from pathlib import Path
 CPU_CLASSES = ("amx_bf16", "avx512_bf16", "avx512f", "avx2")
 
 
-def cpu_class(cpuinfo: str | None = None) -> str:
-    """The machine's CPU class: its architecture and the widest of :data:`CPU_CLASSES` in its flags
-    (``x86_64 avx512_bf16``); ``cpuinfo`` is /proc/cpuinfo's text (read when None)."""
+def cpu_info(cpuinfo: str | None = None) -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (``model name``, ``flags``...); ``cpuinfo`` is its text (read
+    when None; empty where it cannot be read)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
         except OSError:
             cpuinfo = ""
-    flags: set[str] = set()
+    fields: dict[str, str] = {}
     for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            flags = set(line.partition(":")[2].split())
-            break
+        key, colon, value = line.partition(":")
+        if colon:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_class(cpuinfo: str | None = None) -> str:
+    """The machine's CPU class: its architecture and the widest of :data:`CPU_CLASSES` in its flags
+    (``x86_64 avx512_bf16``); ``cpuinfo`` is /proc/cpuinfo's text (read when None)."""
+    flags = set(cpu_info(cpuinfo).get("flags", "").split())
     widest = next((f for f in CPU_CLASSES if f in flags), "baseline")
     return f"{platform.machine()} {widest}"
 
@@ -43,4 +50,4 @@ def project_commit(where: str | Path | None = None) -> str:
     return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
-__all__ = ["CPU_CLASSES", "cpu_class", "project_commit"]
+__all__ = ["CPU_CLASSES", "cpu_class", "cpu_info", "project_commit"]

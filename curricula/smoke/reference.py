@@ -38,13 +38,11 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 
 
 def cpu_description() -> tuple[str, list[str]]:
-    """(the CPU's model name, which of :data:`CPU_FLAGS` it has) from /proc/cpuinfo (empty where unreadable)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor(), []
-    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    """(the CPU's model name, which of :data:`CPU_FLAGS` it has) from /proc/cpuinfo
+    (:func:`curricula.plumbing.provenance.cpu_info`; the platform's processor name where unreadable)."""
+    from curricula.plumbing.provenance import cpu_info
+
+    fields = cpu_info()
     flags = set(fields.get("flags", "").split())
     return fields.get("model name", platform.processor()), [flag for flag in CPU_FLAGS if flag in flags]
 
