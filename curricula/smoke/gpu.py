@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from curricula.models.hf import PRECISIONS
 from curricula.smoke import checks
 from curricula.smoke.checks import MC_RANKERS, RANKERS, Sizes
 from curricula.smoke.reference import REFERENCE, read_reference, write_reference
@@ -208,7 +209,7 @@ def parser() -> argparse.ArgumentParser:
                         help="on the CPU: each check fails on a value perturbed beyond its bound")
     parser.add_argument("--reference", type=Path, default=REFERENCE)
     parser.add_argument("--device", default="cuda", help="the device checked (default cuda; cpu for a dry check)")
-    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
                         help="the precision of the cross-encoder's scoring check (default auto)")
     parser.add_argument("--pairs", type=int, default=Sizes.pairs, help="with --write-reference: pairs scored")
     parser.add_argument("--steps", type=int, default=Sizes.steps, help="with --write-reference: training steps")
