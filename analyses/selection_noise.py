@@ -1,7 +1,7 @@
 """Selection noise of one dataset's finished diagnostic grid (issue 45 item 1; docs/selection.md): per weight average
 and model-selection rule, the SD over seeds of the paired differences of the kept test values between two arms,
 their mean (the effect), each arm's mean test value and SD, the arms' correlation across seeds, and the SD as a
-ratio of the reference rule's (:mod:`curricula.study.selection_noise`).
+ratio of the reference rule's (:mod:`analyses.selection_noise_lib`).
 
     PYTHONPATH=. .venv/bin/python analyses/selection_noise.py --root results/selection_noise/wikiqa \\
         --arms baseline,macavaney_kde [--rules best_dev,patience:3/2,...] [--reference none:patience:3/2] \\
@@ -18,7 +18,7 @@ evaluations. The averages are ``none`` (the trained weights) and each shadow ave
 seed's kept step, dev value and test value.
 
 ``--dev-subsets DRAWS:SIZE`` (e.g. ``200:100``) also replays every rule on ``DRAWS`` random subsets of ``SIZE`` dev
-queries (the curves' per-query dev values; :func:`curricula.study.selection_noise.dev_subset_noise`) and prints, per
+queries (the curves' per-query dev values; :func:`dev_subset_noise`) and prints, per
 (average, rule), the SD of the paired differences with all dev queries beside its median and 5-95% range over the
 subsets:
 what selecting on fewer dev queries does to the noise, from the same runs. More dev queries than a split holds are
@@ -36,7 +36,7 @@ import polars as pl
 
 from curricula.report.tables import to_markdown
 from curricula.statistics.paired import pitman_morgan
-from curricula.study.selection_noise import (
+from selection_noise_lib import (
     AVERAGES,
     NOISE_COLUMNS,
     Rule,
@@ -104,7 +104,7 @@ def ratio_columns(kept, arms: Sequence[str], reference: str) -> tuple[list, list
 
 def subset_summary(full: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
     """Per (average, rule) of ``full`` (the all-dev-queries table,
-    :func:`curricula.study.selection_noise.selection_noise` with an ``average`` column), its SD of the paired
+    :func:`analyses.selection_noise_lib.selection_noise` with an ``average`` column), its SD of the paired
     differences (``sd_all``) beside the median, 5% and 95% quantiles of the SD over the dev subsets' tables
     (``subsets``: the same columns plus ``draw``), the ratio of ``sd_all`` to that median, the share of draws whose SD
     is above ``sd_all``, and the median over the draws of the effect and of each arm's mean kept test value

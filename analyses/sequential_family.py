@@ -5,9 +5,9 @@ procedure that ``curricula.study.rounds`` judges a study's cells by, against a f
         [--seed 0] [--thresholds student]
 
 Simulates ``--cells`` independent cells of the crossed normal model
-(:func:`curricula.statistics.sequential_simulation.simulate_family`: query SD 0.05, residual SD 0.25, looks at 5, 10, 15
+(:func:`analyses.sequential_simulation.simulate_family`: query SD 0.05, residual SD 0.25, looks at 5, 10, 15
 and 20 seeds, O'Brien-Fleming spending) in the scenarios below and prints, per rule
-(:data:`curricula.statistics.sequential_simulation.FAMILY_RULES`; ``holm`` is the one the rounds use), the family-wise
+(:data:`analyses.sequential_simulation.FAMILY_RULES`; ``holm`` is the one the rounds use), the family-wise
 error (the share of families where any true null was rejected: a difference at a cell with no effect, or equivalence at
 a cell at or beyond its margin), the cells decided, the power on the cells with an effect and the seeds a cell trains on
 average. The defaults are the study's: 9 sequential claims on 4 datasets (36 cells, 72 hypotheses) at alpha 0.05 times 9
@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from curricula.statistics.group_sequential import LOOKS
-from curricula.statistics.sequential_simulation import FAMILY_RULES, SimulatedCell, simulate_family
+from sequential_simulation import FAMILY_RULES, SimulatedCell, simulate_family
 
 BASELINE = 0.5
 SD_QUERY, SD_RESID = 0.05, 0.25

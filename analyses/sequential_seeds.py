@@ -4,7 +4,7 @@
         [--tables boundaries,cost,calibration] [--calibration-sds 0,0.01,0.02,0.03,0.05,0.1]
 
 Simulates whole seeds x queries matrices of the crossed normal model
-(:func:`curricula.statistics.sequential_simulation.simulate_sequential`: query SD 0.05, residual SD 0.25, ``--queries``
+(:func:`analyses.sequential_simulation.simulate_sequential`: query SD 0.05, residual SD 0.25, ``--queries``
 test queries, looks at 5, 10, 15 and 20 seeds) and prints
 1. the boundaries: per look the nominal p thresholds of normal theory
    (:func:`curricula.statistics.group_sequential.spending_boundaries`) and of the exact t-test of the seed means
@@ -33,7 +33,7 @@ from curricula.statistics.group_sequential import (
     spending_boundaries,
     student_boundaries,
 )
-from curricula.statistics.sequential_simulation import simulate_sequential
+from sequential_simulation import simulate_sequential
 
 BASELINE = 0.5  # AP of the baseline: effects and the margin are relative to it
 EFFECTS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.1)

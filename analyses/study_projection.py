@@ -11,7 +11,7 @@ the mean of its baselines come from a finished results folder or a per-query met
 qid, measure, value). Each cell's true effect is taken to be the relative effect the 5-seed study measured
 (:data:`STUDY_EFFECTS`, quoted from docs/findings.md, the findings page at ac56792) times that mean, which flatters the
 projection (a measured effect is the true one plus noise, and |measured| is biased upward). For each cap the looks are 4
-equal steps up to it (5, 10, 15, 20 for 20) and :func:`curricula.statistics.sequential_simulation.simulate_sequential`
+equal steps up to it (5, 10, 15, 20 for 20) and :func:`analyses.sequential_simulation.simulate_sequential`
 gives the chance that the group-sequential rule decides the cell (reproduced or not, or equivalent at the 2% margin) and
 the seeds it trains on average. Prints, per dataset and cap, the expected number of decided cells and the expected
 trainings (2 arms per cell's seed; a shared baseline counted once per claim, so an upper bound). ``--sd-seed`` replaces
@@ -25,7 +25,7 @@ its components are pooled over its rows (:func:`findings_components`).
 
 ``--family holm`` judges the cells as the study's rounds do (``study.multiplicity: holm``): the sequential claims'
 cells of every dataset given form one family, simulated together by
-:func:`curricula.statistics.sequential_simulation.simulate_family` at alpha 0.05 times 9 / 10 (the fixed-seed
+:func:`analyses.sequential_simulation.simulate_family` at alpha 0.05 times 9 / 10 (the fixed-seed
 active-learning claim, Wang's, keeps its tenth and is not projected), and the counts are of the 9 sequential cells per
 dataset. ``--family none`` (the default) judges each cell alone at 0.05, before any adjustment. ``--thresholds normal``
 swaps the exact-t thresholds for normal-theory ones (faster; tests).
@@ -43,7 +43,7 @@ import polars as pl
 
 from curricula.evaluation.comparisons import experiment_files, load_metrics
 from curricula.report.power import pooled_components, power_table
-from curricula.statistics.sequential_simulation import SimulatedCell, simulate_family, simulate_sequential
+from sequential_simulation import SimulatedCell, simulate_family, simulate_sequential
 from curricula.study.grid import ACTIVE_PREFIX
 
 #: the study's relative effects (%, arm against the claim's compared arm) per claim and dataset, in the order of

@@ -54,8 +54,9 @@ def run_summary(config: dict) -> int:
             curve = pl.read_parquet(path)
             best = curve.sort(["value", "step"], descending=[True, False]).row(0, named=True)
             stopped = curve["stopped"][-1] if "stopped" in curve.columns else None
+            # !s prints the int step as before (polars types max() as any literal, bytes among them)
             print(f"  {path.parent.parent.name:>36} {path.parent.name:<8} {best['metric']} {best['value']:.4f} "
-                  f"at step {best['step']}, stopped at {curve['step'].max()} by {stopped or 'budget'}")
+                  f"at step {best['step']}, stopped at {curve['step'].max()!s} by {stopped or 'budget'}")
     table = Path(layout.report()["seeds_md"])
     if table.is_file():
         print(f"\nResult table: {table}  (all measures: {Path(layout.report()['metrics_md'])}; "
@@ -194,13 +195,6 @@ def ledger(args: argparse.Namespace, snakemake_args: list[str]) -> int:
         print(f"{args.into}: {report.added} run(s) added, {report.held} already held, from {report.sources} "
               f"ledger(s)")
         return 0
-    if args.action == "docs":
-        from curricula.pipeline.ledger_docs import regenerate_docs
-
-        changed = regenerate_docs(sorted(Path("docs").rglob("*.md")), check=args.check)
-        verb = "differ from the ledger" if args.check else "regenerated"
-        print(f"{len(changed)} page(s) {verb}" + "".join(f"\n  {p}" for p in changed))
-        return 1 if args.check and changed else 0
     from curricula.pipeline.study import study_plan_of
 
     plan = study_plan_of(args.config + configfiles_in(snakemake_args), config_overrides_in(snakemake_args))
@@ -269,8 +263,6 @@ def ledger_parser(sub) -> None:
                               "--configfile and --config)")
         if action == "findings":
             p_action.add_argument("--out", help="folder to write to (default: the study's folder + -from-ledger)")
-    p_docs = ledger_sub.add_parser("docs", help="regenerate the docs pages' tables from the committed ledgers")
-    p_docs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
 
 
 def command_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,7 @@
 """Every analysis of analyses/ (analyses/README.md) runs at a tiny size: exit code 0 and the shape of the table it
 prints. The simulations run with a few draws (their rates are then noise; only the shape and the ranges are
 checked); the analyses of a finished run read ``tiny_tree`` (conftest) and are slow tests. Two analyses are run by
-their own tests: analyses/selection_noise.py in tests/test_selection.py and analyses/study_projection.py in
+their own tests: analyses/selection_noise.py in tests/test_selection_noise.py and analyses/study_projection.py in
 tests/test_study_projection.py."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""The documentation: every link and file reference of README.md, configs/README.md and docs/*.md resolves
-(curricula/plumbing/doc_links.py), and docs/config-reference.md is the page the config schema generates
-(curricula/plumbing/config_reference.py)."""
+"""The documentation: every link and file reference of README.md, configs/README.md and docs/*.md resolves, and so
+does every Sphinx reference in the code's docstrings and comments (tools/doc_links.py, tools/code_refs.py), and
+docs/config-reference.md is the page the config schema generates (tools/config_reference.py)."""
 
 from pathlib import Path
 
 import pytest
 
-from curricula.plumbing import config_reference, doc_links
+from tools import config_reference, doc_links
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -15,6 +15,12 @@ def test_every_link_and_file_reference_in_the_docs_resolves():
     problems = doc_links.check_docs(REPO)
     assert not problems, "broken references in the docs (page:line: reference: why):\n" + "\n".join(
         map(str, problems))
+
+
+def test_every_sphinx_reference_in_the_code_resolves():
+    problems = doc_links.check_sources(REPO)
+    assert not problems, "broken :func:/:class:/:mod:/... references in the code (file:line: target: why):\n" + (
+        "\n".join(map(str, problems)))
 
 
 def test_readme_fits_one_screen_and_leads_with_what_a_newcomer_needs():
@@ -81,7 +87,7 @@ def test_config_reference_check_fails_on_a_stale_page(tmp_path, capsys):
     assert config_reference.main(["--check", "--out", str(out)]) == 0
     out.write_text(out.read_text() + "edited by hand\n")
     assert config_reference.main(["--check", "--out", str(out)]) == 1
-    assert "python -m curricula.plumbing.config_reference" in capsys.readouterr().err
+    assert "python -m tools.config_reference" in capsys.readouterr().err
 
 
 @pytest.fixture()
@@ -130,3 +136,75 @@ def test_link_check_names_page_line_and_reference_of_each_broken_one(tiny_repo, 
     repo, files = tiny_repo
     problems = check(repo, files, f"# R\n\nfine line\nthen {ref} here\n")
     assert len(problems) == 1 and problems[0].startswith("README.md:4: ") and why in problems[0], problems
+
+
+#: a module of a tiny repository, its references good and bad (the bad ones on the lines CODE_PROBLEMS names)
+CODE = '''"""A module: :func:`curricula.mod.f`, :func:`~curricula.mod.f`, :class:`curricula.mod.C`, :meth:`C.m`,
+:attr:`C.x`, :mod:`ast`, :class:`Path`, :func:`f`, :func:`other.g`, :data:`X`, :func:`curricula.mod.
+f` wrapped, :func:`budget`, :class:`int`, :func:`np.sum`.
+:func:`curricula.mod.gone`
+:meth:`C.gone`
+:func:`budget_of_old`
+:func:`curricula.mod.g`
+"""
+from pathlib import Path
+
+import numpy as np
+
+from curricula.other import g
+
+X = 1
+
+
+class C:
+    """:meth:`m` and :meth:`flush` (a method's own class)."""
+
+    def m(self):
+        self.x = 1
+
+    def flush(self):
+        pass
+
+
+def f():
+    """:func:`lazy`, imported where it is used."""
+    from curricula.other import lazy as lazy
+    from curricula.budget import budget
+    return budget, lazy
+'''
+CODE_PROBLEMS = [
+    "curricula/mod.py:4: curricula.mod.gone: gone is not defined in the module",
+    "curricula/mod.py:5: C.gone: C.gone is not defined in class C",
+    "curricula/mod.py:6: budget_of_old: budget_of_old is not defined in the module, its imports or its classes",
+    "curricula/mod.py:7: curricula.mod.g: g is imported into curricula/mod.py, not defined there: name "
+    "curricula.other.g",
+]
+
+
+def test_code_reference_check_finds_a_planted_bad_reference(tmp_path):
+    """Sphinx references in a module's docstrings resolve by file (``curricula.``), relative to the module (its
+    names, imports, classes, the names its functions import) or outside the repository (``ast``, ``int``); the
+    planted stale ones are found with file, line and why (so the test of the whole code can fail)."""
+    (tmp_path / "curricula").mkdir()
+    (tmp_path / "curricula" / "mod.py").write_text(CODE)
+    (tmp_path / "curricula" / "other.py").write_text("def g():\n    pass\n\n\ndef lazy():\n    pass\n")
+    (tmp_path / "curricula" / "budget.py").write_text("def budget():\n    pass\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text('""":func:`curricula.nowhere`: tests are not checked."""\n')
+    files = ["curricula/mod.py", "curricula/other.py", "curricula/budget.py", "tests/test_x.py"]
+    assert [str(p) for p in doc_links.check_sources(tmp_path, files)] == CODE_PROBLEMS
+
+
+def test_generated_page_prose_names_resolve(tmp_path):
+    """On docs/config-reference.md (generated from the schema's descriptions) a dotted name in plain prose is
+    checked too, and the problem points at the schema; on another page prose is not checked."""
+    (tmp_path / "curricula").mkdir()
+    (tmp_path / "curricula" / "mod.py").write_text("X = 1\n")
+    (tmp_path / "docs").mkdir()
+    prose = "# P\n\napplied over curricula.mod.X, then curricula.mod.GONE (the default).\n"
+    (tmp_path / "docs" / "config-reference.md").write_text(prose)
+    (tmp_path / "docs" / "other.md").write_text(prose)
+    files = ["curricula/mod.py", "docs/config-reference.md", "docs/other.md"]
+    assert [str(p) for p in doc_links.check_docs(tmp_path, files)] == [
+        "docs/config-reference.md:3: curricula.mod.GONE: GONE is not defined in the module (generated from "
+        "schemas/config.schema.yaml: fix it there)"]

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from curricula.plumbing import locks
+from curricula.plumbing import locks as env_files
 from curricula.plumbing.drivers import driver_needed, driver_supports
-from curricula.plumbing.locks import (CPU_LOCK, VARIANTS, asked, committed_extra, cuda_majors, env_yaml, extra_pins,
-                                      normalise, pins, pip_list, runtime_lines, stale_envs)
+from curricula.plumbing.locks import VARIANTS
+from tools import locks
+from tools.locks import (CPU_LOCK, asked, committed_extra, cuda_majors, env_yaml, extra_pins, normalise, pins, pip_list,
+                         runtime_lines, stale_envs)
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = [v for v in VARIANTS.values() if v.path.exists()]
@@ -83,7 +85,7 @@ def test_generator_writes_the_cuda12_file_from_a_report(tmp_path, monkeypatch):
     cpu_lock, variant = CPU_LOCK.read_text(), VARIANTS["gpu-cuda12"]
     report = tmp_path / "cu126.json"
     report.write_text(json.dumps(report_of({**asked(variant, cpu_lock), **CU126_STACK})))
-    monkeypatch.setattr(locks, "ENVS", tmp_path)
+    monkeypatch.setattr(env_files, "ENVS", tmp_path)
     locks.main(["env", "gpu-cuda12", "--report", str(report)])
     text = (tmp_path / "gpu-cuda12.yaml").read_text()
     lines, pins_ = pip_list(text), pinned(pip_list(text))
@@ -104,7 +106,7 @@ def test_generator_refuses_two_cuda_majors_another_version_or_no_report(tmp_path
     moved = report_of({**wanted, **CU126_STACK, "numpy": "1.0.0"})
     with pytest.raises(ValueError, match="numpy 1.0.0"):
         extra_pins(moved, variant, cpu_lock)
-    monkeypatch.setattr(locks, "ENVS", tmp_path)
+    monkeypatch.setattr(env_files, "ENVS", tmp_path)
     with pytest.raises(SystemExit, match="needs its CUDA packages: add --resolve"):
         locks.main(["env", "gpu-cuda12"])
     with pytest.raises(ValueError, match="CUDA none, expected"):  # a CPU report for the CUDA 13 file
@@ -119,13 +121,14 @@ def test_cuda_majors():
 
 
 def test_conda_envs_follow_gpus_cuda(tmp_path, monkeypatch):
-    assert locks.conda_envs("13") == {"cpu": "../envs/cpu.yaml", "gpu": "../envs/gpu.yaml"}
-    assert locks.conda_envs("12")["gpu"] == "../envs/gpu-cuda12.yaml"  # without conda the file is not read
-    monkeypatch.setattr(locks, "ENVS", tmp_path)
+    assert env_files.COMMAND == f"python -m {locks.__name__}"  # a missing file's message names the generator
+    assert env_files.conda_envs("13") == {"cpu": "../envs/cpu.yaml", "gpu": "../envs/gpu.yaml"}
+    assert env_files.conda_envs("12")["gpu"] == "../envs/gpu-cuda12.yaml"  # without conda the file is not read
+    monkeypatch.setattr(env_files, "ENVS", tmp_path)
     with pytest.raises(SystemExit, match=r"envs/gpu-cuda12.yaml does not exist .* env gpu-cuda12 --resolve"):
-        locks.conda_envs("12", {"CONDA"})
+        env_files.conda_envs("12", {"CONDA"})
     with pytest.raises(SystemExit, match="gpus.cuda '11'"):
-        locks.conda_envs("11")
+        env_files.conda_envs("11")
 
 
 # ---------------------------------------------------------------------------------------------------- drivers

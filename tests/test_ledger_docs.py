@@ -1,5 +1,5 @@
-"""The study tables on the docs pages are regenerated from the committed ledger (curricula/pipeline/ledger_docs.py):
-every number between a ledger marker and its end is what ``python -m curricula.cli ledger docs`` computes from the
+"""The study tables on the docs pages are regenerated from the committed ledger (tools/ledger_docs.py):
+every number between a ledger marker and its end is what ``python -m tools.ledger_docs`` computes from the
 ledger alone, on a fresh clone, without any model or metric file."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from curricula.pipeline.ledger_docs import OPEN, regenerate
+from tools.ledger_docs import OPEN, regenerate
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted(p for p in (REPO / "docs").rglob("*.md") if OPEN.search(p.read_text(encoding="utf-8")))

@@ -1,6 +1,6 @@
 """Adding seeds in rounds (issue 45, item 4): the spending boundaries against published tables and a brute-force
 Monte-Carlo, the sequential seed-aware rule's type-I error, equivalence size and power across the looks (5, 10, 15, 20)
-by seeded whole-matrix simulations, and the verdict words of
+by seeded whole-matrix simulations (analyses/sequential_simulation.py), and the verdict words of
 :func:`curricula.statistics.sequential_verdicts.sequential_decision`."""
 
 from __future__ import annotations
@@ -23,14 +23,18 @@ from curricula.statistics.group_sequential import (
     student_boundaries,
 )
 from curricula.statistics.seed_aware import SeedAwareResult, SeedQueryComponents, seed_query_components
-from curricula.statistics.sequential_simulation import (
+from curricula.statistics.sequential_verdicts import CONTINUE, holm_design, sequential_decision
+from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from tests.conftest import script_module
+
+# the simulations are analysis code beside their scripts (not in the package), imported by name as those scripts do
+script_module("analyses/sequential_simulation")
+from sequential_simulation import (  # noqa: E402
     SimulatedCell,
     look_mean_squares,
     simulate_family,
     simulate_sequential,
 )
-from curricula.statistics.sequential_verdicts import CONTINUE, holm_design, sequential_decision
-from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 DRAWS = 4000
 BOUND = 0.05 + 3 * math.sqrt(0.05 * 0.95 / DRAWS)  # 5% + 3 Monte-Carlo SE: 6.03%

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from curricula.smoke.checks import MC_PASSES, MC_RANKERS, RANKERS, Sizes
-from curricula.smoke.gpu import REFERENCE, Report, main, read_reference, scoring_checks
-from curricula.smoke.selftest import self_cases, self_test
-from curricula.smoke.verdicts import (LOSS_REL, MIN_MOVE, MIN_SPEARMAN, MIN_SPREAD, ids_equal_but_ties,
-                                      losses_verdict, mc_dropout_verdict)
 from tests.conftest import REPO, original_environment
+from tools.smoke.checks import MC_PASSES, MC_RANKERS, RANKERS, Sizes
+from tools.smoke.gpu import REFERENCE, Report, main, read_reference, scoring_checks
+from tools.smoke.selftest import self_cases, self_test
+from tools.smoke.verdicts import (LOSS_REL, MIN_MOVE, MIN_SPEARMAN, MIN_SPREAD, ids_equal_but_ties, losses_verdict,
+                                  mc_dropout_verdict)
 
 #: test sizes: 256 pairs keep the bf16 Spearman's margin (0.99998 here; at 128 pairs one unlucky swap costs 1e-4)
 SMALL = ["--pairs", "256", "--steps", "12"]
@@ -126,7 +126,7 @@ def test_the_cross_encoders_precision_passes_on_the_cpu_either_way(small_referen
 
 @pytest.mark.slow
 def test_the_self_test_command_plans_the_profile_and_passes():
-    out = subprocess.run([sys.executable, "-m", "curricula.smoke.gpu", "--self-test"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "tools.smoke.gpu", "--self-test"], capture_output=True,
                          text=True, cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "self-test workstation profile: fails on one " in out.stdout
@@ -134,7 +134,7 @@ def test_the_self_test_command_plans_the_profile_and_passes():
 
 @pytest.mark.gpu
 def test_smoke_passes_on_this_gpu():
-    out = subprocess.run([sys.executable, "-m", "curricula.smoke.gpu"], capture_output=True, text=True, cwd=REPO,
+    out = subprocess.run([sys.executable, "-m", "tools.smoke.gpu"], capture_output=True, text=True, cwd=REPO,
                          env=original_environment(), timeout=900)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1].endswith(" passed, 0 failed")

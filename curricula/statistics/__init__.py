@@ -12,6 +12,8 @@ and pages is :mod:`curricula.report.tables`'s and :mod:`curricula.study.grid`'s)
 - :mod:`~curricula.statistics.group_sequential`: group-sequential designs that add seeds in rounds (information
   fractions, alpha spending, normal and Student boundaries);
 - :mod:`~curricula.statistics.sequential_verdicts`: a cell's verdict at its looks and the sequential Holm procedure
-  over a family of cells;
-- :mod:`~curricula.statistics.sequential_simulation`: simulations of the sequential rule, per cell and per family.
+  over a family of cells.
+
+The simulations of the sequential rule, per cell and per family, are analysis code beside the scripts that run them
+(:mod:`analyses.sequential_simulation`); the pipeline never runs them.
 """

@@ -2,9 +2,9 @@
 on each of its perturbations, each beyond the check's bound (a logit, a loss, a weight, an MC pass, a vector, an id,
 a job's card count), so that a PASS on a GPU means the comparison could have failed.
 
-    python -m curricula.smoke.gpu --self-test
+    python -m tools.smoke.gpu --self-test
 
-It feeds the comparisons of :mod:`curricula.smoke.verdicts` the values stored in the reference (and, for the profile
+It feeds the comparisons of :mod:`tools.smoke.verdicts` the values stored in the reference (and, for the profile
 check, one dry run of the workstation profile, a few seconds): no model runs. One line per check,
 ``self-test <check>: fails on <perturbation>; <perturbation> (ok)``, and a closing count.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from curricula.smoke import verdicts as v
-from curricula.smoke.checks import MC_RANKERS, RANKERS, Sizes
-from curricula.smoke.reference import REFERENCE, read_reference, weights_of
+from tools.smoke import verdicts as v
+from tools.smoke.checks import MC_RANKERS, RANKERS, Sizes
+from tools.smoke.reference import REFERENCE, read_reference, weights_of
 
 Args = tuple
 
@@ -155,7 +155,7 @@ def judge(case: Case) -> tuple[bool, str]:
 def self_cases(reference: Path = REFERENCE, jobs: tuple[int, list[tuple[str, int]]] | None = None) -> list[Case]:
     """Every check's case from ``reference``; ``jobs`` (expected cards, (rule, gpu) per job) from a dry run of the
     workstation profile when not given."""
-    from curricula.smoke.checks import workstation_gpu_jobs
+    from tools.smoke.checks import workstation_gpu_jobs
 
     made, ref = read_reference(reference)
     sizes = Sizes(**made["sizes"])

@@ -1,2 +1,2 @@
 """Checks of a machine against reference values computed on another: the GPU smoke check
-(:mod:`curricula.smoke.gpu`), whose CPU reference file lies beside it."""
+(:mod:`tools.smoke.gpu`), whose CPU reference file lies beside it."""

@@ -1,4 +1,5 @@
-"""The Parquet contracts: exact checks on write and read, atomic writes, byte-identical output."""
+"""The Parquet contracts (curricula.plumbing.contracts, curricula.plumbing.row_groups): exact checks on write and
+read, atomic writes, byte-identical output."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The CPU reference of the GPU smoke check: every value the GPU's are compared with, computed on a CPU machine
 beforehand and kept beside the code (``cpu_reference.npz``), with a record of how it was made.
 
-Arrays (``pairs``, ``steps``, ``compared_steps``, ``k`` and ``texts`` from :class:`~curricula.smoke.checks.Sizes`):
+Arrays (``pairs``, ``steps``, ``compared_steps``, ``k`` and ``texts`` from :class:`~tools.smoke.checks.Sizes`):
 
 * ``logits/<ranker>`` (pairs,) fp32 logits of each smoke model, dropout off;
 * ``logits_bf16/cross_encoder`` (pairs,) the cross-encoder's logits with its body under bf16 autocast on this CPU
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from curricula.smoke import checks
-from curricula.smoke.checks import MC_RANKERS, RANKERS, RESUME_RANKERS, Sizes
+from tools.smoke import checks
+from tools.smoke.checks import MC_RANKERS, RANKERS, RESUME_RANKERS, Sizes
 
 REFERENCE = Path(__file__).with_name("cpu_reference.npz")
 #: the layout of the arrays above; a reference of another layout must be written anew
@@ -57,7 +57,7 @@ def made_record(sizes: Sizes, bf16_rho: float, bf16_drift: float) -> dict[str, A
     model, flags = cpu_description()
     bf16 = "native" if cpu_has_native_bf16() else "emulated"
     return {
-        "format": FORMAT, "made_by": "python -m curricula.smoke.gpu --write-reference", "sizes": asdict(sizes),
+        "format": FORMAT, "made_by": "python -m tools.smoke.gpu --write-reference", "sizes": asdict(sizes),
         "torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__,
         "faiss": checks.faiss_build(torch.device("cpu")),
         "machine": platform.machine(), "cpu": model, "cpu_flags": flags, "cpu_bf16": bf16,
@@ -78,7 +78,7 @@ def made_record(sizes: Sizes, bf16_rho: float, bf16_drift: float) -> dict[str, A
 def write_reference(path: Path, sizes: Sizes) -> dict[str, Any]:
     """Compute every reference value on this CPU and save them (a small .npz) with :func:`made_record`; returns the
     record."""
-    from curricula.smoke.verdicts import spearman
+    from tools.smoke.verdicts import spearman
 
     cpu = torch.device("cpu")
     arrays: dict[str, np.ndarray] = {}
@@ -108,7 +108,7 @@ def read_reference(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     made = json.loads(str(arrays.pop("meta")))
     if made.get("format") != FORMAT:
         raise ValueError(f"{path} was written by an older smoke check (layout {made.get('format', 1)}, this one "
-                         f"reads {FORMAT}): write it anew with python -m curricula.smoke.gpu --write-reference")
+                         f"reads {FORMAT}): write it anew with python -m tools.smoke.gpu --write-reference")
     return made, arrays
 
 

@@ -1,5 +1,4 @@
-"""Check that the documentation's references resolve: ``python -m curricula.plumbing.doc_links``
-(``tests/test_docs.py``).
+"""Check that the documentation's references resolve: ``python -m tools.doc_links`` (``tests/test_docs.py``).
 
 The pages are README.md, configs/README.md and docs/*.md. In each, outside fenced code blocks:
 
@@ -10,9 +9,16 @@ The pages are README.md, configs/README.md and docs/*.md. In each, outside fence
   (a bare file name with a source suffix, which must be the name of a repository file);
 - every ``path.py:name`` or ``path.py::name`` reference (``curricula/plumbing/config.py:side_folder``,
   ``curricula/curriculum/weighting.py:PairEase.ease``, ``tests/test_workflow.py::test_x``) names a function, class or
-  variable
-  the file defines or imports (parsed with :mod:`ast`; dotted names look inside classes; a test id's ``[params]`` is
-  dropped), and so does every dotted ``curricula.module.name``.
+  variable the file defines or imports (parsed with :mod:`ast`, :mod:`tools.code_refs`; dotted names look inside
+  classes; a test id's ``[params]`` is dropped), and so does every dotted ``curricula.module.name`` or
+  ``tools.module.name``;
+- on a generated page (:data:`GENERATED`: docs/config-reference.md, made from the schema's descriptions), also every
+  dotted ``curricula.``/``tools.`` name of its prose, where the schema's text names the code without code marks.
+
+In the code (:func:`check_sources`): every Sphinx reference (``:func:``, ``:class:``, ``:mod:``, ``:data:``,
+``:meth:``, ``:attr:``) in the docstrings and comments of the ``.py`` files under curricula/, tools/,
+workflow_scripts/, analyses/ and bench/ resolves, a full dotted name by file and a short one relative to its module
+(:mod:`tools.code_refs` says how).
 
 Skipped by rule, as outputs or examples rather than repository files: paths under ``results/``, ``results_*``,
 ``logs/``, ``benchmarks/``, ``.snakemake/``, ``.venv/``, absolute paths (``/tmp``, ``/work``, ``/path/to``), paths
@@ -25,16 +31,16 @@ path whose first part is no top-level entry of the repository (a path inside a r
 from __future__ import annotations
 
 import argparse
-import ast
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tools.code_refs import Resolver, role_problems, source_files, top_level
+
+REPO = Path(__file__).resolve().parents[1]
 
 #: prefixes of paths that are run outputs, local installs or places outside the repository, never repository files
 OUTPUT_PREFIXES = ("results/", "results_", "logs/", "benchmarks/", ".snakemake/", ".venv/", "../", "/")
@@ -45,19 +51,25 @@ SOURCE_SUFFIXES = (".py", ".smk", ".yaml", ".yml", ".md", ".rst", ".toml", ".loc
 #: directories never listed as repository files when the repository is not a git checkout
 UNTRACKED_DIRS = frozenset({".git", ".venv", ".snakemake", ".pytest_cache", "__pycache__", "logs", "benchmarks"})
 
+#: the generated pages (relative paths) and what each is generated from, where a stale name is to be fixed
+GENERATED = {"docs/config-reference.md": "schemas/config.schema.yaml"}
+
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 PY_REF = re.compile(r"^(?P<file>[\w./-]+\.py)(?P<sep>::?)(?P<name>[\w.:\[\]-]+)$")
-DOTTED = re.compile(r"^curricula(?:\.\w+)+$")
+DOTTED = re.compile(r"^(?:curricula|tools)(?:\.\w+)+$")
+#: a dotted name in a generated page's prose (outside code spans): ``curricula.active.loop.METHODS``
+PROSE_DOTTED = re.compile(r"(?<![\w./-])(?:curricula|tools)(?:\.\w+)+")
 PATHLIKE = re.compile(r"^[\w.\-/<>{}*@+~=]+$")
 SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One reference that does not resolve: the page (relative to the repository), its line, the reference, why."""
+    """One reference that does not resolve: the page or source file (relative to the repository), its line, the
+    reference, why."""
 
     doc: str
     line: int
@@ -77,11 +89,12 @@ def doc_pages(repo: Path) -> list[Path]:
 
 def repository_files(repo: Path) -> frozenset[str]:
     """Paths (relative, POSIX) of the repository's files: git's tracked and untracked-but-not-ignored files in a
-    checkout; elsewhere every file below ``repo`` outside :data:`UNTRACKED_DIRS` and results folders."""
+    checkout, those deleted from the work tree left out; elsewhere every file below ``repo`` outside
+    :data:`UNTRACKED_DIRS` and results folders."""
     try:
         out = subprocess.run(["git", "-C", str(repo), "ls-files", "--cached", "--others", "--exclude-standard"],
                              capture_output=True, text=True, check=True).stdout
-        return frozenset(line for line in out.splitlines() if line)
+        return frozenset(line for line in out.splitlines() if line and (repo / line).is_file())
     except (OSError, subprocess.CalledProcessError):
         files = (p.relative_to(repo) for p in repo.rglob("*") if p.is_file())
         return frozenset(p.as_posix() for p in files
@@ -152,51 +165,6 @@ def code_tokens(text: str) -> Iterator[tuple[int, str]]:
                     yield line_of(body, m.start()), token
 
 
-@cache
-def module_names(path: Path) -> dict[str, ast.AST]:
-    """Names a module binds at its top level (also inside top-level if/try/with blocks): functions, classes,
-    assigned variables and imports, each with its defining node (a class's node lets dotted names look inside)."""
-    return defined_names(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body)
-
-
-def defined_names(body: Sequence[ast.stmt]) -> dict[str, ast.AST]:
-    """Names bound by a block of statements, as :func:`module_names` describes."""
-    names: dict[str, ast.AST] = {}
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        names[name.id] = node
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                names[(alias.asname or alias.name).split(".")[0]] = node
-        elif isinstance(node, (ast.If, ast.Try, ast.With)):
-            inner = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
-                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
-            names.update(defined_names(inner))
-    return names
-
-
-def resolve_name(path: Path, parts: Sequence[str]) -> str | None:
-    """None when the module at ``path`` defines ``parts[0]`` and each further part inside the class before it; else
-    what is missing."""
-    names = module_names(path)
-    for i, part in enumerate(parts):
-        node = names.get(part)
-        if node is None:
-            where = "the module" if i == 0 else f"class {parts[i - 1]}"
-            return f"{'.'.join(parts[:i + 1])} is not defined in {where}"
-        if i + 1 < len(parts):
-            if not isinstance(node, ast.ClassDef):
-                return f"{'.'.join(parts[:i + 1])} is no class, so it has no {parts[i + 1]}"
-            names = defined_names(node.body)
-    return None
-
-
 def check_py_ref(repo: Path, files: frozenset[str], file: str, sep: str, name: str) -> str | None:
     """Why ``file:name`` / ``file::name`` does not resolve (None when it does, or when ``file`` is another
     repository's path). A bare file name must be the name of exactly one repository file."""
@@ -212,27 +180,7 @@ def check_py_ref(repo: Path, files: frozenset[str], file: str, sep: str, name: s
             return f"{file} names {len(matches)} repository files {matches}; give its path"
         target = matches[0]
     parts = [re.sub(r"\[.*\]$", "", p) for p in (name.split("::") if sep == "::" else name.split("."))]
-    return resolve_name(repo / target, parts)
-
-
-def check_dotted(repo: Path, files: frozenset[str], dotted: str) -> str | None:
-    """Why ``curricula.module.name`` does not resolve: the longest prefix naming a module or package of the
-    repository, then the rest as names inside it."""
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        stem = "/".join(parts[:i])
-        for module in (f"{stem}.py", f"{stem}/__init__.py"):
-            if module in files:
-                why = resolve_name(repo / module, parts[i:]) if parts[i:] else None
-                if why and module.endswith("__init__.py"):
-                    return f"no module {stem}/{parts[i]}.py, and {why}"
-                return why
-    return f"no module {parts[0]} in the repository"
-
-
-def top_level(files: frozenset[str]) -> frozenset[str]:
-    """The first parts of the repository's file paths: its top-level files and folders."""
-    return frozenset(f.split("/")[0] for f in files)
+    return Resolver(repo, files).in_module(repo / target, parts)
 
 
 def check_path(files: frozenset[str], token: str) -> str | None:
@@ -261,7 +209,7 @@ def check_token(repo: Path, files: frozenset[str], token: str) -> str | None:
     if m:
         return check_py_ref(repo, files, m["file"], m["sep"], m["name"])
     if DOTTED.match(token):
-        return check_dotted(repo, files, token)
+        return Resolver(repo, files).dotted(token)
     if ":" in token or not PATHLIKE.match(token) or not ("/" in token or token.endswith(SOURCE_SUFFIXES)):
         return None
     return check_path(files, token)
@@ -283,14 +231,25 @@ def check_link(repo: Path, page: Path, target: str) -> str | None:
     return None
 
 
+def prose_names(text: str) -> Iterator[tuple[int, str]]:
+    """(line, name) of every dotted ``curricula.``/``tools.`` name outside fenced code and code spans."""
+    body = CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), blank_fences(text))
+    for m in PROSE_DOTTED.finditer(body):
+        yield line_of(body, m.start()), m[0]
+
+
 def check_page(repo: Path, files: frozenset[str], page: Path) -> list[Problem]:
-    """Every broken link and code reference of one page."""
+    """Every broken link and code reference of one page (on a generated page also of its prose's dotted names)."""
     text = page.read_text(encoding="utf-8")
     name = page.relative_to(repo).as_posix()
     problems = [Problem(name, line, target, why) for line, target in links(text)
                 if (why := check_link(repo, page, target))]
     problems += [Problem(name, line, token, why) for line, token in code_tokens(text)
                  if (why := check_token(repo, files, token))]
+    if name in GENERATED:
+        resolver = Resolver(repo, files)
+        problems += [Problem(name, line, dotted, f"{why} (generated from {GENERATED[name]}: fix it there)")
+                     for line, dotted in prose_names(text) if (why := resolver.dotted(dotted))]
     return sorted(problems, key=lambda p: p.line)
 
 
@@ -301,12 +260,24 @@ def check_docs(repo: Path = REPO, files: Iterable[str] | None = None) -> list[Pr
     return [p for page in doc_pages(repo) for p in check_page(repo, known, page)]
 
 
+def check_sources(repo: Path = REPO, files: Iterable[str] | None = None) -> list[Problem]:
+    """Every Sphinx reference that does not resolve in the code's docstrings and comments (the ``.py`` files under
+    curricula/, tools/, workflow_scripts/, analyses/ and bench/), as ``file:line: target: why``; ``files`` as in
+    :func:`check_docs`."""
+    known = frozenset(files) if files is not None else repository_files(repo)
+    return [Problem(file, line, target, why) for file in source_files(known)
+            for line, target, why in role_problems(repo, known, file)]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print each broken reference as ``page:line: reference: why``; exit status 1 when there is one."""
-    parser = argparse.ArgumentParser(prog="python -m curricula.plumbing.doc_links", description=__doc__.split("\n")[0])
+    """Print each broken reference of the pages and of the code as ``file:line: reference: why``; exit status 1 when
+    there is one."""
+    parser = argparse.ArgumentParser(prog="python -m tools.doc_links", description=__doc__.split("\n")[0])
     parser.add_argument("--repo", type=Path, default=REPO, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
-    problems = check_docs(args.repo.resolve())
+    repo = args.repo.resolve()
+    files = repository_files(repo)
+    problems = check_docs(repo, files) + check_sources(repo, files)
     for problem in problems:
         print(problem)
     return 1 if problems else 0

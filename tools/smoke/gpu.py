@@ -1,12 +1,12 @@
 """The smoke check for a first GPU: every GPU path once, against CPU reference values computed beforehand.
 
-    python -m curricula.smoke.gpu --write-reference   # on a CPU machine: curricula/smoke/cpu_reference.npz
-    python -m curricula.smoke.gpu --self-test         # on the CPU: every check fails on a perturbed value
-    python -m curricula.smoke.gpu                     # on the GPU machine (a few minutes on one GPU)
+    python -m tools.smoke.gpu --write-reference   # on a CPU machine: tools/smoke/cpu_reference.npz
+    python -m tools.smoke.gpu --self-test         # on the CPU: every check fails on a perturbed value
+    python -m tools.smoke.gpu                     # on the GPU machine (a few minutes on one GPU)
 
 It prints one line per check (``PASS`` / ``FAIL`` / ``INFO``, what was compared, the number and its bound) and a
 closing ``N passed, N failed`` line, and exits 1 when a check failed. The checks (docs/cluster.md; the models are
-:mod:`curricula.smoke.checks`', the bounds and their derivations :mod:`curricula.smoke.verdicts`'):
+:mod:`tools.smoke.checks`', the bounds and their derivations :mod:`tools.smoke.verdicts`'):
 
 1. the device: torch, CUDA and driver versions, the GPU and its compute capability, the precision each ranker's
    ``auto`` resolves to (:func:`curricula.models.hf.autocast_dtype`);
@@ -42,10 +42,10 @@ import numpy as np
 import torch
 
 from curricula.models.hf import PRECISIONS
-from curricula.smoke import checks
-from curricula.smoke.checks import MC_RANKERS, RANKERS, Sizes
-from curricula.smoke.reference import REFERENCE, read_reference, write_reference
-from curricula.smoke.verdicts import (RESUME_ATOL, Verdict, logits_verdict, losses_verdict, mc_dropout_verdict,
+from tools.smoke import checks
+from tools.smoke.checks import MC_RANKERS, RANKERS, Sizes
+from tools.smoke.reference import REFERENCE, read_reference, write_reference
+from tools.smoke.verdicts import (RESUME_ATOL, Verdict, logits_verdict, losses_verdict, mc_dropout_verdict,
                                       neighbours_verdict, profile_verdict, ranking_verdict, resume_verdict,
                                       vectors_verdict)
 
@@ -115,8 +115,8 @@ def device_line(report: Report, device: torch.device, precision: str) -> None:
 # ---------------------------------------------------------------------------------------------- checks 2-7
 def scoring_checks(report: Report, device: torch.device, sizes: Sizes, ref: dict[str, np.ndarray],
                    made: dict, precision: str = "auto") -> None:
-    """Check 2: every ranker's fp32 logits (:func:`~curricula.smoke.verdicts.logits_verdict`); the cross-encoder's
-    in ``precision`` ranked as the CPU's fp32 (:func:`~curricula.smoke.verdicts.ranking_verdict`)."""
+    """Check 2: every ranker's fp32 logits (:func:`~tools.smoke.verdicts.logits_verdict`); the cross-encoder's
+    in ``precision`` ranked as the CPU's fp32 (:func:`~tools.smoke.verdicts.ranking_verdict`)."""
     for name in RANKERS:
         report.run(f"scoring {name} fp32", lambda name=name: logits_verdict(
             checks.ranker_logits(name, device, sizes, "fp32"), ref[f"logits/{name}"]))
@@ -129,7 +129,7 @@ def scoring_checks(report: Report, device: torch.device, sizes: Sizes, ref: dict
 
 
 def training_checks(report: Report, device: torch.device, sizes: Sizes, ref: dict[str, np.ndarray]) -> None:
-    """Check 3: every ranker's fp32 training losses (:func:`~curricula.smoke.verdicts.losses_verdict`)."""
+    """Check 3: every ranker's fp32 training losses (:func:`~tools.smoke.verdicts.losses_verdict`)."""
     for name in RANKERS:
         report.run(f"training {name}", lambda name=name: losses_verdict(
             checks.train_losses(name, device, sizes)[0], ref[f"losses/{name}"], ref[f"untrained/{name}"],
@@ -149,8 +149,8 @@ def deterministic() -> Iterator[None]:
 
 
 def resume_checks(report: Report, device: torch.device, sizes: Sizes, folder: Path) -> None:
-    """Check 4: kill and resume (:func:`~curricula.smoke.verdicts.resume_verdict`): ConvKNRM as CUDA runs by
-    default (within :data:`~curricula.smoke.verdicts.RESUME_ATOL`) and deterministic (equal); the cross-encoder,
+    """Check 4: kill and resume (:func:`~tools.smoke.verdicts.resume_verdict`): ConvKNRM as CUDA runs by
+    default (within :data:`~tools.smoke.verdicts.RESUME_ATOL`) and deterministic (equal); the cross-encoder,
     dropout on, deterministic (equal)."""
     expected = sizes.steps - sizes.resume_at
 
@@ -166,7 +166,7 @@ def resume_checks(report: Report, device: torch.device, sizes: Sizes, folder: Pa
 
 
 def dropout_checks(report: Report, device: torch.device, sizes: Sizes) -> None:
-    """Check 5: MC dropout (:func:`~curricula.smoke.verdicts.mc_dropout_verdict`)."""
+    """Check 5: MC dropout (:func:`~tools.smoke.verdicts.mc_dropout_verdict`)."""
     for name in MC_RANKERS:
         report.run(f"mc dropout {name}", lambda name=name: mc_dropout_verdict(checks.mc_dropout_runs(name, device,
                                                                                                      sizes)))
@@ -202,7 +202,7 @@ def smoke(device: torch.device, reference: Path, folder: Path, precision: str = 
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m curricula.smoke.gpu``."""
+    """The command line of ``python -m tools.smoke.gpu``."""
     parser = argparse.ArgumentParser(description="GPU smoke check against CPU reference values.")
     parser.add_argument("--write-reference", action="store_true", help="compute the reference on the CPU, write it")
     parser.add_argument("--self-test", action="store_true",
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.reference} (CPU bf16 Spearman {made['cpu_bf16_spearman']:.7f})")
         return 0
     if args.self_test:
-        from curricula.smoke.selftest import self_test
+        from tools.smoke.selftest import self_test
 
         return 0 if self_test(args.reference) else 1
     try:

@@ -1,5 +1,5 @@
-"""The study tables on the docs pages, regenerated from the committed ledger (``python -m curricula.cli ledger
-docs``): every number between a ledger marker and its end is recomputed from the ledger alone, so a page cannot
+"""The study tables on the docs pages, regenerated from the committed ledger (``python -m tools.ledger_docs``;
+``--check`` writes nothing and exits 1 when a page differs): every number between a ledger marker and its end is recomputed from the ledger alone, so a page cannot
 drift from the runs it quotes (tests/test_ledger_docs.py fails when they differ).
 
 A block is opened by ``<!-- ledger configs="<config files>" only="<keys>" -->`` (the study the ledger belongs to:
@@ -11,7 +11,9 @@ study's last round.
 
 from __future__ import annotations
 
+import argparse
 import re
+import sys
 import tempfile
 import textwrap
 from collections.abc import Mapping
@@ -44,7 +46,7 @@ def block_text(configs: list[str], overrides: Mapping[str, Any]) -> str:
     ledger = Ledger(plan.layout.study_ledger)
     records = ledger.records()
     size = sum(p.stat().st_size for p in ledger.paths())
-    lines = [*wrap(f"Regenerated from `{plan.layout.study_ledger}` by `python -m curricula.cli ledger docs`: "
+    lines = [*wrap(f"Regenerated from `{plan.layout.study_ledger}` by `python -m tools.ledger_docs`: "
                    f"{len(records)} runs, {size / 1e6:.2f} MB; their CPU time and where they came from:"), ""]
     lines += [line for line in costs_markdown(ledger_costs(records)) if line.startswith("|")] + [""]
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,4 +109,20 @@ def regenerate_docs(paths: list[str | Path], check: bool = False) -> list[Path]:
     return changed
 
 
-__all__ = ["CLOSE", "OPEN", "block_study", "block_text", "regenerate", "regenerate_docs", "verdict_table", "wrap"]
+def main(argv: list[str] | None = None) -> int:
+    """Regenerate (or with ``--check`` compare) the ledger blocks of docs/*.md; exit 1 when checking finds a
+    difference."""
+    parser = argparse.ArgumentParser(prog="python -m tools.ledger_docs", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
+    args = parser.parse_args(argv)
+    changed = regenerate_docs(sorted(Path("docs").rglob("*.md")), check=args.check)
+    verb = "differ from the ledger" if args.check else "regenerated"
+    print(f"{len(changed)} page(s) {verb}" + "".join(f"\n  {p}" for p in changed))
+    return 1 if args.check and changed else 0
+
+
+__all__ = ["CLOSE", "OPEN", "block_study", "block_text", "main", "regenerate", "regenerate_docs", "verdict_table",
+           "wrap"]
+
+if __name__ == "__main__":
+    sys.exit(main())

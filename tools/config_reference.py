@@ -1,8 +1,8 @@
 """docs/config-reference.md from ``schemas/config.schema.yaml``: every config key with its type, default, allowed values
 and description.
 
-    python -m curricula.plumbing.config_reference            # rewrite docs/config-reference.md
-    python -m curricula.plumbing.config_reference --check    # exit 1 when the page differs from what the schema gives
+    python -m tools.config_reference            # rewrite docs/config-reference.md
+    python -m tools.config_reference --check    # exit 1 when the page differs from what the schema gives
 
 The page lists each top-level key under its own heading and every key below it by its dotted path: ``<name>`` stands
 for a key the user chooses (an experiment's name, a claim's id, a file role), and a key that exists only for some
@@ -22,10 +22,10 @@ from typing import Any
 
 from curricula.plumbing.config import load_yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 PAGE = REPO / "docs" / "config-reference.md"
-COMMAND = "python -m curricula.plumbing.config_reference"
+COMMAND = "python -m tools.config_reference"
 WIDTH = 120
 
 #: what ``<...>`` stands for in the path of a mapping's entries, by the mapping's key (default ``name``)

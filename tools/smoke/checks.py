@@ -1,6 +1,6 @@
-"""The computations the GPU smoke check compares (:mod:`curricula.smoke.gpu`), each a function of the device and the
+"""The computations the GPU smoke check compares (:mod:`tools.smoke.gpu`), each a function of the device and the
 sizes only, so the CPU reference and the GPU run compute exactly the same thing; the comparisons themselves are
-:mod:`curricula.smoke.verdicts`.
+:mod:`tools.smoke.verdicts`.
 
 The inputs are made here, not read: pairs of 3-12 words drawn with numpy's PCG64 (stable across machines and
 versions) from a fixed word list, labels alternating 1, 0. The models (:func:`build`) are chosen so that a comparison
@@ -97,10 +97,13 @@ def build(name: str, device: torch.device, dropout: bool = False) -> Any:
     """The smoke model of ranker ``name`` on ``device``: built on the CPU from :data:`SEED` (one MiniLM layer, mean
     pooling for the cross-encoder), its output layer re-drawn with :data:`HEAD_STD`, every dropout rate set to 0
     unless ``dropout``."""
-    from curricula.models import build_ranker
+    from curricula.experiments.spec import freeze
+    from curricula.models import build_ranker, resolve_architecture
+    from curricula.training.spec import RankerSpec
 
-    spec = {"ranker": name, "model": "minilm", "layers": 1, "max_length": 32, "architecture": {},
-            **({"pooling": "mean"} if name == "cross_encoder" else {})}
+    spec = RankerSpec(ranker=name, model="minilm", layers=1, max_length=32,
+                      pooling="mean" if name == "cross_encoder" else None,
+                      architecture=freeze(resolve_architecture(name, {})))
     ranker = build_ranker(spec, SEED)
     if HEAD_STD[name] is not None:
         layer = output_layer(ranker)

@@ -1,5 +1,9 @@
 """Simulations of the sequential seed-aware rule, one cell at a time and as a family of cells.
 
+Analysis code, not a pipeline stage: the scripts beside it (``analyses/sequential_seeds.py``,
+``analyses/sequential_family.py``, ``analyses/study_projection.py``) import it as ``sequential_simulation``, and no
+module of ``curricula`` does; ``tests/test_sequential.py`` tests it.
+
 - :func:`simulate_sequential`: whole seeds x queries matrices of the crossed normal model, the exact mean squares of
   the first S_k seeds at each look (:func:`look_mean_squares`, vectorised over draws), the seed-aware test of
   :func:`curricula.statistics.seed_aware.mean_variance` and the sequential rule of

@@ -1,6 +1,9 @@
 """Selection noise (issue 45 item 1): the test value each model-selection rule would have kept, per seed, and the
 spread of the paired differences between two arms under each rule.
 
+Analysis code, not a pipeline stage: ``analyses/selection_noise.py`` imports it from beside itself (as
+``selection_noise_lib``), and no module of ``curricula`` does; ``tests/test_selection_noise.py`` tests it.
+
 A run trained with ``train.diagnostic_test`` writes, beside each dev evaluation's ``value``, the same metric on the
 test queries (``test_value``; :data:`curricula.plumbing.contracts.DEV_CURVE_TEST`). From such curves a rule that picks
 one
@@ -24,8 +27,8 @@ times the run's), so a run evaluated every 50 steps replays the default protocol
 100 steps, as ``patience:3/2``, and ``eval_every:<k>`` is ``best_dev/<k>``.
 
 A run with ``train.diagnostic_averages`` also holds the curves of shadow weight averages (``ema_value``,
-``ema_test_value``, ...; :func:`curricula.training.core.shadow_columns`): ``average="ema"`` replays the rules on those,
-i.e. on the run ``averaging: ema`` would have made.
+``ema_test_value``, ...; :func:`curricula.training.averaging.shadow_columns`): ``average="ema"`` replays the rules on
+those, i.e. on the run ``averaging: ema`` would have made.
 
 For each rule and seed present in both arms the paired difference is (arm's kept test value) - (baseline's), in the
 metric's units (e.g. AP, higher = better, so a positive mean is an arm better than the baseline); the table gives
@@ -224,9 +227,9 @@ def kept_values(curves: Mapping[str, Mapping[str, pl.DataFrame]], rules: Sequenc
                 min_steps: int = 0) -> pl.DataFrame:
     """Per arm, seed and rule the evaluation the rule keeps (:data:`KEPT_COLUMNS`: its step, dev value and test
     value) on the curves of ``average`` (:func:`curve_columns`). ``curves``: arm -> seed -> a dev curve with
-    ``step`` and the columns of ``average``, with the diagnostic test column (:data:`curricula.tables.
-    DEV_CURVE_TEST`); ValueError naming the arm and seed for a curve without them. ``min_steps``: where ``patience``
-    rules start counting (:func:`grid_min_steps`)."""
+    ``step`` and the columns of ``average``, with the diagnostic test column
+    (:data:`curricula.plumbing.contracts.DEV_CURVE_TEST`); ValueError naming the arm and seed for a curve without
+    them. ``min_steps``: where ``patience`` rules start counting (:func:`grid_min_steps`)."""
     dev_column, test_column = curve_columns(average)
     rows = []
     for arm, of in curves.items():

@@ -1,7 +1,6 @@
-"""Selection noise (curricula.study.selection_noise, analyses/selection_noise.py): the evaluation each model-selection
-rule keeps on
-hand-made dev curves, the paired differences between two arms under each rule, and the diagnostic dev curve's
-contract through the select_tuned stage."""
+"""Selection noise (analyses/selection_noise_lib.py, analyses/selection_noise.py): the evaluation each
+model-selection rule keeps on hand-made dev curves, the paired differences between two arms under each rule, and the
+diagnostic dev curve's contract through the select_tuned stage."""
 
 from __future__ import annotations
 
@@ -9,9 +8,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.experiments.tuning import select_stage
+from curricula.experiments.tuning import select_best_run
 from curricula.plumbing.contracts import DEV_CURVE, DEV_CURVE_TEST, dev_curve_spec, read_dev_curve, write_table
-from curricula.study.selection_noise import (
+from tests.conftest import script_module
+
+# analysis code beside its script (not in the package), imported by name as analyses/selection_noise.py does
+script_module("analyses/selection_noise_lib")
+from selection_noise_lib import (  # noqa: E402
     KEPT_COLUMNS,
     NOISE_COLUMNS,
     Rule,
@@ -27,7 +30,6 @@ from curricula.study.selection_noise import (
     selection_noise,
     subset_dev,
 )
-from tests.conftest import script_module
 
 STEPS = [100, 200, 300, 400, 500, 600]
 DEV = [0.1, 0.5, 0.2, 0.4, 0.45, 0.3]
@@ -191,7 +193,7 @@ def test_both_dev_curve_contracts_read_back_and_pass_through_select_tuned(tmp_pa
         models[run].mkdir()
     out = {"model": tmp_path / "e" / "model", "dev_curve": tmp_path / "e" / "dev_curve.parquet",
            "selection": tmp_path / "e" / "selection.parquet"}
-    select_stage(paths, models, {"e@m=1": {"m": 1}, "e@m=5": {"m": 5}}, out)
+    select_best_run(paths, models, {"e@m=1": {"m": 1}, "e@m=5": {"m": 5}}, out)
     assert read_dev_curve(out["dev_curve"]).equals(curve([0.6, 0.1], [0.4, 0.5]))
 
 

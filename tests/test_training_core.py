@@ -3,11 +3,15 @@ selection with rollback, weight averages, resume."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from curricula.experiments.spec import parse_train_spec
+from curricula.experiments.specs import resolve_ranker
 from curricula.training.averaging import WeightAverage, takes_in
 from curricula.training.budget import budget
 from curricula.training.checkpoints import Checkpointer
@@ -20,6 +24,7 @@ from curricula.training.core import (
     schedule_factor,
     warmup_steps,
 )
+from curricula.training.spec import FitSpec
 
 DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32))
 TARGET = DATA @ torch.arange(1.0, 7.0) + 0.5
@@ -147,8 +152,8 @@ def test_keep_last_ends_with_the_weights_after_the_last_step_and_marks_that_eval
         FitConfig(steps=8, lr=0.05, eval_every=2, patience=2, keep="last")
     with pytest.raises(ValueError, match="keep 'first'"):
         FitConfig(steps=8, lr=0.05, keep="first")
-    assert FitConfig.from_spec({**SPEC, "patience": None, "keep": "last"}).keep == "last"
-    assert FitConfig.from_spec(SPEC).keep == "best"
+    assert FitConfig.of(replace(SPEC, patience=None, keep="last")).keep == "last"
+    assert FitConfig.of(SPEC).keep == "best"
 
 
 def test_the_last_step_is_always_evaluated():
@@ -267,40 +272,42 @@ def test_patience_counts_only_evaluations_after_the_curriculum():
     assert all(torch.equal(a, b) for a, b in zip(weights(net), snapshots[8]))
 
 
-SPEC = {"steps": 600, "max_steps": 4000, "patience": 3, "lr": 1e-3, "optimizer": "adam", "eps": 1e-8,
-        "weight_decay": 0, "warmup": 0.1, "eval_every": 100}
+SPEC = FitSpec(steps=600, max_steps=4000, patience=3, lr=1e-3, optimizer="adam", eps=1e-8, weight_decay=0,
+               warmup=0.1, eval_every=100)
 
 
 def test_budget_of_a_spec():
-    assert budget({"steps": 600}) == (600, 0)
-    assert budget({"steps": 600, "max_steps": None, "patience": 3}) == (600, 600)
-    assert budget({"steps": 600, "max_steps": 4000, "patience": 3}) == (4000, 600)
-    assert budget({"steps": 600, "max_steps": 4000, "patience": None}) == (4000, 0)
-    # MacAvaney's weights may end after the pacing (curriculum_length): patience waits for that, within the budget
-    assert budget({"steps": 600, "max_steps": 4000, "patience": 3}, length=640) == (4000, 640)
-    assert budget({"steps": 600, "max_steps": 700, "patience": 3}, length=3200) == (700, 700)
-    assert budget({"steps": 600, "max_steps": 4000}, length=640) == (4000, 0)
+    assert budget(FitSpec(steps=600)) == (600, 0)
+    assert budget(FitSpec(steps=600, max_steps=None, patience=3)) == (600, 600)
+    assert budget(FitSpec(steps=600, max_steps=4000, patience=3)) == (4000, 600)
+    assert budget(FitSpec(steps=600, max_steps=4000, patience=None)) == (4000, 0)
+    # MacAvaney's weights may end after the pacing (Arm.end): patience waits for that, within the budget
+    assert budget(FitSpec(steps=600, max_steps=4000, patience=3), length=640) == (4000, 640)
+    assert budget(FitSpec(steps=600, max_steps=700, patience=3), length=3200) == (700, 700)
+    assert budget(FitSpec(steps=600, max_steps=4000), length=640) == (4000, 0)
     with pytest.raises(ValueError, match="max_steps=500 is below steps=600"):
-        budget({"steps": 600, "max_steps": 500})
-    cfg = FitConfig.from_spec(SPEC)
+        budget(FitSpec(steps=600, max_steps=500))
+    cfg = FitConfig.of(SPEC)
     assert (cfg.steps, cfg.min_steps, cfg.patience, cfg.fused, cfg.schedule) == (4000, 600, 3, True, "linear")
-    assert FitConfig.from_spec({**SPEC, "schedule": "constant"}).schedule == "constant"
-    assert FitConfig.from_spec({**SPEC, "schedule": None}).schedule == "linear"
+    assert FitConfig.of(replace(SPEC, schedule="constant")).schedule == "constant"
+    # a null schedule is resolved when the spec is parsed (the ranker's default; the cross-encoder's is linear)
+    parsed = parse_train_spec(resolve_ranker({"steps": 600, "max_steps": 4000, "patience": 3, "schedule": None}))
+    assert FitConfig.of(parsed.fit).schedule == "linear"
     with pytest.raises(ValueError, match="min_steps"):
         FitConfig(steps=3, lr=0.1, min_steps=4)
 
 
 def test_a_grids_min_steps_is_the_least_budget_and_may_not_exceed_the_budget():
     # the pipeline's min_steps (the grid's longest curriculum) is the length train.py hands over
-    assert budget({**SPEC, "min_steps": 640}, length=640) == (4000, 640)
-    assert FitConfig.from_spec({**SPEC, "min_steps": 640}, length=640).min_steps == 640
-    assert budget({**SPEC, "min_steps": 4000}, length=4000) == (4000, 4000)
+    assert budget(replace(SPEC, min_steps=640), length=640) == (4000, 640)
+    assert FitConfig.of(replace(SPEC, min_steps=640), length=640).min_steps == 640
+    assert budget(replace(SPEC, min_steps=4000), length=4000) == (4000, 4000)
     with pytest.raises(ValueError, match="min_steps=4001 is above max_steps=4000"):
-        budget({**SPEC, "min_steps": 4001}, length=4001)
+        budget(replace(SPEC, min_steps=4001), length=4001)
     with pytest.raises(ValueError, match="min_steps=640 is above max_steps=600"):  # null max_steps: the budget is steps
-        FitConfig.from_spec({**SPEC, "max_steps": None, "min_steps": 640}, length=640)
+        FitConfig.of(replace(SPEC, max_steps=None, min_steps=640), length=640)
     # without patience nothing waits for min_steps: no error, no least
-    assert budget({**SPEC, "patience": None, "min_steps": 4001}, length=4001) == (4000, 0)
+    assert budget(replace(SPEC, patience=None, min_steps=4001), length=4001) == (4000, 0)
 
 
 def test_patience_needs_evaluations():
@@ -479,14 +486,14 @@ def test_a_killed_fit_with_averaging_resumes_to_the_same_average(tmp_path):
 
 
 def test_the_averaging_knobs_of_a_spec():
-    cfg = FitConfig.from_spec(SPEC)
+    cfg = FitConfig.of(SPEC)
     assert (cfg.averaging, cfg.ema_decay, cfg.average_from) == ("none", 0.999, 0)
     # the average starts where the curriculum phase ends: the grid's longest curriculum, with or without patience
-    cfg = FitConfig.from_spec({**SPEC, "averaging": "ema", "ema_decay": 0.99, "min_steps": 640}, length=640)
+    cfg = FitConfig.of(replace(SPEC, averaging="ema", ema_decay=0.99, min_steps=640), length=640)
     assert (cfg.averaging, cfg.ema_decay, cfg.average_from) == ("ema", 0.99, 640)
-    assert FitConfig.from_spec({**SPEC, "averaging": "swa", "patience": None}).average_from == 600
+    assert FitConfig.of(replace(SPEC, averaging="swa", patience=None)).average_from == 600
     with pytest.raises(ValueError, match="min_steps=4001 is above max_steps=4000"):
-        FitConfig.from_spec({**SPEC, "averaging": "swa", "patience": None, "min_steps": 4001}, length=4001)
+        FitConfig.of(replace(SPEC, averaging="swa", patience=None, min_steps=4001), length=4001)
     for knobs in ({"averaging": "polyak"}, {"ema_decay": 1.0}, {"average_from": 4}):
         with pytest.raises(ValueError):
             FitConfig(**{"steps": 3, "lr": 0.1, **knobs})
@@ -547,5 +554,5 @@ def test_shadow_averages_are_checked_and_read_from_a_spec():
         FitConfig(steps=10, lr=0.1, shadow_averages=("none",))
     with pytest.raises(ValueError, match="set averaging none"):
         FitConfig(steps=10, lr=0.1, averaging="ema", shadow_averages=("swa",))
-    cfg = FitConfig.from_spec({**SPEC, "diagnostic_averages": ["ema", "swa"], "min_steps": 640}, length=640)
+    cfg = FitConfig.of(replace(SPEC, diagnostic_averages=("ema", "swa"), min_steps=640), length=640)
     assert (cfg.averaging, cfg.shadow_averages, cfg.average_from) == ("none", ("ema", "swa"), 640)

@@ -1,9 +1,9 @@
 """The comparisons of the GPU smoke check: pure functions of the measured values and the CPU reference, each
-returning a :class:`Verdict`, so that the self-test (:mod:`curricula.smoke.selftest`) can feed them perturbed
+returning a :class:`Verdict`, so that the self-test (:mod:`tools.smoke.selftest`) can feed them perturbed
 values without running a model.
 
 Every bound sits between what a healthy device can differ by and what a fault does, with its derivation beside it.
-The figures quoted were measured on the CPU with the smoke models of :mod:`curricula.smoke.checks` at the default
+The figures quoted were measured on the CPU with the smoke models of :mod:`tools.smoke.checks` at the default
 sizes (``/tmp`` scripts, not kept; the method is described with each bound).
 """
 
