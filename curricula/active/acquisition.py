@@ -17,6 +17,10 @@ import numpy as np
 # ----------------------------------------------------------------------------------------------- uncertainty
 
 
+#: the loop's methods (random, BALD, core-set, DAL and DASL as Wang et al. 2020 compare them; ``all`` labels every
+#: query at once), one job per (method, seed); the rules' ``method`` wildcard is built from it
+METHODS = ("random", "bald", "coreset", "dal", "dasl", "all")
+
 def normalise_passes(passes: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Eq. 12: each pass's scores divided by their sum over the query's candidates (padding -> 0)."""
     y = np.asarray(passes, dtype=np.float64)
@@ -157,12 +161,12 @@ def k_center_greedy(points: np.ndarray, labeled: np.ndarray, budget: int) -> np.
     budget = min(int(budget), int((~labeled).sum()))
     sq = (x**2).sum(axis=1)
 
-    def dist_to(i: int) -> np.ndarray:
+    def dist_to(i: int | np.integer) -> np.ndarray:
         return np.sqrt(np.maximum(sq - 2 * x @ x[i] + sq[i], 0.0))
 
     nearest = np.full(n, np.inf)
-    for i in np.flatnonzero(labeled):
-        nearest = np.minimum(nearest, dist_to(i))
+    for j in np.flatnonzero(labeled):
+        nearest = np.minimum(nearest, dist_to(j))
     taken = labeled.copy()
     picks = []
     for _ in range(budget):

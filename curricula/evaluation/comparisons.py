@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from curricula.plumbing.keys import BM25_SUFFIX
 from curricula.plumbing.layout import Layout
 from curricula.statistics.seed_aware import SeedAwareResult, seed_aware_test
 
 BASELINE = "baseline"
-BM25_SUFFIX = "+bm25"
 INFERENCES = ("seed_aware", "per_query")
-
 
 
 def baseline_of(experiment: str) -> str:

@@ -14,10 +14,11 @@ from typing import Any
 
 from curricula.pipeline.plan import DatasetPlan
 from curricula.pipeline.targets import additive_input, evaluate_outputs, ingest_outputs, train_inputs
+from curricula.plumbing.keys import RUN, ClaimKey, UpstreamKey
 from curricula.plumbing.layout import Layout
 from curricula.study.grid import ACTIVE_PREFIX
 from curricula.study.ledger import digest, entry_path
-from curricula.study.ledger_runs import ClaimRun, run_key, trained_run
+from curricula.study.ledger_runs import ClaimRun, trained_run
 from curricula.study.resume import plan_runs
 
 
@@ -40,13 +41,12 @@ def upstream_tables(plan: DatasetPlan, arm: str) -> dict[str, str]:
     """{``upstream|<path under the dataset's folder>``: path} of every table a ledger arm's runs read (training
     inputs and BM25's candidate scores for the interpolation; an active-learning loop's ingest tables)."""
     if arm.startswith(ACTIVE_PREFIX):
-        tables = dict(ingest_outputs(plan))
+        tables = list(ingest_outputs(plan).values())
     else:
-        tables = {f"{run}|{name}": path for run in arm_runs(plan, arm)
-                  for name, path in train_inputs(plan, run).items()}
-        tables.update(additive_input(plan))
+        tables = [path for run in arm_runs(plan, arm) for path in train_inputs(plan, run).values()]
+        tables += additive_input(plan).values()
     root = Path(plan.layout.root)
-    return {f"upstream|{Path(p).relative_to(root)}": p for p in dict.fromkeys(tables.values())}
+    return {UpstreamKey(str(Path(p).relative_to(root))).encode(): p for p in dict.fromkeys(tables)}
 
 
 def entry_inputs(plan: DatasetPlan, arm: str, seed: int | str) -> dict[str, str]:
@@ -80,7 +80,7 @@ def run_inputs(layout: Layout, records: Iterable[Mapping[str, Any]], runs: Itera
     out = {}
     for run, key in trained.items():
         path = layout.study_entry(*key) if key in train else str(entry_path(layout.study_ledger, held[key]))
-        out[run_key(*run)] = path
+        out[ClaimKey(RUN, *run).encode()] = path
     return out
 
 

@@ -24,6 +24,7 @@ from curricula.pipeline.ledger import run_inputs
 from curricula.pipeline.targets import runs_by_key
 from curricula.plumbing.config import REPO, SCHEMA, merge, read_yaml, validate_config
 from curricula.plumbing.config_errors import check_config
+from curricula.plumbing.keys import ACTIVE, METRICS, ClaimKey, SeedKey
 from curricula.plumbing.layout import Layout
 from curricula.study.grid import (
     STUDY_WIDE,
@@ -107,6 +108,7 @@ class StudyPlan:
         """Round 1: every arm of every sequential claim on every dataset; round k > 1: the arms round k - 1 listed
         as needing more seeds, and its record (``record(k - 1)``, the checkpoint's output). Each arm for the first
         looks[k] seeds, as ``run|...`` inputs (:meth:`run_inputs`)."""
+        assert self.looks is not None  # only a study with rounds has the round rules (rules/study.smk)
         count = self.looks[round_ - 1]
         if round_ == 1:
             return self.run_inputs(self.arms_runs({arm: count for arm in first_round_arms(self.claims,
@@ -118,6 +120,7 @@ class StudyPlan:
     def final_round(self, record: Callable[[int], str]) -> str:
         """The record of the last round the study needs: the first whose undecided cells need no more seeds (all
         decided, or the last look)."""
+        assert self.looks is not None  # only a study with rounds has a last round (report_inputs asks with looks)
         for round_ in range(1, len(self.looks) + 1):
             path = record(round_)
             if not read_round(path)["next"]:
@@ -145,9 +148,9 @@ def claim_runs(claims: Sequence[Mapping[str, Any]], datasets: Mapping[str, Datas
     experiment's (or ``<experiment>+bm25``'s) seeds, ``active:<method>`` for an active-learning arm
     (active:<method>@<round>) and its loop's seeds (:func:`claim_metrics`, which checks them)."""
     out = []
-    for key in claim_metrics(claims, datasets):
-        kind, dataset, name, seed = key.split("|")
-        out.append((dataset, name if kind == "metrics" else ACTIVE_PREFIX + name, int(seed)))
+    for text in claim_metrics(claims, datasets):
+        key = ClaimKey.decode(text)
+        out.append((key.dataset, key.arm if key.kind == METRICS else ACTIVE_PREFIX + key.arm, key.seed))
     return out
 
 
@@ -162,19 +165,18 @@ def claim_metrics(claims: Sequence[Mapping[str, Any]], datasets: Mapping[str, Da
         # what the claims tested on this dataset name (study.claims.<id>.datasets)
         here = {name for claim in claims if claim_datasets(claim, [dataset])
                 for name in (claim["experiment"], claim["against"])}
-        active = {name: parsed[name] for name in here if parsed[name] is not None}
+        active = {name: arm for name in here if (arm := parsed[name]) is not None}
         settings = plan.config["active"]
         for name, (method, round_) in active.items():
             check_active_arm(name, method, round_, dataset, settings)
             for seed in settings["seeds"]:
-                out[f"active|{dataset}|{method}|{seed}"] = plan.layout.active(method, seed)["test_metrics"]
-        runs = runs_by_key(plan, "metrics", additive=True)
+                out[ClaimKey(ACTIVE, dataset, method, seed).encode()] = plan.layout.active(method, seed)["test_metrics"]
+        runs = {SeedKey.decode(text): path for text, path in runs_by_key(plan, METRICS, additive=True).items()}
         named = here - set(active)
-        check_evaluated(named, {key.split("|")[1] for key in runs}, dataset)
+        check_evaluated(named, {key.name for key in runs}, dataset)
         for key, path in runs.items():
-            _, experiment, seed = key.split("|")
-            if experiment in named:
-                out[f"metrics|{dataset}|{experiment}|{seed}"] = path
+            if key.name in named:
+                out[ClaimKey(METRICS, dataset, key.name, int(key.seed)).encode()] = path
     return out
 
 

@@ -7,11 +7,13 @@ from curricula.data.ingest import INGEST_TABLES
 from curricula.difficulty import needed_inputs
 from curricula.experiments.specs import needed_tables
 from curricula.pipeline.plan import DatasetPlan
+from curricula.plumbing.keys import CURVE, DIFFICULTY, METRICS, MODEL, REFERENCE, SELECTION
+from curricula.plumbing.keys import NameKey, SeedKey, with_bm25
 
 
 def dataset_files(plan: DatasetPlan) -> list[str]:
     """Every input file named in dataset.files (nested split maps flattened), so a changed file re-runs ingest."""
-    out = []
+    out: list[str] = []
     for value in plan.config["dataset"].get("files", {}).values():
         out.extend(value.values() if isinstance(value, dict) else [value])
     return sorted(out)
@@ -41,10 +43,11 @@ def train_inputs(plan: DatasetPlan, run: str) -> dict[str, str]:
     """Ingest tables, the run's curriculum shards, and only the extra tables its axes read."""
     spec = plan.runs[run]
     dense = plan.layout.dense()
-    extra = {"weights": lambda: plan.layout.difficulty_function(spec["weighting"]["scoring"]),
+    weighting = spec.arm.weighting
+    extra = {"weights": lambda: plan.layout.difficulty_function(weighting.scoring if weighting else ""),
              "neighbors": lambda: dense["neighbors"], "run": lambda: plan.layout.bm25()["run"],
              "query_vectors": lambda: dense["queries"], "doc_vectors": lambda: dense["docs"]}
-    return {**ingest_outputs(plan), "curriculum": plan.layout.curriculum(spec["scoring"]),
+    return {**ingest_outputs(plan), "curriculum": plan.layout.curriculum(spec.arm.scoring),
             **{name: extra[name]() for name in sorted(needed_tables(spec))}}
 
 
@@ -53,7 +56,7 @@ def tuned_inputs(plan: DatasetPlan, experiment: str, seed: int | str) -> dict[st
     out = {}
     for run in plan.tuned[experiment]:
         paths = plan.layout.train(run, seed)
-        out[f"curve|{run}"], out[f"model|{run}"] = paths["dev_curve"], paths["model"]
+        out[NameKey(CURVE, run).encode()], out[NameKey(MODEL, run).encode()] = paths["dev_curve"], paths["model"]
     return out
 
 
@@ -100,13 +103,13 @@ def runs_by_key(plan: DatasetPlan, kind: str, additive: bool = False) -> dict[st
     paths = {}
     for name in plan.experiments:
         for seed in plan.seeds:
-            if kind == "curve":
-                paths[f"curve|{name}|{seed}"] = plan.layout.train(name, seed)["dev_curve"]
+            if kind == CURVE:
+                paths[SeedKey(CURVE, name, str(seed)).encode()] = plan.layout.train(name, seed)["dev_curve"]
                 continue
             out = evaluate_outputs(plan, name, seed)
-            paths[f"metrics|{name}|{seed}"] = out["metrics"]
+            paths[SeedKey(METRICS, name, str(seed)).encode()] = out["metrics"]
             if additive and plan.additive:
-                paths[f"metrics|{name}+bm25|{seed}"] = out["additive_metrics"]
+                paths[SeedKey(METRICS, with_bm25(name), str(seed)).encode()] = out["additive_metrics"]
     return paths
 
 
@@ -115,20 +118,21 @@ def reference_metrics(plan: DatasetPlan) -> dict[str, str]:
     out = {}
     for ref in plan.config["evaluate"]["references"]:
         paths = reference_outputs(plan, ref)
-        out[f"reference|{ref}"] = paths["metrics"]
+        out[NameKey(REFERENCE, ref).encode()] = paths["metrics"]
         if "additive_metrics" in paths:
-            out[f"reference|{ref}+bm25"] = paths["additive_metrics"]
+            out[NameKey(REFERENCE, with_bm25(ref)).encode()] = paths["additive_metrics"]
     return out
 
 
 def selections(plan: DatasetPlan) -> dict[str, str]:
     """{"selection|<experiment>|<seed>": path} of every tuned experiment's dev selection."""
-    return {f"selection|{name}|{seed}": plan.layout.selection(name, seed) for name in plan.tuned for seed in plan.seeds}
+    return {SeedKey(SELECTION, name, str(seed)).encode(): plan.layout.selection(name, seed)
+            for name in plan.tuned for seed in plan.seeds}
 
 
 def difficulty_tests(plan: DatasetPlan) -> dict[str, str]:
     """{"difficulty|<function>": path} of the test-pair difficulty tables the report's figures read."""
-    return {f"difficulty|{f}": plan.layout.difficulty_test(f) for f in plan.report_functions()}
+    return {NameKey(DIFFICULTY, f).encode(): plan.layout.difficulty_test(f) for f in plan.report_functions()}
 
 
 def tuning_report_outputs(plan: DatasetPlan) -> dict[str, str]:
@@ -139,7 +143,7 @@ def tuning_report_outputs(plan: DatasetPlan) -> dict[str, str]:
 def active_curves(plan: DatasetPlan) -> dict[str, str]:
     """{"curve|<method>|<seed>": path} of every (method, seed)'s learning curve, as a flat input dict."""
     methods, seeds = plan.config["active"]["methods"], plan.config["active"]["seeds"]
-    return {f"curve|{m}|{s}": plan.layout.active(m, s)["curve"] for m in methods for s in seeds}
+    return {SeedKey(CURVE, m, s).encode(): plan.layout.active(m, s)["curve"] for m in methods for s in seeds}
 
 
 def all_trained(plan: DatasetPlan) -> list[str]:

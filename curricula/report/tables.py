@@ -36,13 +36,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
 
 from curricula.evaluation.comparisons import (
     BASELINE,
-    BM25_SUFFIX,
     _in_order,
     _paired,
     baseline_of,
@@ -52,6 +52,7 @@ from curricula.evaluation.comparisons import (
     paired_cells,
 )
 from curricula.plumbing.atomic import write_file_atomically, write_text_atomically
+from curricula.plumbing.keys import BM25_SUFFIX, input_key
 from curricula.report.power import RELATIVE_EFFECT, mde_sentence, pooled_components, power_table
 from curricula.statistics.multiplicity import holm
 from curricula.statistics.paired import TESTS, paired_pvalue
@@ -111,9 +112,9 @@ def seeds_range(components: tuple[float, float, float], effect: float, seeds: in
     ``queries`` (:func:`curricula.statistics.power.seed_sd_interval`) and the seeds ``queries`` test queries need to
     detect ``effect`` (:func:`curricula.statistics.power.design_seeds`) at the estimate and at both ends."""
     low, high = seed_sd_interval(components, seeds, queries)
-    needed = tuple(design_seeds(c, effect, queries, alpha, power) for c in
-                   (components, with_seed_sd(components, low), with_seed_sd(components, high)))
-    return low, high, needed  # type: ignore[return-value]
+    n, n_low, n_high = (design_seeds(c, effect, queries, alpha, power) for c in
+                        (components, with_seed_sd(components, low), with_seed_sd(components, high)))
+    return low, high, (n, n_low, n_high)
 
 
 def converged_length(curves: Mapping[str, pl.DataFrame]) -> tuple[int, dict[str, int]]:
@@ -148,8 +149,9 @@ def planner_markdown(metrics: pl.DataFrame, measure: str, alpha: float = 0.05, p
     components = pooled_components(table)
     if components is None:
         raise ValueError(f"no balanced experiment-baseline comparison on {measure}: no variance components")
-    base = float(table["baseline_mean"].mean())
-    queries, seeds = int(table["queries"].max()), int(table["seeds"].max())
+    # with components the table has rows, and seeds on some (polars types these aggregates as any literal or None)
+    base = float(cast(float, table["baseline_mean"].mean()))
+    queries, seeds = int(cast(int, table["queries"].max())), int(cast(int, table["seeds"].max()))
     effect = RELATIVE_EFFECT * base
     low, high, (n, n_low, n_high) = seeds_range(components, effect, seeds, queries, alpha, power)
     ends = [with_seed_sd(components, x) for x in (low, high)]
@@ -338,10 +340,11 @@ def power_caption(power: pl.DataFrame, measure: str, dataset: str, described: st
     at most ``plan_max_queries`` test queries)."""
     second = "" if test == "ttest" else f"; p_{test}: the {described}"
     pooled = pooled_components(power)
-    base_mean = float(power["baseline_mean"].mean()) if power.height else math.nan
+    # a float column's mean and an int column's max (None when it is all null), which polars types as any literal
+    base_mean = float(cast(float, power["baseline_mean"].mean())) if power.height else math.nan
     planner = plan_sentence(pooled, RELATIVE_EFFECT * base_mean, power.height, measure,
-                            max_queries=plan_max_queries, seeds=int(power["seeds"].max() or 0),
-                            queries=int(power["queries"].max() or 0)) if pooled is not None else ""
+                            max_queries=plan_max_queries, seeds=int(cast("int | None", power["seeds"].max()) or 0),
+                            queries=int(cast("int | None", power["queries"].max()) or 0)) if pooled is not None else ""
     judge = "p_seed_aware" if inference == "seed_aware" else "the per-query test"
     if inference == "seed_aware":
         judged = ("mde: the minimum detectable mean difference of the seed-aware test (alpha 0.05, power 0.8), "
@@ -385,15 +388,19 @@ def table_captions(metrics: pl.DataFrame, power: pl.DataFrame, measure: str, dat
                                    sentence=sentence, plan_max_queries=plan_max_queries)}
 
 
-def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_paths: Mapping[str, str | Path],
-                 outputs: Mapping[str, str | Path], *, measure: str, measures: Sequence[str], use_holm: bool,
-                 dataset: str, test: str = "ttest", permutations: int = 10_000,
-                 seed: int = 0, inference: str = "seed_aware",
-                 plan_max_queries: int | None = None) -> dict[str, pl.DataFrame]:
-    """Rule ``report_tables``: the seeds table (one measure), the metrics table and the power table (one measure),
-    as .md/.csv/.parquet, each with its caption (:func:`table_captions`).
+#: the row key column of each of rule ``report_tables``' tables (:func:`build_tables`, :func:`write_table_files`)
+TABLE_KEYS = {"seeds": "row", "metrics": "ranker", "power": "experiment"}
 
-    ``outputs`` maps ``seeds``, ``metrics`` and ``power`` to a path stem (the extension is added per format).
+
+def build_tables(metrics: pl.DataFrame, refs: pl.DataFrame | None, *, measure: str, measures: Sequence[str],
+                 use_holm: bool, dataset: str, test: str = "ttest", permutations: int = 10_000, seed: int = 0,
+                 inference: str = "seed_aware",
+                 plan_max_queries: int | None = None) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
+    """Rule ``report_tables``: the seeds table (one measure), the metrics table and the power table (one measure) of
+    the runs' long ``metrics`` (:func:`curricula.evaluation.comparisons.load_metrics`; ``refs`` the reference
+    rankers', :func:`reference_metrics`), and each one's caption (:func:`table_captions`), keyed seeds, metrics,
+    power (:data:`TABLE_KEYS`).
+
     ``test`` is the per-query paired test (``report.test``); ``permutations`` and ``seed`` drive the
     randomization test. ``inference`` (``report.inference``) judges the seed-averaged marks: ``seed_aware`` (the
     default) or ``per_query``. The power table's caption carries the planner (:func:`plan_sentence`, its largest
@@ -401,27 +408,30 @@ def tables_stage(metric_paths: Mapping[tuple[str, str], str | Path], reference_p
     """
     check_inference(inference)
     described = describe_test(test, permutations, seed)
-    metrics = load_metrics(metric_paths)
-    refs = load_metrics({(name, "0"): p for name, p in reference_paths.items()}) if reference_paths else None
     if measure not in set(metrics["measure"]):
         raise ValueError(f"report.measure {measure!r} is not among the evaluated measures "
                          f"{sorted(set(metrics['measure']))}")
-    knobs = {"test": test, "permutations": permutations, "seed": seed, "inference": inference}
+    knobs: dict[str, Any] = {"test": test, "permutations": permutations, "seed": seed, "inference": inference}
     tables = {"seeds": seeds_table(metrics, measure, use_holm, **knobs),
               "metrics": metrics_table(metrics, measures, refs, use_holm, **knobs),
               "power": power_table(metrics, measure, **knobs)}
     captions = table_captions(metrics, tables["power"], measure, dataset, described, use_holm=use_holm, test=test,
                               inference=inference, plan_max_queries=plan_max_queries)
-    for name, key in (("seeds", "row"), ("metrics", "ranker"), ("power", "experiment")):
-        write_table_files(tables[name], key, Path(outputs[name]).with_suffix(""), captions[name])
-    return tables
+    return tables, captions
+
+
+def reference_metrics(reference_paths: Mapping[str, str | Path]) -> pl.DataFrame | None:
+    """The reference rankers' per-query metrics ({name: its metrics file}) as one long frame, each ranker one
+    "seed" (``0``); None without any."""
+    return load_metrics({(name, "0"): p for name, p in reference_paths.items()}) if reference_paths else None
 
 
 def split_inputs(inputs: Mapping[str, str], kind: str) -> dict[tuple[str, ...], str]:
-    """Named rule inputs ``<kind>|a|b`` as {(a, b): path} (how the report rules key runs by experiment and seed)."""
+    """Named rule inputs ``<kind>|a|b`` as {(a, b): path} (how the report rules key runs by experiment and seed): the
+    parts of each input's :func:`~curricula.plumbing.keys.input_key` of that kind; plain input names are skipped."""
     out = {}
     for name in inputs.keys():
-        parts = name.split("|")
-        if parts[0] == kind:
-            out[tuple(parts[1:])] = inputs[name]
+        key = input_key(name)
+        if key is not None and key.kind == kind:
+            out[key.parts] = inputs[name]
     return out

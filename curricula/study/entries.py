@@ -1,6 +1,6 @@
 """A finished run's ledger entry (:mod:`curricula.study.ledger`), built from the files its jobs wrote: the per-query
 test metrics (and their BM25 interpolation's), the dev curve, the recorded config, the benchmark files, and the bytes
-of every upstream table it read. Rule ``study_ledger_entry`` (rules/study.smk) calls :func:`ledger_entry_stage`.
+of every upstream table it read. Rule ``study_ledger_entry`` (rules/study.smk) builds it with :func:`run_entry`.
 
 Provenance recorded per run:
 - ``commit``: the project's commit the run trained at (its config.json's ``commit``), else the commit when the
@@ -24,10 +24,11 @@ from typing import Any
 
 import polars as pl
 
+from curricula.plumbing.keys import UpstreamKey, input_key, with_bm25
 from curricula.plumbing.provenance import cpu_class, project_commit
 from curricula.study.costs import active_benchmark_files, benchmark_value, run_benchmark_files
 from curricula.study.grid import ACTIVE_PREFIX
-from curricula.study.ledger import VERSION, Entry, Ledger, digest, entry_frame, run_id, write_entry
+from curricula.study.ledger import VERSION, Entry, digest, entry_frame, run_id
 
 #: The entry kinds: a trained experiment, or an active-learning loop.
 KINDS = ("train", "active")
@@ -113,42 +114,33 @@ def build_entry(*, dataset: str, arm: str, seed: int, kind: str, values: pl.Data
     return Entry(entry_frame(values), record)
 
 
-def ledger_entry_stage(inputs: Mapping[str, str | Path], output: str | Path, *, dataset: str, arm: str, seed: int,
-                       spec_digest: str, root: str | Path, benchmarks: str | Path, ledger: str | Path,
-                       manifest: Mapping[str, Any] | None = None) -> Entry:
-    """Rule ``study_ledger_entry``: one finished run's entry, appended to the study's ledger (``ledger``; refused
-    when it holds the run's id with other values) and written to ``output``, the run's results-side copy.
+def run_entry(inputs: Mapping[str, str | Path], *, dataset: str, arm: str, seed: int, spec_digest: str,
+              root: str | Path, benchmarks: str | Path) -> Entry:
+    """Rule ``study_ledger_entry``: one finished run's ledger entry, from the files its jobs wrote.
 
     ``inputs``: ``metrics`` (and ``additive_metrics``), ``curve`` and ``config`` for a trained arm, ``active`` for
     an active-learning arm (``active:<method>``), and ``upstream|<name>`` for each table it read; ``root`` is the
-    dataset's results folder (tables are named by their path under it), ``benchmarks`` its benchmark folder;
-    ``manifest`` the study settings the ledger's runs are judged under (written with its first entry, and a ledger
-    made under others refused; :func:`curricula.study.ledger.manifest`)."""
+    dataset's results folder (tables are named by their path under it), ``benchmarks`` its benchmark folder."""
     names = set(inputs.keys())  # a Snakemake Namedlist's `in` looks at values
-    upstream = upstream_digests({k: v for k, v in dict(inputs.items()).items() if k.startswith("upstream|")}, root)
+    config: dict[str, Any]
+    upstream = upstream_digests({k: v for k, v in dict(inputs.items()).items()
+                                 if isinstance(input_key(k), UpstreamKey)}, root)
     if arm.startswith(ACTIVE_PREFIX):
         method = arm.removeprefix(ACTIVE_PREFIX)
         kind, values, config = "active", active_values(method, inputs["active"]), {}
         training, files = curve_summary(None), active_benchmark_files(benchmarks, method, seed)
     else:
-        forms = {arm: inputs["metrics"], **({f"{arm}+bm25": inputs["additive_metrics"]}
+        forms = {arm: inputs["metrics"], **({with_bm25(arm): inputs["additive_metrics"]}
                                            if "additive_metrics" in names else {})}
         kind, values = "train", metrics_values(forms)
         config = json.loads(Path(inputs["config"]).read_text(encoding="utf-8")) if "config" in names else {}
         training = curve_summary(pl.read_parquet(inputs["curve"]))
         files = run_benchmark_files(benchmarks, arm, seed)
-    entry = build_entry(dataset=dataset, arm=arm, seed=seed, kind=kind, values=values, spec_digest=spec_digest,
-                        upstream=upstream, compute=compute_record(config.get("ran_on")),
-                        cost=run_cost(files), training=training,
-                        commit=config.get("commit") or project_commit())
-    store = Ledger(ledger)
-    if manifest is not None:
-        store.write_manifest(manifest)
-    store.add(entry)
-    write_entry(output, entry)
-    return entry
+    return build_entry(dataset=dataset, arm=arm, seed=seed, kind=kind, values=values, spec_digest=spec_digest,
+                       upstream=upstream, compute=compute_record(config.get("ran_on")),
+                       cost=run_cost(files), training=training, commit=config.get("commit") or project_commit())
 
 
 __all__ = ["KINDS", "active_values", "build_entry", "compute_record",
-           "curve_summary", "file_digest", "ledger_entry_stage", "metrics_values", "run_cost",
+           "curve_summary", "file_digest", "metrics_values", "run_cost", "run_entry",
            "upstream_digests"]

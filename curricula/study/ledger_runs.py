@@ -2,11 +2,12 @@
 inputs, the entries the ledger pairs them with (:func:`curricula.study.resume.select_entries`), their per-query values
 as the metrics frames the verdicts are computed from, and what they cost.
 
-A judging rule's inputs are named ``run|<dataset>|<claim arm>|<seed>`` (:func:`run_key`): the claim's arm (an
-experiment, ``<experiment>+bm25``, or ``active:<method>`` for an active-learning loop's rounds) and one seed. Each
-points at the run's results-side entry (trained here) or at the ledger's file of the entry it is held by; either way
-the values are read from the ledger, so that the round records and the findings page are a function of the ledger
-alone (:mod:`curricula.study.recompute` gives the same bytes without any model or metric file).
+A judging rule's inputs are named ``run|<dataset>|<claim arm>|<seed>`` (a ``run``
+:class:`~curricula.plumbing.keys.ClaimKey`): the claim's arm (an experiment, ``<experiment>+bm25``, or
+``active:<method>`` for an active-learning loop's rounds) and one seed. Each points at the run's results-side entry
+(trained here) or at the ledger's file of the entry it is held by; either way the values are read from the ledger, so
+that the round records and the findings page are a function of the ledger alone (:mod:`curricula.study.recompute`
+gives the same bytes without any model or metric file).
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from typing import Any
 import polars as pl
 
 from curricula.evaluation.comparisons import trained_experiment
+from curricula.plumbing.keys import RUN, ClaimKey, input_key
 from curricula.study.grid import ACTIVE_PREFIX
 from curricula.study.ledger import Entry, Ledger, entry_path, read_entry
 from curricula.study.resume import RunKey, select_entries
 
-#: The prefix of a judging rule's run inputs.
-RUN = "run"
 #: A claim's run: (dataset, claim arm, seed).
 ClaimRun = tuple[str, str, int]
 #: Columns of :func:`ledger_costs`.
@@ -34,19 +34,15 @@ LEDGER_COSTS = {"dataset": pl.String, "runs": pl.Int64, "core_hours": pl.Float64
 CORE_HOUR = 3600.0
 
 
-def run_key(dataset: str, arm: str, seed: int | str) -> str:
-    """A judging rule's input name for one claim run."""
-    return f"{RUN}|{dataset}|{arm}|{seed}"
-
-
-def claim_runs(inputs: Mapping[str, Any]) -> dict[ClaimRun, str]:
-    """{(dataset, claim arm, seed): path} of a rule's ``run|...`` inputs (a dict or a Snakemake Namedlist)."""
+def claim_runs(inputs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> dict[ClaimRun, str]:
+    """{(dataset, claim arm, seed): path} of a rule's ``run|...`` inputs (a dict or a Snakemake Namedlist, or their
+    (name, path) pairs)."""
     items = inputs.items() if hasattr(inputs, "items") else inputs
-    out = {}
+    out: dict[ClaimRun, str] = {}
     for name, path in items:
-        if name.startswith(RUN + "|"):
-            _, dataset, arm, seed = name.split("|")
-            out[(dataset, arm, int(seed))] = str(path)
+        key = input_key(name)
+        if isinstance(key, ClaimKey) and key.kind == RUN:
+            out[(key.dataset, key.arm, key.seed)] = str(path)
     return out
 
 
@@ -137,4 +133,4 @@ def _compute_class(compute: Mapping[str, Any]) -> str:
 
 
 __all__ = ["ClaimRun", "LEDGER_COSTS", "RUN", "claim_frames", "claim_runs", "gather", "ledger_arm", "ledger_costs",
-           "run_key", "trained_run", "upstream_variants", "used_records"]
+           "trained_run", "upstream_variants", "used_records"]
