@@ -10,6 +10,7 @@ from curricula.pipeline.devices import local_gpu_cap
 from curricula.plumbing.config import apply_overlays, config_layers, read_yaml, validate_config
 from curricula.plumbing.gpus import visible_gpu_count
 from curricula.plumbing.logs import failed_job_errors
+from curricula.plugins import load_plugins
 
 min_version("9.0")
 
@@ -37,6 +38,14 @@ try:
                                           workflow.config_settings.overwrite_config))
 except ValueError as err:
     sys.exit(f"config: {err}".replace("\n", "\nconfig: "))
+
+
+# Difficulty functions, pacing functions and rankers registered outside the package (docs/extending.md#plugins): the
+# modules config `plugins` names are imported before anything is planned, and again in every job (curricula.plugins).
+try:
+    load_plugins(config["plugins"])
+except ValueError as err:
+    sys.exit(f"config: {err}")
 
 
 # A local run queues `gpus.slots` GPU jobs per visible card (each job claims a slot of a card: curricula.plumbing.gpus);

@@ -172,15 +172,44 @@ def test_per_function_tables_combine_into_the_joint_table():
 
 
 # ----------------------------------------------------------------------------------------------- the registry
-def test_builtin_registry_order_levels_and_seed():
-    from curricula.difficulty import FUNCTIONS, pair_level
+#: the papers' functions in registration order (a function added later may come anywhere: the test reads them only)
+PAPERS = ["random", "turns", "u_words", "r_words", "sigma_sm", "sigma_bm25", "bert_pred", "bert_loss", "recip", "norm",
+          "kde", "hcl_corpus"]
 
-    assert list(FUNCTIONS) == ["random", "turns", "u_words", "r_words", "sigma_sm", "sigma_bm25", "bert_pred",
-                               "bert_loss", "recip", "norm", "kde", "hcl_corpus"]
-    assert [f for f in FUNCTIONS if pair_level(f)] == ["recip", "norm", "kde"]
-    assert [f for f, fn in FUNCTIONS.items() if fn.uses_seed] == ["random"]
+
+def test_builtin_registry_order_levels_and_seed():
+    from curricula.difficulty import FUNCTIONS
+
+    papers = {f: FUNCTIONS[f] for f in FUNCTIONS if f in PAPERS}
+    assert list(papers) == PAPERS
+    assert [f for f, fn in papers.items() if fn.pair_level] == ["recip", "norm", "kde"]
+    assert [f for f, fn in papers.items() if fn.uses_seed] == ["random"]
     assert FUNCTIONS["hcl_corpus"].citation == "Su et al. 2021, eq. 2"
     assert all(fn.citation and fn.name == f for f, fn in FUNCTIONS.items())
+
+
+def test_builtin_registry_orientation_range_and_run_pairs():
+    """What the raw values are (the papers' units): MacAvaney's h in [0, 1] (1 = ranked high, so a relevant doc is
+    easy and a negative hard), the only values a pairwise loss may weigh by, and the only functions that score the
+    BM25 run's pairs; Penha's larger = harder; HCL's G, a cosine, larger = easier."""
+    from curricula.difficulty import FUNCTIONS, scores_run_pairs
+
+    papers = {f: FUNCTIONS[f] for f in PAPERS}
+    assert {f for f, fn in papers.items() if fn.orientation == "relevance"} == {"recip", "norm", "kde"}
+    assert {f for f, fn in papers.items() if fn.orientation == "easier"} == {"hcl_corpus"}
+    assert [f for f, fn in papers.items() if fn.macavaney_h] == [f for f, fn in papers.items() if fn.run_pairs] == [
+        "recip", "norm", "kde"]
+    assert (FUNCTIONS["turns"].range_text, FUNCTIONS["bert_pred"].range_text) == ("[0, inf)", "[-1, 1]")
+    assert FUNCTIONS["random"].raw_in_unit_interval and not FUNCTIONS["random"].macavaney_h  # query-level
+    assert FUNCTIONS["kde"].weighs_by_raw(pointwise=False) and not FUNCTIONS["kde"].weighs_by_raw(pointwise=True)
+    assert not FUNCTIONS["turns"].weighs_by_raw(pointwise=False)  # one value per query: the difficulty column
+    assert scores_run_pairs("kde", {"bm25_list": "run"}) and not scores_run_pairs("kde", {"bm25_list": "candidates"})
+    assert not scores_run_pairs("turns", {})
+    # the raw values of the built-in functions lie in their registered ranges
+    table = difficulty_table(PAIRS, QUERIES, DOCS, ["random", "turns", "u_words", "r_words"], seed=5)
+    for f in ("random", "turns", "u_words", "r_words"):
+        low, high = FUNCTIONS[f].raw_range
+        assert table[f"{f}_raw"].min() >= low and table[f"{f}_raw"].max() <= high
 
 
 @pytest.fixture
@@ -222,7 +251,7 @@ def test_registered_metadata_drives_needed_inputs_and_function_knobs(toy):
 
 
 def test_register_rejects_bad_metadata(toy):
-    from curricula.difficulty import register
+    from curricula.difficulty import register, unregister
 
     def reg(name="toy2", **kw):
         return register(name, "x", **{"level": "query", "compute": lambda x: x.pairs, **kw})
@@ -237,6 +266,20 @@ def test_register_rejects_bad_metadata(toy):
         reg(conditional_inputs={"run": {"bm25_list": "run"}})
     with pytest.raises(ValueError, match="uses_seed"):
         reg(knobs=("seed",))
+    with pytest.raises(ValueError, match="orientation must be one of"):
+        reg(orientation="up")
+    with pytest.raises(ValueError, match="orientation 'relevance' describes a document, so needs level='pair'"):
+        reg(orientation="relevance")
+    with pytest.raises(ValueError, match=r"raw_range must be \(low, high\) with low <= high"):
+        reg(raw_range=(1.0, 0.0))
+    with pytest.raises(ValueError, match=r"raw_range must be \(low, high\), got 1"):
+        reg(raw_range=1)
+    with pytest.raises(ValueError, match="run_pairs=True needs level='pair', 'candidate_scores' in inputs"):
+        reg(level="pair", run_pairs=True)  # it reads neither the run nor the candidates' BM25 scores
+    ok = reg(level="pair", inputs=("candidate_scores",), conditional_inputs={"run": {"bm25_list": "run"}},
+             knobs=("bm25_list",), run_pairs=True, orientation="relevance", raw_range=(0, 1))
+    assert ok.run_pairs and ok.macavaney_h and ok.raw_range == (0.0, 1.0)
+    unregister("toy2")
 
 
 def test_unknown_function_is_a_clear_value_error():

@@ -15,12 +15,14 @@ from curricula.curriculum.pacing import (
     hcl_k0,
     linear,
     pace_mode,
+    register_pacing,
     resolve_instance_pacing,
     resolve_pacing,
     resolve_steps,
     root,
     standard,
     step_pace,
+    unregister_pacing,
 )
 
 
@@ -158,9 +160,39 @@ def test_instance_pace_k():
 
 
 def test_registry_names():
-    assert set(PACINGS) == {"standard", "step", "linear", "root_n", "geom_progression", "hcl",
+    # the papers' functions (a function registered later adds to them), each entry callable as its function
+    assert set(PACINGS) >= {"standard", "step", "linear", "root_n", "geom_progression", "hcl",
                             "root_2", "root_5", "root_10"}
     assert float(PACINGS["root_10"](125, delta=DELTA, T=T)) == pytest.approx(0.8122611041370461)
+    assert PACINGS["hcl"].mode == "threshold" and PACINGS["root_n"].knobs == {"delta": 0.33, "T": 0.9, "n": 2}
+    assert all(entry.name == name and entry.citation for name, entry in PACINGS.items())
+
+
+def test_a_registered_pacing_is_resolved_with_its_knobs_and_mode_and_removed_again():
+    def toy(step, delta, T, k=1.0):
+        return np.minimum(1.0, delta + (1.0 - delta) * np.minimum(np.asarray(step, dtype=np.float64), T) / T) ** k
+
+    entry = register_pacing("toy", toy, knobs={"delta": 0.5, "T": 0.5, "k": 1.0}, mode="threshold", citation="toy")
+    try:
+        assert list(PACINGS)[-1] == "toy" and float(entry(5, delta=0.5, T=5)) == 1.0  # the entry calls toy
+        pacing = resolve_pacing({"name": "toy", "k": 2}, 10)
+        assert (pacing.mode, pacing.params) == ("threshold", (("T", 5), ("delta", 0.5), ("k", 2)))
+        assert float(pacing.value(0)) == 0.25 and float(pacing.value(5)) == 1.0
+        assert pace_mode({"name": "toy", "select": "fraction"}) == "fraction"
+        with pytest.raises(ValueError, match="already registered"):
+            register_pacing("toy", toy, knobs={})
+    finally:
+        unregister_pacing("toy")
+    assert "toy" not in PACINGS
+    with pytest.raises(ValueError, match="unknown pacing function 'toy'"):
+        resolve_pacing({"name": "toy"}, 10)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        register_pacing("toy", toy, knobs={}, mode="share")
+    with pytest.raises(ValueError, match=r"\['select'\] are keys of the pacing spec"):
+        register_pacing("toy", toy, knobs={"select": 1})
+    with pytest.raises(ValueError, match="does not take the knobs"):
+        register_pacing("toy", toy, knobs={"delta": 0.5, "T": 0.5, "n": 2})
+    assert "toy" not in PACINGS
 
 
 def test_resolve_steps():

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
+import polars as pl
 import pytest
 
+from curricula.difficulty import FUNCTIONS, register, unregister
+from curricula.difficulty.penha import percentile_difficulty
 from curricula.pipeline.checks import check_previous, check_references, parsed_arms, sequential_looks
 from curricula.pipeline.devices import gpus
 from curricula.pipeline.plan import dataset_plan, one_of
@@ -57,7 +61,7 @@ def test_a_dataset_plan_resolves_runs_tuned_arms_and_targets():
     targets = all_outputs(plan)
     assert "results/tiny/report/table_seeds.md" in targets and "results/tiny/data/qrels.parquet" in targets
     inputs = train_inputs(plan, "baseline")
-    assert inputs["curriculum"] == f"results/tiny/curricula/{plan.runs['baseline']['scoring']}"
+    assert inputs["curriculum"] == f"results/tiny/curricula/{plan.runs['baseline'].arm.scoring}"
     assert plan.teacher_params("train").keys() == plan.teacher_params("score").keys() - {"folds", "score_batch_size"}
 
 
@@ -223,10 +227,10 @@ def test_the_joined_difficulty_table_holds_the_consumed_functions_unless_told_ot
     assert default.consumed_functions() == default.difficulty_functions() == ["random", "bert_pred", "recip",
                                                                               "hcl_corpus"]
     assert computed_functions(default) == set(default.consumed_functions())
-    # `all`: the twelve, for the correlation table; a list: the ones named (the grid's own are computed anyway)
+    # `all`: every registered function, for the correlation table; a list: the ones named (the grid's own are
+    # computed anyway)
     every = plan_of({"difficulty": {"functions": "all"}})
-    assert every.difficulty_functions() == ["random", "turns", "u_words", "r_words", "sigma_sm", "sigma_bm25",
-                                            "bert_pred", "bert_loss", "recip", "norm", "kde", "hcl_corpus"]
+    assert every.difficulty_functions() == list(FUNCTIONS)
     named = plan_of({"experiments": PENHA, "difficulty": {"functions": ["kde", "turns"]}})
     assert named.difficulty_functions() == ["kde", "turns"]
     assert computed_functions(named) == {"random", "bert_pred", "kde", "turns"}
@@ -237,3 +241,55 @@ def test_the_joined_difficulty_table_holds_the_consumed_functions_unless_told_ot
     assert default.layout.difficulty_table in all_outputs(default)
     with pytest.raises(ValueError, match=r"difficulty.functions: 'al' does not match"):
         plan_of({"difficulty": {"functions": "al"}})
+
+
+@pytest.fixture
+def r_chars():
+    """A pair-level function whose raw value is a character count (not MacAvaney's h in [0, 1]) and that scores the
+    dataset's candidates only (no run_pairs), registered for one test and removed afterwards."""
+
+    def compute(x):
+        raw = x.pairs.join(x.docs, on="docid").select("qid", "docid", pl.col("text").str.len_chars()
+                                                      .cast(pl.Float64).alias("r_chars_raw"))
+        return raw.with_columns(percentile_difficulty(raw["r_chars_raw"]).alias("r_chars"))
+
+    yield register("r_chars", "a response's length in characters", level="pair", compute=compute,
+                   raw_range=(0.0, math.inf))
+    unregister("r_chars")
+
+
+def test_a_pair_level_weighting_must_be_macavaneys_h_under_a_pairwise_loss(r_chars):
+    weighted = {"experiments": {"chars": {"weighting": {"scoring": "r_chars"}}}}
+    assert DEFAULT["train"]["loss"] == "pairwise_ce"
+    with pytest.raises(ValueError, match=r"^experiments.chars.weighting.scoring: r_chars is pair-level, so the "
+                                         r"pairwise_ce loss weighs each \(d\+, d-\) by MacAvaney's D_pair .* "
+                                         r"registered in \[0, inf\) with orientation 'harder', not as an h in "
+                                         r"\[0, 1\] .*: weight by recip, norm or kde, a query-level function, or use "
+                                         r"a pointwise loss \(pointwise_ce, pointwise_mse\)$"):
+        plan_of(weighted)
+    # a pointwise loss weighs by the difficulty column, in [0, 1] for every function; ordering by it is fine too
+    plan_of({"experiments": {"chars": {"scoring": "r_chars", "weighting": {"scoring": "r_chars"},
+                                       "loss": "pointwise_ce"}}})
+    plan_of({"experiments": {"chars": {"weighting": {"scoring": "recip"}}}})  # MacAvaney's own h
+
+
+def test_a_function_without_the_run_pairs_is_refused_where_they_are_needed(r_chars):
+    run = {"difficulty": {"bm25_list": "run"}}
+    on_bm25 = {"scoring": "random", "weighting": {"scoring": "r_chars"}, "loss": "pointwise_ce",
+               "negatives": {"mode": "bm25", "depth": 20}}
+    with pytest.raises(ValueError, match=r"^experiments.chars.weighting.scoring: r_chars does not score the BM25 "
+                                         r"run's pairs \(registered without run_pairs\), so the negatives that "
+                                         r"negatives.mode: bm25 draws have no r_chars difficulty: weight by recip, "
+                                         r"norm or kde or a query-level function, or set negatives.mode: candidates$"):
+        plan_of({**run, "experiments": {"chars": on_bm25}})
+    plan_of({**run, "experiments": {"chars": {**on_bm25, "weighting": {"scoring": "recip"}}}})
+    # the joined table: recip's table holds the run's pairs too, r_chars's does not
+    joined = r"^difficulty.functions: with difficulty.bm25_list: run, the tables of recip hold the BM25 run's "
+    listed = r".*r_chars \(registered without run_pairs\) do not.*now \['recip', 'r_chars'\]\), or set "
+    with pytest.raises(ValueError, match=joined + listed + r"difficulty.bm25_list: candidates$"):
+        plan_of({**run, "difficulty": {"bm25_list": "run", "functions": ["recip", "r_chars"]}})
+    consumed = {"chars": {"scoring": "r_chars"}, "recip": {"weighting": {"scoring": "recip"}}}  # null: both joined
+    with pytest.raises(ValueError, match=joined + r".*null: the functions the experiments consume"):
+        plan_of({**run, "experiments": consumed})
+    assert plan_of({"difficulty": {"functions": ["recip", "r_chars"]}}).difficulty_functions() == ["recip", "r_chars"]
+    assert plan_of({**run, "difficulty": {"bm25_list": "run", "functions": ["recip", "turns"]}})

@@ -27,33 +27,39 @@ The two papers read their value differently, see :func:`pace_mode`: Penha sample
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from curricula.plugins import load_environment_plugins
 from curricula.plumbing.errors import whole_number
 
 __all__ = [
     "PACINGS",
     "InstancePacing",
     "Pacing",
+    "PacingFunction",
     "geom_progression",
     "hcl_corpus_pace",
     "hcl_instance_pace",
     "hcl_k0",
     "linear",
     "pace_mode",
+    "register_pacing",
     "resolve_instance_pacing",
     "resolve_pacing",
     "resolve_steps",
     "root",
     "standard",
     "step_pace",
+    "unregister_pacing",
 ]
 
 
@@ -195,35 +201,84 @@ def hcl_k0(n_responses: int) -> float:
 # Registry and config specs
 # --------------------------------------------------------------------------------------------------------------------
 
-#: Pacing functions by config name. ``root_2/5/10`` are :func:`root` with ``n`` fixed; ``hcl`` is Su's ``f_p``.
-PACINGS: dict[str, Callable[..., np.ndarray]] = {
-    "standard": standard,
-    "step": step_pace,
-    "linear": linear,
-    "root_n": root,
-    "root_2": partial(root, n=2),
-    "root_5": partial(root, n=5),
-    "root_10": partial(root, n=10),
-    "geom_progression": geom_progression,
-    "hcl": hcl_corpus_pace,
-}
-
-_PENHA = {"delta": 0.33, "T": 0.9}
-#: Keyword defaults per name; the keys are also the only parameters a spec may set for that name.
-_DEFAULTS: dict[str, dict[str, float]] = {
-    "standard": dict(_PENHA),
-    "step": {**_PENHA, "groups": 3},
-    "linear": dict(_PENHA),
-    "root_n": {**_PENHA, "n": 2},
-    "root_2": dict(_PENHA),
-    "root_5": dict(_PENHA),
-    "root_10": dict(_PENHA),
-    "geom_progression": dict(_PENHA),
-    "hcl": {"r0": 0.4, "T0": 0.1, "T": 0.9},
-}
-_STEP_KEYS = ("T0", "T")  # given as a fraction of total_steps or an absolute count, see resolve_steps
 _SPEC_KEYS = ("name", "select")  # keys of a pacing spec that are not function parameters
+_STEP_KEYS = ("T0", "T")  # given as a fraction of total_steps or an absolute count, see resolve_steps
 _MODES = ("fraction", "threshold")
+
+
+@dataclass(frozen=True)
+class PacingFunction:
+    """One registered pacing function; see :func:`register_pacing` for the fields. Calling it calls ``function``."""
+
+    name: str
+    function: Callable[..., np.ndarray] = field(repr=False)
+    knobs: Mapping[str, Any]
+    mode: str = "fraction"
+    citation: str = ""
+
+    def __call__(self, step: Any, **knobs: Any) -> np.ndarray:
+        """The pacing value at ``step`` (0-based optimiser updates) with these knob values (``T``/``T0`` in steps)."""
+        return self.function(step, **knobs)
+
+
+#: Pacing functions by config name, in registration order (:func:`register_pacing`)
+PACINGS: dict[str, PacingFunction] = {}
+
+
+def register_pacing(name: str, function: Callable[..., np.ndarray], *, knobs: Mapping[str, Any],
+                    mode: str = "fraction", citation: str = "") -> PacingFunction:
+    """Register a pacing function under ``name`` (a config ``pacing.name``); returns its entry.
+
+    * ``function(step, **knobs) -> np.ndarray``: vectorised in ``step`` (0-based optimiser updates, a number or an
+      array; :func:`_steps` checks it), float64 of the shape of ``step``, in (0, 1], non-decreasing, and 1 from
+      ``T`` on; it raises ValueError for knob values it refuses (checked at start-up, at step 0).
+    * ``knobs``: ``{knob: default}``, the keyword arguments a spec may set (no other key is accepted) and their
+      defaults. A knob named ``T`` or ``T0`` is a step count: the config gives it as a fraction (<= 1) of the
+      curriculum's length or an absolute count (:func:`resolve_steps`), and ``function`` receives steps.
+    * ``mode``: how the value selects training data (:func:`pace_mode`): ``"fraction"`` of the easiest-sorted data
+      (Penha) or ``"threshold"`` on the difficulty value (Su); a spec's ``select`` overrides it.
+    * ``citation``: the paper and table or equation it implements.
+
+    A name registered twice, a mode not in ``fraction``/``threshold``, a knob ``name``/``select`` or knobs
+    ``function`` does not take are a ValueError (:func:`unregister_pacing` first).
+    """
+    if name in PACINGS:
+        raise ValueError(f"pacing function {name!r} is already registered")
+    if mode not in _MODES:
+        raise ValueError(f"pacing {name}: mode must be one of {list(_MODES)}, got {mode!r}")
+    clash = sorted(set(knobs) & set(_SPEC_KEYS))
+    if clash:
+        raise ValueError(f"pacing {name}: {clash} are keys of the pacing spec, not knobs")
+    try:
+        inspect.signature(function).bind(0, **knobs)
+    except TypeError as err:
+        raise ValueError(f"pacing {name}: the function does not take the knobs {sorted(knobs)} ({err})") from None
+    entry = PacingFunction(name, function, MappingProxyType(dict(knobs)), mode, citation)
+    PACINGS[name] = entry
+    return entry
+
+
+def unregister_pacing(name: str) -> PacingFunction:
+    """Remove a registered pacing function (tests registering a toy one clean up with this); returns it."""
+    if name not in PACINGS:
+        raise ValueError(f"unknown pacing function {name!r}; known: {sorted(PACINGS)}")
+    return PACINGS.pop(name)
+
+
+_PENHA = {"delta": 0.33, "T": 0.9}  # Penha & Hauff §4: delta = 0.33, T = 90% of the training steps
+_TABLE3 = "Penha & Hauff 2020, Table 3"
+register_pacing("standard", standard, knobs=_PENHA, citation=f"{_TABLE3} (baseline_training)")
+register_pacing("step", step_pace, knobs={**_PENHA, "groups": 3}, citation=_TABLE3)
+register_pacing("linear", linear, knobs=_PENHA, citation=_TABLE3)
+register_pacing("root_n", root, knobs={**_PENHA, "n": 2}, citation=_TABLE3)
+# root with n fixed (Penha's Fig. 2 names)
+register_pacing("root_2", partial(root, n=2), knobs=_PENHA, citation=_TABLE3)
+register_pacing("root_5", partial(root, n=5), knobs=_PENHA, citation=_TABLE3)
+register_pacing("root_10", partial(root, n=10), knobs=_PENHA, citation=_TABLE3)
+register_pacing("geom_progression", geom_progression, knobs=_PENHA, citation=_TABLE3)
+# Su's corpus-level f_p, a threshold on the corpus difficulty f_d (Algorithm 1, line 2)
+register_pacing("hcl", hcl_corpus_pace, knobs={"r0": 0.4, "T0": 0.1, "T": 0.9}, mode="threshold",
+                citation="Su et al. 2021, §3.2")
 
 
 def resolve_steps(value: float, total_steps: int) -> int:
@@ -254,7 +309,7 @@ def _pacing_name(spec: Mapping[str, Any]) -> str:
     name = spec.get("name")
     if name not in PACINGS:
         raise ValueError(f"unknown pacing function {name!r}; known: {sorted(PACINGS)}")
-    _check_spec(spec, _DEFAULTS[name], _SPEC_KEYS, f"pacing {name!r}")
+    _check_spec(spec, PACINGS[name].knobs, _SPEC_KEYS, f"pacing {name!r}")
     return name
 
 
@@ -285,7 +340,7 @@ def resolve_pacing(spec: Mapping[str, Any], total_steps: int) -> Pacing:
     ``T0 = 0.1``, ``T = 0.9``. Raises ``ValueError`` for an unknown name or key, listing the known ones, and for
     parameters the function refuses (checked here, at step 0, so a bad spec fails before training)."""
     name = _pacing_name(spec)
-    kwargs: dict[str, Any] = {**_DEFAULTS[name], **{k: v for k, v in spec.items() if k not in _SPEC_KEYS}}
+    kwargs: dict[str, Any] = {**PACINGS[name].knobs, **{k: v for k, v in spec.items() if k not in _SPEC_KEYS}}
     for key in _STEP_KEYS:
         if key in kwargs:
             kwargs[key] = resolve_steps(kwargs[key], total_steps)
@@ -302,7 +357,7 @@ def pace_mode(spec: Mapping[str, Any]) -> str:
     difficulty ``f_d <= f_p(t)``. A ``select: fraction|threshold`` key in ``spec`` overrides the default.
     """
     name = _pacing_name(spec)
-    mode = spec.get("select", "threshold" if name == "hcl" else "fraction")
+    mode = spec.get("select", PACINGS[name].mode)
     if mode not in _MODES:
         raise ValueError(f"unknown select mode {mode!r}; known: {list(_MODES)}")
     return mode
@@ -342,3 +397,6 @@ def resolve_instance_pacing(spec: Mapping[str, Any], total_steps: int) -> Instan
                           resolve_steps(params["T"], total_steps))
 
 
+# a plugin module named by the config's `plugins` registers its pacing functions in a job's process too
+# (curricula.plugins)
+load_environment_plugins()

@@ -14,31 +14,37 @@ from these rows:
   two rows' ``f_raw`` by :func:`curricula.difficulty.macavaney.pairwise`.
 
 Which BM25 list defines MacAvaney's rank and score is the ``bm25_list`` knob
-(:func:`curricula.difficulty.macavaney.bm25_lists`). With ``bm25_list: run`` the pair-level functions are also
-scored on the BM25 run's pairs of the training queries (:func:`scores_run_pairs`), so that an experiment with
-``negatives.mode: bm25`` can weigh every negative it draws (MacAvaney §4.3: negatives from the BM25 top 100); the
-query-level functions keep the candidate pairs, and the joined table gives them their query's value on those rows.
+(:func:`curricula.difficulty.macavaney.bm25_lists`). With ``bm25_list: run`` the functions registered with
+``run_pairs`` (MacAvaney's) are also scored on the BM25 run's pairs of the training queries
+(:func:`scores_run_pairs`), so that an experiment with ``negatives.mode: bm25`` can weigh every negative it draws
+(MacAvaney §4.3: negatives from the BM25 top 100); the query-level functions keep the candidate pairs, and the
+joined table gives them their query's value on those rows.
 
-Each function is registered once, below, with its paper, level, inputs, knobs and computation
-(:func:`curricula.difficulty.registry.register`); adding a function is one more ``register(...)`` call.
+Each function is registered once, below, with its paper, level, inputs, knobs, the orientation and range of its
+raw value, whether it scores the run's pairs, and its computation (:func:`curricula.difficulty.registry.register`);
+adding a function is one more ``register(...)`` call (here, or in a plugin module the config's ``plugins`` names).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from curricula.data.ingest import candidate_pairs, read_ingest
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+from curricula.data.ingest import candidate_pairs
 from curricula.difficulty import hcl, macavaney, penha
 from curricula.difficulty.macavaney import BM25_LISTS, bm25_lists
 from curricula.difficulty.registry import (
     FUNCTIONS,
     INPUT_TABLES,
+    ORIENTATIONS,
     DifficultyFunction,
     Inputs,
     check_names,
@@ -47,20 +53,19 @@ from curricula.difficulty.registry import (
     register,
     unregister,
 )
+from curricula.plugins import load_environment_plugins
 from curricula.plumbing.contracts import (
     CANDIDATE_SCORES,
     RUN,
     TEACHER_SCORES,
     VECTORS,
     TableSpec,
-    read_table,
-    write_table,
 )
 
 __all__ = [
     "BM25_LISTS", "FUNCTIONS", "INPUT_TABLES", "DifficultyFunction", "Inputs", "bm25_lists", "check_names",
-    "combine_difficulty",
-    "difficulty_function_stage", "difficulty_spec", "difficulty_stage", "difficulty_table", "function_knobs",
+    "combine_difficulty", "ORIENTATIONS",
+    "INPUT_SPECS", "difficulty_spec", "difficulty_table", "function_difficulty", "function_knobs", "log_difficulty",
     "lookup", "needed_inputs", "pair_level", "register", "scores_run_pairs", "spearman_matrix", "unregister",
 ]
 
@@ -89,27 +94,37 @@ def _heuristic(name: str) -> Callable[[Inputs], pl.DataFrame]:
 
 
 PENHA = "Penha & Hauff 2020, Table 2"
-register("random", PENHA, level="query", uses_seed=True,
+COUNT = (0.0, math.inf)  # a count, a mean count, a standard deviation or a loss: never negative, no upper bound
+register("random", PENHA, level="query", uses_seed=True, raw_range=(0.0, 1.0),
          compute=lambda x: penha.by_rank(penha.random(x.pairs, x.knobs["seed"]), x.pairs))
-register("turns", PENHA, level="query", compute=lambda x: penha.by_rank(penha.turns(x.queries), x.pairs))
-register("u_words", PENHA, level="query", compute=lambda x: penha.by_rank(penha.u_words(x.queries), x.pairs))
-register("r_words", PENHA, level="query", compute=lambda x: penha.by_rank(penha.r_words(x.pairs, x.docs), x.pairs))
-register("sigma_sm", PENHA, level="query", knobs=("sm_words", "sm_model"),
+register("turns", PENHA, level="query", raw_range=COUNT,
+         compute=lambda x: penha.by_rank(penha.turns(x.queries), x.pairs))
+register("u_words", PENHA, level="query", raw_range=COUNT,
+         compute=lambda x: penha.by_rank(penha.u_words(x.queries), x.pairs))
+register("r_words", PENHA, level="query", raw_range=COUNT,
+         compute=lambda x: penha.by_rank(penha.r_words(x.pairs, x.docs), x.pairs))
+register("sigma_sm", PENHA, level="query", knobs=("sm_words", "sm_model"), raw_range=COUNT,
          compute=lambda x: penha.by_rank(_sigma_sm(x), x.pairs))
-register("sigma_bm25", PENHA, level="query", inputs=("candidate_scores",),
+register("sigma_bm25", PENHA, level="query", inputs=("candidate_scores",), raw_range=COUNT,
          compute=lambda x: penha.by_rank(penha.sigma_bm25(x.pairs, x.tables["candidate_scores"]), x.pairs))
-register("bert_pred", PENHA, level="query", inputs=("teacher",),
+register("bert_pred", PENHA, level="query", inputs=("teacher",), raw_range=(-1.0, 1.0),
          compute=lambda x: penha.by_rank(penha.bert_pred(x.pairs, x.tables["teacher"]), x.pairs))
-register("bert_loss", PENHA, level="query", inputs=("teacher",),
+register("bert_loss", PENHA, level="query", inputs=("teacher",), raw_range=COUNT,
          compute=lambda x: penha.by_rank(penha.bert_loss(x.pairs, x.tables["teacher"]), x.pairs))
-# the BM25 list is the candidates' scores, or the BM25 run's when bm25_list is "run"
+# raw = MacAvaney's heuristic h in [0, 1] (1 = ranked high); the BM25 list is the candidates' scores, or the BM25
+# run's when bm25_list is "run", and then the run's training pairs are scored too
 register("recip", "MacAvaney et al. 2020, eq. 5-7", level="pair", inputs=("candidate_scores",),
-         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("recip"))
+         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("recip"),
+         orientation="relevance", raw_range=(0.0, 1.0), run_pairs=True)
 register("norm", "MacAvaney et al. 2020, eq. 8-9", level="pair", inputs=("candidate_scores",),
-         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("norm"))
+         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("norm"),
+         orientation="relevance", raw_range=(0.0, 1.0), run_pairs=True)
 register("kde", "MacAvaney et al. 2020, eq. 10-11", level="pair", inputs=("candidate_scores",),
-         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("kde"))
+         conditional_inputs={"run": {"bm25_list": "run"}}, knobs=("bm25_list",), compute=_heuristic("kde"),
+         orientation="relevance", raw_range=(0.0, 1.0), run_pairs=True)
+# raw = the similarity G(c, r+), a cosine: larger is easier
 register("hcl_corpus", "Su et al. 2021, eq. 2", level="query", inputs=("query_vectors", "doc_vectors"),
+         orientation="easier", raw_range=(-1.0, 1.0),
          compute=lambda x: hcl.hcl_corpus(x.pairs, x.tables["query_vectors"], x.tables["doc_vectors"]))
 
 
@@ -128,7 +143,7 @@ def needed_inputs(functions: Sequence[str], bm25_list: str = "candidates", *,
 
 def difficulty_spec(functions: Sequence[str]) -> TableSpec:
     """The table contract for a given list of functions (column set depends on the config)."""
-    cols: dict[str, pl.DataType] = {"qid": pl.String, "docid": pl.String, "rel": pl.Int32}
+    cols: dict[str, PolarsDataType] = {"qid": pl.String, "docid": pl.String, "rel": pl.Int32}
     for f in functions:
         cols[f"{f}_raw"] = pl.Float64
         cols[f] = pl.Float64
@@ -160,16 +175,17 @@ def difficulty_table(
     values = {"seed": seed, "bm25_list": bm25_list, "sm_words": sm_words, "sm_model": sm_model, **(knobs or {})}
     given = {"candidate_scores": candidate_scores, "run": run, "teacher": teacher, "query_vectors": query_vectors,
              "doc_vectors": doc_vectors}
+    present = {name: table for name, table in given.items() if table is not None}
     check_names(functions, "difficulty functions")
     base = pairs.select("qid", "docid", pl.col("rel").cast(pl.Int32)).sort("qid", "docid")
     out = base
     for f in functions:
         fn = FUNCTIONS[f]
         need = fn.needed_inputs(values)
-        absent = sorted(name for name in need if given.get(name) is None)
+        absent = sorted(name for name in need if name not in present)
         if absent:
             raise ValueError(f"difficulty {f}: needs the table(s) {absent}")
-        frame = fn.compute(Inputs(base, queries, docs, {name: given[name] for name in need}, fn.knob_values(values)))
+        frame = fn.compute(Inputs(base, queries, docs, {name: present[name] for name in need}, fn.knob_values(values)))
         cols = [*fn.key, f"{f}_raw", f]
         lacking = [c for c in cols if c not in frame.columns]
         if lacking:
@@ -210,16 +226,17 @@ def function_knobs(function: str, cfg: Mapping[str, Any], seed: int) -> dict[str
 
 def scores_run_pairs(function: str, knobs: Mapping[str, Any]) -> bool:
     """Whether ``function``'s training table also covers the BM25 run's pairs of the training queries
-    (:func:`curricula.difficulty.macavaney.with_run_pairs`): a pair-level function that reads the run under its
-    knobs ``knobs`` (:func:`function_knobs`), i.e. MacAvaney's ``recip``, ``norm`` and ``kde`` with
+    (:func:`curricula.difficulty.macavaney.with_run_pairs`): a function registered with ``run_pairs`` whose knobs
+    ``knobs`` (:func:`function_knobs`) read the run, i.e. MacAvaney's ``recip``, ``norm`` and ``kde`` with
     ``bm25_list: run``, so that the trainer can weigh the negatives ``negatives.mode: bm25`` draws from the run."""
     fn = lookup(function)
-    return fn.pair_level and "run" in fn.needed_inputs(knobs) and "candidate_scores" in fn.needed_inputs(knobs)
+    return fn.run_pairs and "run" in fn.needed_inputs(knobs)
 
 
-def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Path, function: str,
-                              knobs: Mapping[str, Any], relevant_min: int = 1, split: str = "train") -> pl.DataFrame:
-    """Rule ``difficulty_function``: one scoring function over the training pairs (qid, docid, rel, f_raw, f).
+def function_difficulty(ingest: Mapping[str, pl.DataFrame], extra: Mapping[str, pl.DataFrame], function: str,
+                        knobs: Mapping[str, Any], relevant_min: int = 1, split: str = "train") -> pl.DataFrame:
+    """One scoring function's table over the training pairs (qid, docid, rel, f_raw, f; rule
+    ``difficulty_function``), its size and ranges logged.
 
     ``split="test"`` scores the test pairs instead (rule ``difficulty_test``, for the report's figures of test
     effectiveness by difficulty bucket); rank-based difficulties are then ranks among the test queries.
@@ -230,20 +247,17 @@ def difficulty_function_stage(data: Mapping[str, str | Path], out_path: str | Pa
     bm25`` draws (:func:`curricula.difficulty.macavaney.with_run_pairs`; non-relevant rows, so the curriculum's
     instances, the relevant rows, are unchanged).
 
-    ``data`` names the ingest tables (queries, docs, qrels, candidates) and the extra tables this function needs
-    (:func:`needed_inputs`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function
-    to the config computes only that function, and a function's table changes only when its own inputs do.
+    ``ingest`` holds the ingest frames (queries, docs, qrels, candidates; :func:`curricula.data.ingest.read_ingest`),
+    ``extra`` the extra tables this function needs (:func:`needed_inputs`, each read with its contract in
+    :data:`INPUT_SPECS`); ``knobs`` is :func:`function_knobs`. One job per function means adding a function to the
+    config computes only that function, and a function's table changes only when its own inputs do.
     """
-    ingest = read_ingest(data)
-    queries, docs = ingest["queries"], ingest["docs"]
     pairs = candidate_pairs(ingest, splits=(split,), relevant_min=relevant_min)
-    extra = {name: read_table(data[name], INPUT_SPECS[name])
-             for name in needed_inputs([function], knobs=knobs)}
+    tables: dict[str, Any] = dict(extra)
     if split == "train" and scores_run_pairs(function, knobs):
-        pairs, extra["candidate_scores"] = macavaney.with_run_pairs(pairs, extra["run"], ingest["qrels"],
-                                                                    extra["candidate_scores"], relevant_min)
-    table = difficulty_table(pairs, queries, docs, [function], knobs=knobs, **extra)
-    write_table(table, out_path, difficulty_spec([function]))
+        pairs, tables["candidate_scores"] = macavaney.with_run_pairs(pairs, tables["run"], ingest["qrels"],
+                                                                     tables["candidate_scores"], relevant_min)
+    table = difficulty_table(pairs, ingest["queries"], ingest["docs"], [function], knobs=knobs, **tables)
     log.info("difficulty %s (%s): %d pairs of %d queries; difficulty mean %.3f, raw range [%.4g, %.4g]",
              function, split, table.height, table["qid"].n_unique(), table[function].mean(),
              table[f"{function}_raw"].min(), table[f"{function}_raw"].max())
@@ -288,14 +302,15 @@ def combine_difficulty(tables: Sequence[pl.DataFrame], functions: Sequence[str])
     return out.sort("qid", "docid")
 
 
-def difficulty_stage(paths: Mapping[str, str | Path], out_path: str | Path, functions: Sequence[str]) -> pl.DataFrame:
-    """Rule ``difficulty``: join the per-function tables into ``difficulty/difficulty.parquet``; log Spearman."""
-    functions = list(functions)
-    table = combine_difficulty([read_table(paths[f], difficulty_spec([f])) for f in functions], functions)
-    write_table(table, out_path, difficulty_spec(functions))
+def log_difficulty(table: pl.DataFrame, functions: Sequence[str]) -> None:
+    """Log the joined difficulty table's size (rule ``difficulty``, :func:`combine_difficulty`) and the Spearman
+    correlation of its functions' difficulties over the training pairs: how far the functions agree on what is hard."""
     log.info("difficulty: %d training pairs of %d queries, functions %s", table.height, table["qid"].n_unique(),
              functions)
     with pl.Config(tbl_rows=-1, tbl_cols=-1, float_precision=2, tbl_width_chars=250):
         log.info("Spearman correlation of the difficulties over the training pairs:\n%s",
                  spearman_matrix(table, functions))
-    return table
+
+
+# a plugin module named by the config's `plugins` registers its functions in a job's process too (curricula.plugins)
+load_environment_plugins()

@@ -23,7 +23,7 @@ candidates by their Lucene BM25 scores (the re-ranking pool the ranker trains on
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TypeVar, cast, overload
 
 import numpy as np
 import polars as pl
@@ -191,14 +191,24 @@ def _kde_rows(out: NDArray[np.float64], rows: NDArray[np.int64], x: NDArray[np.f
 
 
 # ------------------------------------------------------------------------------------------- D (ease) forms
-def pointwise(h: Num, relevant: ArrayLike | pl.Series | pl.Expr) -> Num:
+@overload
+def pointwise(h: pl.Expr, relevant: pl.Series | pl.Expr) -> pl.Expr: ...
+@overload
+def pointwise(h: float | NDArray[np.float64] | pl.Series, relevant: pl.Expr) -> pl.Expr: ...
+@overload
+def pointwise(h: pl.Series, relevant: ArrayLike | pl.Series) -> pl.Series: ...
+@overload
+def pointwise(h: float | NDArray[np.float64], relevant: ArrayLike) -> NDArray[np.float64]: ...
+def pointwise(h: float | NDArray[np.float64] | pl.Series | pl.Expr,
+              relevant: ArrayLike | pl.Series | pl.Expr) -> NDArray[np.float64] | pl.Series | pl.Expr:
     """Eq. 6 / 8 / 10: D_point = h for a relevant doc (s > 0), 1 - h for a non-relevant one; in [0, 1], 1 = easy.
 
     ``h`` is the doc's recip, norm or KDE value. Works on numpy arrays / scalars (returns float64 numpy) and on
     polars Series or expressions (``relevant`` a boolean Series / expression; returns the same kind).
     """
     if isinstance(h, pl.Expr) or isinstance(relevant, pl.Expr):
-        return pl.when(relevant).then(h).otherwise(1.0 - h)
+        # the overloads take an expression h only with a Series or expression relevant
+        return pl.when(cast("pl.Series | pl.Expr", relevant)).then(h).otherwise(1.0 - h)
     if isinstance(h, pl.Series):
         rel = relevant if isinstance(relevant, pl.Series) else pl.Series(np.asarray(relevant, dtype=bool))
         return pl.select(pl.when(rel).then(h).otherwise(1.0 - h)).to_series().alias(h.name)

@@ -4,7 +4,9 @@
 * ``convknrm``: ConvKNRM (Dai et al. 2018; MacAvaney et al. 2020 §4);
 * ``cnn_qa`` / ``lstm_qa``: the CNN and LSTM answer-selection networks of Wang et al. 2020 §3.
 
-Training, dev selection, evaluation and MC-dropout only use :func:`build_ranker`, :func:`load_ranker` and the
+Each is registered once, below (:func:`register_ranker`, :mod:`curricula.models.registry`): its class, knobs,
+learning rate and schedule; a new ranker is one more call (here, or in a plugin module the config's ``plugins``
+names). Training, dev selection, evaluation and MC-dropout only use :func:`build_ranker`, :func:`load_ranker` and the
 Ranker methods; nothing outside this package branches on the architecture. Beside the rankers: loading local Hugging
 Face checkpoints offline and choosing device and precision (:mod:`~curricula.models.hf`), and Penha & Hauff's teacher,
 the cross-encoder fine-tuned on the train split whose scores order BERT_pred and BERT_loss
@@ -13,40 +15,61 @@ the cross-encoder fine-tuned on the train split whose scores order BERT_pred and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curricula.models.registry import (
+    Knob,
+    RankerEntry,
+    RegistryNames,
+    RegistryView,
+    lookup_ranker,
+    register_ranker,
+    unregister_ranker,
+)
+from curricula.plugins import load_environment_plugins
+
 if TYPE_CHECKING:
     from curricula.models.base import Ranker
+    from curricula.training.spec import RankerSpec
 
-#: the architecture knobs of each ranker and their defaults (schema ``train.architecture``); the cross-encoder's
-#: knobs are ``model``, ``layers`` and ``max_length`` instead
-ARCHITECTURES: dict[str, dict[str, Any]] = {
-    "cross_encoder": {},
-    "convknrm": {"embeddings": "model", "freeze_embeddings": False, "query_length": 64, "doc_length": 64,
-                 "ngrams": [1, 2, 3], "channels": 128, "kernels": 11, "hidden": 128, "dropout": 0.0},
-    "cnn_qa": {"embeddings": "model", "freeze_embeddings": False, "query_length": 64, "doc_length": 64,
-               "channels": 128, "hidden": 128, "width": 5, "dropout": 0.5},
-    "lstm_qa": {"embeddings": "model", "freeze_embeddings": False, "query_length": 64, "doc_length": 64,
-                "channels": 128, "hidden": 128, "dropout": 0.5},
-}
-#: Adam learning rate of each ranker when the config leaves ``lr`` null (MacAvaney §4: 1e-3 for ConvKNRM;
-#: 5e-5 is Penha's BERT rate and the measured-good rate for the 6-layer MiniLM here)
-DEFAULT_LR = {"cross_encoder": 5.0e-5, "convknrm": 1.0e-3, "cnn_qa": 1.0e-3, "lstm_qa": 1.0e-3}
-#: learning-rate schedule of each ranker when the config leaves ``schedule`` null
-#: (curricula.training.core.schedule_factor):
-#: constant for ConvKNRM (MacAvaney §4 and OpenNIR: constant Adam, no warm-up); linear warm-up + decay for the
-#: cross-encoder (BERT fine-tuning) and for cnn_qa / lstm_qa, whose schedule Wang et al. 2020 §5.1.2 do not state
-DEFAULT_SCHEDULE = {"cross_encoder": "linear", "convknrm": "constant", "cnn_qa": "linear", "lstm_qa": "linear"}
-#: knobs a ranker also takes that stay out of a resolved architecture unless set (null = the behaviour from before
-#: they existed), so adding one changes no existing run's spec (nor its params for Snakemake)
-OPTIONAL_KNOBS: dict[str, tuple[str, ...]] = {name: ("embedding_dropout",)
-                                             for name in ("convknrm", "cnn_qa", "lstm_qa")}
-RANKERS = tuple(ARCHITECTURES)
+#: The built-in rankers, one :func:`register_ranker` call each: the class (a lazy path: no torch at import), the
+#: architecture knobs and their defaults (schema ``train.architecture``; the cross-encoder's knobs are ``model``,
+#: ``layers`` and ``max_length`` instead), the Adam learning rate when the config leaves ``lr`` null (MacAvaney §4:
+#: 1e-3 for ConvKNRM; 5e-5 is Penha's BERT rate and the measured-good rate for the 6-layer MiniLM here) and the
+#: learning-rate schedule when it leaves ``schedule`` null (curricula.training.core.schedule_factor): constant for
+#: ConvKNRM (MacAvaney §4 and OpenNIR: constant Adam, no warm-up); linear warm-up + decay for the cross-encoder (BERT
+#: fine-tuning) and for cnn_qa / lstm_qa, whose schedule Wang et al. 2020 §5.1.2 do not state. ``embedding_dropout``
+#: (default None) stays out of a resolved architecture unless set, so adding it changed no existing run's params.
+_TWO_SIDED = {"embeddings": "model", "freeze_embeddings": False, "query_length": 64, "doc_length": 64}
+register_ranker("cross_encoder", "curricula.models.cross_encoder:CrossEncoderRanker", lr=5.0e-5, schedule="linear",
+                citation="Penha & Hauff 2020; MacAvaney et al. 2020 (Vanilla BERT); Su et al. 2021",
+                spec_knobs=("model", "layers", "max_length"))
+register_ranker("convknrm", "curricula.models.convknrm:ConvKNRMRanker", lr=1.0e-3, schedule="constant",
+                knobs={**_TWO_SIDED, "ngrams": [1, 2, 3], "channels": 128, "kernels": 11, "hidden": 128,
+                       "dropout": 0.0, "embedding_dropout": None},
+                citation="Dai et al. 2018; MacAvaney et al. 2020 §4")
+register_ranker("cnn_qa", "curricula.models.qa:CNNQARanker", lr=1.0e-3, schedule="linear",
+                knobs={**_TWO_SIDED, "channels": 128, "hidden": 128, "width": 5, "dropout": 0.5,
+                       "embedding_dropout": None},
+                citation="Wang et al. 2020 §3 (Severyn & Moschitti 2015)")
+register_ranker("lstm_qa", "curricula.models.qa:LSTMQARanker", lr=1.0e-3, schedule="linear",
+                knobs={**_TWO_SIDED, "channels": 128, "hidden": 128, "dropout": 0.5, "embedding_dropout": None},
+                citation="Wang et al. 2020 §3 (Tan et al. 2015)")
 
-__all__ = ["ARCHITECTURES", "DEFAULT_LR", "DEFAULT_SCHEDULE", "RANKERS", "Ranker", "build_ranker", "load_ranker",
-           "ranker_class", "resolve_architecture", "score_pair_frame", "score_pair_rows", "score_pairs"]
+#: {ranker: its architecture knobs and their defaults} (optional knobs left out), live over the registry
+ARCHITECTURES: Mapping[str, dict[str, Any]] = RegistryView(lambda entry: entry.defaults)
+#: {ranker: its learning rate when the config leaves ``lr`` null}
+DEFAULT_LR: Mapping[str, float] = RegistryView(lambda entry: entry.lr)
+#: {ranker: its learning-rate schedule when the config leaves ``schedule`` null}
+DEFAULT_SCHEDULE: Mapping[str, str] = RegistryView(lambda entry: entry.schedule)
+#: the registered rankers' names (a ranker a plugin registers later is in it)
+RANKERS: Sequence[str] = RegistryNames()
+
+__all__ = ["ARCHITECTURES", "DEFAULT_LR", "DEFAULT_SCHEDULE", "RANKERS", "Knob", "Ranker", "RankerEntry",
+           "build_ranker", "load_ranker", "lookup_ranker", "ranker_class", "register_ranker", "resolve_architecture",
+           "score_pair_frame", "score_pair_rows", "score_pairs", "unregister_ranker"]
 
 
 def __getattr__(name: str):
@@ -58,39 +81,38 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def ranker_class(name: str) -> type[Ranker]:
-    """The class of a ranker name (imports torch)."""
-    if name not in ARCHITECTURES:
-        raise ValueError(f"unknown ranker {name!r}; known: {list(RANKERS)}")
-    from curricula.models.convknrm import ConvKNRMRanker
-    from curricula.models.cross_encoder import CrossEncoderRanker
-    from curricula.models.qa import CNNQARanker, LSTMQARanker
-
-    return {cls.name: cls for cls in (CrossEncoderRanker, ConvKNRMRanker, CNNQARanker, LSTMQARanker)}[name]
+def ranker_class(name: str | None) -> type[Ranker]:
+    """The class of a ranker name (imports torch); an unknown name (or None) is a ValueError listing the known
+    ones."""
+    return lookup_ranker(name).ranker_class()
 
 
 def resolve_architecture(name: str, arch: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The architecture knobs ``name`` uses with its defaults for those absent or null ({} for the cross-encoder).
+    """The architecture knobs ``name`` uses with its defaults for those absent or null ({} for the cross-encoder),
+    then its optional knobs that are set (:attr:`curricula.models.registry.Knob.optional`).
 
-    Raises ValueError for a knob the ranker does not have (e.g. ``kernels`` for ``lstm_qa``).
+    Raises ValueError for an unknown ranker or a knob the ranker does not have (e.g. ``kernels`` for ``lstm_qa``).
     """
-    if name not in ARCHITECTURES:
-        raise ValueError(f"unknown ranker {name!r}; known: {list(RANKERS)}")
-    defaults = ARCHITECTURES[name]
-    given = {k: v for k, v in (arch or {}).items() if v is not None}
-    unknown = sorted(set(given) - set(defaults) - set(OPTIONAL_KNOBS.get(name, ())))
-    if unknown:
-        raise ValueError(f"architecture knob(s) {unknown} do not apply to ranker {name!r} "
-                         f"(its knobs: {sorted(defaults) or 'none; use model, layers, max_length'})")
-    return {**defaults, **given}
+    return lookup_ranker(name).architecture(arch)
 
 
-def build_ranker(spec: Mapping[str, Any], seed: int) -> Ranker:
-    """A new, untrained ranker for a train spec (``ranker``, ``model``, ``layers``, ``max_length``, ``architecture``).
+def build_ranker(spec: RankerSpec, seed: int) -> Ranker:
+    """A new, untrained ranker for a ranker spec (``ranker``, ``model``, ``layers``, ``max_length``,
+    ``architecture``).
 
     Every random initialisation is seeded with ``seed``: the same spec and seed give the same weights.
     """
-    return ranker_class(spec.get("ranker", "cross_encoder")).build(spec, seed)
+    return ranker_class(spec.ranker).build(spec, seed)
+
+
+def saved_ranker_class(folder: str | Path) -> type[Ranker]:
+    """The class of a saved ranker folder: the one its ``ranker.json`` names, else the cross-encoder (a bare Hugging
+    Face checkpoint); what a job needs to know (e.g. whether it is a transformer) before loading the weights."""
+    from curricula.models.cross_encoder import CrossEncoderRanker
+    from curricula.models.text import read_ranker_json
+
+    config = read_ranker_json(Path(folder))
+    return CrossEncoderRanker if config is None else ranker_class(config.get("ranker"))
 
 
 def load_ranker(folder: str | Path, device=None, max_length: int | None = None) -> Ranker:
@@ -104,8 +126,12 @@ def load_ranker(folder: str | Path, device=None, max_length: int | None = None) 
 
     config = read_ranker_json(folder)
     if config is None:
-        ranker = CrossEncoderRanker.load(folder, None, max_length)
+        ranker: Ranker = CrossEncoderRanker.load(folder, None, max_length)
     else:
         ranker = ranker_class(config.get("ranker")).load(folder, config)
     ranker.eval()
     return ranker.to(device) if device is not None else ranker
+
+
+# a plugin module named by the config's `plugins` registers its rankers in a job's process too (curricula.plugins)
+load_environment_plugins()
