@@ -2,10 +2,10 @@
 
 Trains a teacher on a finished run's ingest tables (``--root``: ``results/<dataset>``) with the config's ``teacher``
 section, a seed (``--seed``) and optional overrides (``--layers``, ``--pooling``, ``--lr``), scores the candidates as
-the pipeline does (``teacher_train_stage``, ``teacher_score_stage``), computes BERT_pred (Penha Table 2) on the
-training queries and prints its Spearman correlation with the run's own ``difficulty/functions/bert_pred.parquet``
-and with any other BERT_pred tables given (``--compare``). A second seed of the run's own teacher gives the
-reference: how much the order moves when only the teacher's seed does.
+the pipeline does (:mod:`curricula.stages.teacher`: ``teacher_train``, ``teacher_score_shard``), computes BERT_pred
+(Penha Table 2) on the training queries and prints its Spearman correlation with the run's own
+``difficulty/functions/bert_pred.parquet`` and with any other BERT_pred tables given (``--compare``). A second seed
+of the run's own teacher gives the reference: how much the order moves when only the teacher's seed does.
 
     .venv/bin/python analyses/teacher_agreement.py --root <run>/results/chitchat --seed 43 --out /tmp/teacher43 \\
         [--layers 4 --pooling mean --lr 2e-4] [--compare other/difficulty/functions/bert_pred.parquet ...]
@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO))
 
 from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest  # noqa: E402
 from curricula.difficulty.penha import bert_pred  # noqa: E402
-from curricula.models.teacher import teacher_config, teacher_score_stage, teacher_train_stage  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.plumbing.layout import Layout  # noqa: E402
+from curricula.stages.teacher import teacher_score_shard, teacher_train  # noqa: E402
 
 
 def per_query(path: Path) -> pl.DataFrame:
@@ -50,15 +50,17 @@ def main() -> None:
     cfg = load_config(args.config)
     overrides = {k: v for k, v in {"layers": args.layers, "pooling": args.pooling, "lr": args.lr,
                                    "threads": args.threads}.items() if v is not None}
-    teacher = teacher_config(dict(cfg["teacher"], **overrides), args.seed)
+    teacher = dict(cfg["teacher"], **overrides)
     layout = Layout.at(args.root)
     data = {name: Path(layout.data(name)) for name in INGEST_TABLES}
     relevant_min = cfg["dataset"]["relevant_min"]
     args.out.mkdir(parents=True, exist_ok=True)
     if not (args.out / "model").exists():
-        teacher_train_stage(data, args.out / "model", teacher, relevant_min)
+        teacher_train(data, {"model": args.out / "model"}, teacher=teacher, seed=args.seed, relevant_min=relevant_min,
+                      threads=teacher["threads"])
     if not (args.out / "scores.parquet").exists():
-        teacher_score_stage(data, args.out / "model", args.out / "scores.parquet", teacher, relevant_min)
+        teacher_score_shard({**data, "model": args.out / "model"}, {"scores": args.out / "scores.parquet"},
+                            teacher=teacher, seed=args.seed, relevant_min=relevant_min, threads=teacher["threads"])
     pairs = candidate_pairs(read_ingest(data), splits=("train",), relevant_min=relevant_min)
     new = bert_pred(pairs, pl.read_parquet(args.out / "scores.parquet")).rename({"bert_pred_raw": "new"})
     tables = {"the run's teacher": Path(layout.difficulty_function("bert_pred"))}

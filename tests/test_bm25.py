@@ -244,16 +244,16 @@ def tuning(tmp_path_factory) -> dict:
     scores of the stage (query_turns=2, so the turns path is exercised), and the frames tune() takes."""
     from curricula.data import chitchat
     from curricula.data.ingest import ingest_paths, write_ingest
-    from curricula.retrieval import stages as precompute
+    from curricula.stages import bm25 as bm25_stages
 
     root = tmp_path_factory.mktemp("bm25_tune")
     data = chitchat.load({}, max_instances=TUNE_CAPS, seed=5, max_context_turns=6).validate("chitchat")
     paths = ingest_paths(root / "data")
     write_ingest(data, paths)
     index_dir, scores = root / "bm25" / "index", root / "bm25" / "candidate_scores.parquet"
-    precompute.bm25_index_stage(paths["docs"], index_dir, threads=2, heap="1g")
-    precompute.bm25_candidates_stage(index_dir, paths["queries"], paths["candidates"], scores, query_turns=2,
-                                     heap="1g")
+    bm25_stages.bm25_index(paths, {"index": index_dir}, threads=2, heap="1g")
+    bm25_stages.bm25_candidate_scores_shard({**paths, "index": index_dir}, {"scores": scores},
+                                            bm25={"k1": 0.9, "b": 0.4, "query_turns": 2, "heap": "1g"})
     queries = data.queries
     return {"root": root, "paths": paths, "index": index_dir, "scores": scores,
             "queries": bm25.query_text(queries, 2).join(queries.select("qid", "split"), on="qid"),
@@ -312,15 +312,17 @@ def test_test_qrels_and_candidates_never_influence_the_choice(tuning):
 
 
 def test_default_grid_point_reproduces_the_candidate_scores_stage(tuning):
-    """The bm25_tune stage at the default (k1, b) builds the query text like bm25_candidates_stage (query_turns)
-    and gives exactly bm25/candidate_scores.parquet's dev (and test) scores."""
+    """The bm25_tune stage at the default (k1, b) builds the query text like the bm25_candidate_scores_shard stage
+    (query_turns) and gives exactly bm25/candidate_scores.parquet's dev (and test) scores."""
     from curricula.plumbing.contracts import QUERIES, read_table
-    from curricula.retrieval import stages as precompute
+    from curricula.stages.bm25 import bm25_tune
 
     out = tuning["root"] / "bm25" / "tuned"
-    got = precompute.bm25_tune_stage(
-        tuning["index"], tuning["paths"], out / "grid.parquet", out / "candidate_scores.parquet",
-        tune={"k1": [bm25.ANSERINI_K1], "b": [bm25.ANSERINI_B], "measure": "AP"}, query_turns=2, heap="1g")
+    got = bm25_tune(
+        {**tuning["paths"], "index": tuning["index"]},
+        {"grid": out / "grid.parquet", "scores": out / "candidate_scores.parquet"},
+        tune={"k1": [bm25.ANSERINI_K1], "b": [bm25.ANSERINI_B], "measure": "AP"}, default={"k1": 0.9, "b": 0.4},
+        bm25={"query_turns": 2, "heap": "1g"})
     assert (got["k1"], got["b"]) == (bm25.ANSERINI_K1, bm25.ANSERINI_B)
     queries = read_table(tuning["paths"]["queries"], QUERIES)
     tuned = read_table(out / "candidate_scores.parquet", CANDIDATE_SCORES)

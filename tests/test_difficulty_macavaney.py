@@ -212,7 +212,7 @@ def test_heuristic_subsets_and_difficulty_from_ease():
 # ------------------------------------------------------------------------------------------- bm25_list: run
 def bm25_run_fixture(tmp_path):
     """Ingest tables of two training queries and a dev one, their candidates' BM25 scores and a BM25 run, written
-    where :func:`curricula.difficulty.difficulty_function_stage` reads them. The training pool is d1-d4 (the train
+    where :func:`curricula.stages.difficulty.difficulty_function` reads them. The training pool is d1-d4 (the train
     queries' candidates); d6 is a dev doc, which a training negative never is."""
     from curricula.plumbing.contracts import CANDIDATE_SCORES, CANDIDATES, DOCS, QRELS, QUERIES, RUN, write_table
 
@@ -246,11 +246,12 @@ def test_bm25_list_run_scores_the_training_queries_run_pairs_with_eq5(tmp_path):
     """With bm25_list: run, recip's training table holds every (training query, pool doc) of the BM25 run, with
     raw = 1 / rank (eq. 5) and difficulty = 1 - D_point (eq. 6, 1 = hardest); a query-level function, the test
     split and bm25_list: candidates keep the candidate pairs; the joined table spreads the query's value."""
-    from curricula.difficulty import combine_difficulty, difficulty_function_stage, scores_run_pairs
+    from curricula.difficulty import combine_difficulty, scores_run_pairs
+    from curricula.stages.difficulty import difficulty_function
 
     paths = bm25_run_fixture(tmp_path)
     run_knobs = {"bm25_list": "run"}
-    recip = difficulty_function_stage(paths, tmp_path / "recip.parquet", "recip", run_knobs)
+    recip = difficulty_function(paths, {"table": tmp_path / "recip.parquet"}, function="recip", knobs=run_knobs)
     want = {  # (rel, raw = 1 / rank, difficulty = 1 - D_point)
         ("q1", "d1"): (1, 1 / 2, 1 / 2),  # relevant at rank 2: D = recip = 1/2
         ("q1", "d2"): (0, 1 / 4, 1 / 4),  # candidate at rank 4: D = 1 - 1/4, difficulty 1/4
@@ -269,7 +270,7 @@ def test_bm25_list_run_scores_the_training_queries_run_pairs_with_eq5(tmp_path):
     assert not scores_run_pairs("turns", {})
 
     # the run-only rows' scores are the run's: norm of q1's d4 = 1 (the top of [3, 9]), d3 = 0 (the bottom)
-    norm = difficulty_function_stage(paths, tmp_path / "norm.parquet", "norm", run_knobs)
+    norm = difficulty_function(paths, {"table": tmp_path / "norm.parquet"}, function="norm", knobs=run_knobs)
     raw = dict(zip(zip(norm["qid"], norm["docid"]), norm["norm_raw"]))
     assert raw[("q1", "d4")] == 1.0 and raw[("q1", "d3")] == 0.0 and raw[("q1", "d1")] == pytest.approx(5 / 6)
 
@@ -285,11 +286,13 @@ def test_bm25_list_run_scores_the_training_queries_run_pairs_with_eq5(tmp_path):
     assert recip.join(alone.select("qid", "docid"), on=["qid", "docid"]).equals(alone)
 
     cands = {("q1", "d1"), ("q1", "d2"), ("q2", "d3"), ("q2", "d4")}
-    listed = difficulty_function_stage(paths, tmp_path / "c.parquet", "recip", {"bm25_list": "candidates"})
-    turns = difficulty_function_stage(paths, tmp_path / "turns.parquet", "turns", {})
+    listed = difficulty_function(paths, {"table": tmp_path / "c.parquet"}, function="recip",
+                                 knobs={"bm25_list": "candidates"})
+    turns = difficulty_function(paths, {"table": tmp_path / "turns.parquet"}, function="turns", knobs={})
     for table in (listed, turns):
         assert set(zip(table["qid"], table["docid"])) == cands
-    dev_split = difficulty_function_stage(paths, tmp_path / "d.parquet", "recip", run_knobs, split="dev")
+    dev_split = difficulty_function(paths, {"table": tmp_path / "d.parquet"}, function="recip", knobs=run_knobs,
+                                    split="dev")
     assert set(zip(dev_split["qid"], dev_split["docid"])) == {("q3", "d5"), ("q3", "d6")}  # only training is extended
 
     joint = combine_difficulty([turns, recip], ["turns", "recip"])

@@ -15,7 +15,7 @@ from curricula.statistics.multiplicity import holm
 from curricula.statistics.paired import confidence_interval
 from curricula.statistics.power import cheapest, mde, plan
 from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, verdict
-from curricula.study.findings import claim_row, dataset_plans, findings_stage, findings_table
+from curricula.study.findings import claim_row, dataset_plans, findings_from_ledger, findings_table
 from curricula.study.findings_page import METHOD, findings_markdown
 from tests.ledger_fixtures import ledger_from_frames
 
@@ -147,9 +147,9 @@ def _stage_files(tmp_path: Path, shift_two: float) -> tuple[dict, dict]:
     return paths, out
 
 
-def test_findings_stage_writes_every_file_from_the_ledger(tmp_path):
+def test_the_findings_are_written_from_the_ledger_to_every_file(tmp_path):
     paths, out = _stage_files(tmp_path, -0.05)
-    table = findings_stage(paths, CLAIMS, out, measure="AP", ledger=tmp_path / "ledger")
+    table = findings_from_ledger(paths, CLAIMS, out, measure="AP", ledger=tmp_path / "ledger")
     assert all(Path(p).is_file() for p in out.values())
     assert pl.read_parquet(out["parquet"]).equals(table)
     costs = pl.read_csv(out["costs"])  # the runs' cost, from the ledger: 3 arms x seeds per dataset, 60 s each
@@ -191,7 +191,7 @@ def test_active_learning_claims_pair_per_round_test_values(tmp_path):
                "against": "active:random@0", "expect": "better"}]
     out = {k: tmp_path / "s" / f"findings.{e}" for k, e in
            (("findings", "md"), ("table", "csv"), ("parquet", "parquet"), ("figure", "png"))}
-    table = findings_stage(paths, claims, out, measure="AP", ledger=tmp_path / "ledger")
+    table = findings_from_ledger(paths, claims, out, measure="AP", ledger=tmp_path / "ledger")
     assert table["verdict"].to_list() == [REPRODUCED, EQUIVALENT]  # round 0 is the same model: equivalent
     assert table["effect"][0] == pytest.approx(0.08) and table["effect"][1] == pytest.approx(0.0, abs=1e-12)
     assert table["seeds"].to_list() == [2, 2]
@@ -224,7 +224,7 @@ def test_a_claim_is_judged_by_the_seed_aware_test_with_the_per_query_p_beside():
 
 
 def test_the_method_the_findings_page_names_is_a_section_of_the_docs():
-    from curricula.plumbing.doc_links import heading_anchors
+    from tools.doc_links import heading_anchors
 
     doc, anchor = METHOD.split("#")
     text = (Path(__file__).resolve().parents[1] / doc).read_text(encoding="utf-8")
@@ -382,13 +382,13 @@ def test_the_last_study_is_read_from_its_parquet_or_csv_and_a_wrong_file_is_name
     from curricula.study.verdicts import read_previous_findings, verdict_changes
 
     paths, out = _stage_files(tmp_path, 0.0)
-    table = findings_stage(paths, CLAIMS, out, measure="AP", ledger=tmp_path / "ledger")
+    table = findings_from_ledger(paths, CLAIMS, out, measure="AP", ledger=tmp_path / "ledger")
     for name in ("findings.parquet", "findings.csv"):
         previous = read_previous_findings(tmp_path / "s" / name)
         assert set(verdict_changes(table, previous)["change"]) == {"same"}, name
     again = {**out, "findings": tmp_path / "t" / "findings.md"}
-    findings_stage(paths, CLAIMS, again, measure="AP", previous=tmp_path / "s" / "findings.csv",
-                   ledger=tmp_path / "ledger")
+    findings_from_ledger(paths, CLAIMS, again, measure="AP", previous=tmp_path / "s" / "findings.csv",
+                         ledger=tmp_path / "ledger")
     assert "0 changed, 4 the same, 0 new, 0 no longer tested" in again["findings"].read_text()
     with pytest.raises(InputFormatError, match="study.previous: no such file"):
         read_previous_findings(tmp_path / "none.parquet")

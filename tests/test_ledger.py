@@ -224,7 +224,7 @@ def test_the_entry_rule_reads_a_runs_files_and_appends_it(tmp_path):
 
     from curricula.active.loop import ACTIVE_TEST_METRICS
     from curricula.plumbing.contracts import write_table
-    from curricula.study.entries import ledger_entry_stage
+    from curricula.stages.study import study_ledger_entry
 
     root, bench = tmp_path / "results" / "d", tmp_path / "benchmarks" / "d"
     header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -246,7 +246,7 @@ def test_the_entry_rule_reads_a_runs_files_and_appends_it(tmp_path):
                                   "commit": "abc"}))
     settings = manifest(SETTINGS, [5, 10], CLAIMS)
     out = tmp_path / "entries" / "x.parquet"
-    entry = ledger_entry_stage(inputs, out, dataset="d", arm="x", seed=1, spec_digest="s", root=root,
+    entry = study_ledger_entry(inputs, out, dataset="d", arm="x", seed=1, spec_digest="s", root=root,
                                benchmarks=bench, ledger=tmp_path / "ledger", manifest=settings)
     assert read_entry(out).record == entry.record and Ledger(tmp_path / "ledger").records() == [entry.record]
     assert sorted(set(entry.values["experiment"])) == ["x", "x+bm25"]
@@ -258,13 +258,13 @@ def test_the_entry_rule_reads_a_runs_files_and_appends_it(tmp_path):
     active = tmp_path / "a.parquet"
     write_table(pl.DataFrame({"round": [0, 1], "qid": ["q1", "q1"], "measure": ["AP", "AP"], "value": [0.1, 0.2]},
                              schema=ACTIVE_TEST_METRICS.columns), active, ACTIVE_TEST_METRICS)
-    loop = ledger_entry_stage({"active": active, "upstream|data/queries.parquet": queries}, tmp_path / "a.out",
+    loop = study_ledger_entry({"active": active, "upstream|data/queries.parquet": queries}, tmp_path / "a.out",
                               dataset="d", arm="active:dasl", seed=1, spec_digest="s", root=root, benchmarks=bench,
                               ledger=tmp_path / "ledger", manifest=settings)
     assert loop.record["kind"] == "active" and loop.record["cpu_seconds"] == 300.0
     assert sorted(loop.values["experiment"]) == ["active:dasl@0", "active:dasl@1"]
     with pytest.raises(LedgerError, match="made under another study config: alpha differ"):
-        ledger_entry_stage(inputs, out, dataset="d", arm="x", seed=1, spec_digest="s", root=root, benchmarks=bench,
+        study_ledger_entry(inputs, out, dataset="d", arm="x", seed=1, spec_digest="s", root=root, benchmarks=bench,
                            ledger=tmp_path / "ledger", manifest={**settings, "alpha": 0.01})
 
 

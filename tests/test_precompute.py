@@ -11,12 +11,28 @@ import pytest
 from curricula.data import chitchat
 from curricula.data.ingest import ingest_paths, write_ingest
 from curricula.plumbing.contracts import CANDIDATE_SCORES, NEIGHBORS, QUERIES, RUN, VECTORS, read_table
-from curricula.retrieval import stages as precompute
+from curricula.retrieval import precompute
+from curricula.stages import bm25 as bm25_stages
+from curricula.stages import dense as dense_stages
 from curricula.retrieval.biencoder import CONTEXT_DIR, RESPONSE_DIR
 
 CAPS = {"train": 120, "dev": 30, "test": 30}
 DENSE = {"model": "minilm", "layers": 2, "max_length": 48, "batch_size": 32, "device": "cpu", "precision": "fp32",
          "threads": 2, "query_truncation": "left"}
+BM25 = {"k": 15, "k1": 0.9, "b": 0.4, "query_turns": None, "heap": "1g"}
+
+
+def encode(kind: str, table: Path, out: Path, cfg: dict, biencoder: Path | None = None) -> int:
+    """Rule dense_encode_shard on a whole table (one shard), with the bi-encoder's half when given."""
+    inputs = {"table": table, **({"biencoder": biencoder} if biencoder else {})}
+    return dense_stages.dense_encode_shard(inputs, {"vectors": out}, kind=kind, dense=cfg, threads=cfg["threads"])
+
+
+def bm25_run(stage: dict[str, Path], index: Path, out: dict[str, Path]) -> int:
+    """Rules bm25_run_shard (one shard) and bm25_run: the run and its TREC file (outputs run, trec)."""
+    shard = out["run"].with_name("run.shard.parquet")
+    bm25_stages.bm25_run_shard({**stage, "index": index}, {"run": shard}, bm25=BM25, threads=2)
+    return bm25_stages.gather_run({"shards": [shard]}, out, k=BM25["k"])
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +50,9 @@ def bm25_outputs(stage) -> dict[str, Path]:
     root = stage["root"] / "bm25"
     out = {"index": root / "index", "run": root / "run.parquet", "trec": root / "run.trec",
            "scores": root / "candidate_scores.parquet"}
-    precompute.bm25_index_stage(stage["docs"], out["index"], threads=2, heap="1g")
-    precompute.bm25_run_stage(out["index"], stage["queries"], out["run"], out["trec"], k=15, threads=2, heap="1g")
-    precompute.bm25_candidates_stage(out["index"], stage["queries"], stage["candidates"], out["scores"], heap="1g")
+    bm25_stages.bm25_index(stage, out, threads=2, heap="1g")
+    bm25_run(stage, out["index"], out)
+    bm25_stages.bm25_candidate_scores_shard({**stage, "index": out["index"]}, out, bm25=BM25)
     return out
 
 
@@ -45,9 +61,10 @@ def dense_outputs(stage) -> dict[str, Path]:
     root = stage["root"] / "dense"
     out = {kind: root / f"{kind}.parquet" for kind in ("queries", "docs")}
     for kind in ("queries", "docs"):
-        precompute.encode_stage(kind, stage[kind], out[kind], DENSE)
+        encode(kind, stage[kind], out[kind], DENSE)
     out["neighbors"] = root / "neighbors.parquet"
-    precompute.neighbors_stage(out["queries"], out["docs"], stage, out["neighbors"], k=50, chunk_size=64)
+    dense_stages.dense_neighbors_shard({**stage, "queries_vectors": out["queries"], "docs_vectors": out["docs"]}, out,
+                                       k=50, within_split=True, config={"dense": {"device": "cpu"}})
     return out
 
 
@@ -122,9 +139,8 @@ def test_left_truncation_keeps_the_latest_turns(stage, tmp_path):
     write_table(queries, tmp_path / "short.parquet", QUERIES)
     cfg = {**DENSE, "max_length": 16}
     for side in ("left", "right"):
-        precompute.encode_stage("queries", path, tmp_path / f"long-{side}.parquet", {**cfg, "query_truncation": side})
-    precompute.encode_stage("queries", tmp_path / "short.parquet", tmp_path / "short-v.parquet",
-                            {**cfg, "query_truncation": "left"})
+        encode("queries", path, tmp_path / f"long-{side}.parquet", {**cfg, "query_truncation": side})
+    encode("queries", tmp_path / "short.parquet", tmp_path / "short-v.parquet", {**cfg, "query_truncation": "left"})
     left = pl.read_parquet(tmp_path / "long-left.parquet")["vector"].to_numpy()
     right = pl.read_parquet(tmp_path / "long-right.parquet")["vector"].to_numpy()
     short = pl.read_parquet(tmp_path / "short-v.parquet")["vector"].to_numpy()
@@ -145,11 +161,11 @@ def test_positive_pairs_are_train_only(stage):
 def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage, tmp_path):
     cfg = {**DENSE, "finetune": {"enabled": True, "steps": 4, "batch_size": 8, "lr": 1e-4, "max_length": 32,
                                  "layers": 1}}
-    stats = precompute.biencoder_stage(stage, tmp_path / "biencoder", cfg, seed=5)
+    stats = dense_stages.dense_biencoder(stage, {"biencoder": tmp_path / "biencoder"}, dense=cfg, seed=5,
+                                         threads=cfg["threads"])
     assert stats["pairs"] == CAPS["train"] and stats["steps"] == 4 and stats["layers"] == 1
     for kind in ("queries", "docs"):
-        precompute.encode_stage(kind, stage[kind], tmp_path / f"{kind}.parquet", cfg,
-                                biencoder_dir=tmp_path / "biencoder")
+        encode(kind, stage[kind], tmp_path / f"{kind}.parquet", cfg, biencoder=tmp_path / "biencoder")
     q = pl.read_parquet(tmp_path / "queries.parquet")["vector"].to_numpy()
     assert q.shape == (sum(CAPS.values()), 384)
     # the two halves were trained apart: the same text gets different vectors from the context and response encoders
@@ -162,8 +178,8 @@ def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage,
 
     # dense.max_length null: G encodes contexts at the length it was fine-tuned at (32), not at 128
     queries = pl.read_parquet(stage["queries"])
-    precompute.encode_stage("queries", stage["queries"], tmp_path / "q-null.parquet", {**cfg, "max_length": None},
-                            biencoder_dir=tmp_path / "biencoder")
+    encode("queries", stage["queries"], tmp_path / "q-null.parquet", {**cfg, "max_length": None},
+           biencoder=tmp_path / "biencoder")
     got = pl.read_parquet(tmp_path / "q-null.parquet")["vector"].to_numpy()
     at = [dense.encode(queries["text"].to_list(), queries["qid"].to_list(), tmp_path / "biencoder" / CONTEXT_DIR,
                        max_length=n, truncation_side="left", precision="fp32", progress=False)["vector"].to_numpy()
@@ -176,11 +192,10 @@ def test_bm25_run_searched_in_blocks_and_neighbours_in_chunks_are_the_same_files
                                                                                   tmp_path, monkeypatch):
     """The streamed stages write exactly what one batch search / one chunk writes."""
     monkeypatch.setattr(precompute, "SEARCH_BLOCK", 7)
-    precompute.bm25_run_stage(bm25_outputs["index"], stage["queries"], tmp_path / "run.parquet",
-                              tmp_path / "run.trec", k=15, threads=2, heap="1g")
+    bm25_run(stage, bm25_outputs["index"], {"run": tmp_path / "run.parquet", "trec": tmp_path / "run.trec"})
     assert (tmp_path / "run.parquet").read_bytes() == bm25_outputs["run"].read_bytes()
     assert (tmp_path / "run.trec").read_bytes() == bm25_outputs["trec"].read_bytes()
-    precompute.neighbors_stage(dense_outputs["queries"], dense_outputs["docs"], stage, tmp_path / "n.parquet", k=50,
+    precompute.write_neighbors(dense_outputs["queries"], dense_outputs["docs"], stage, tmp_path / "n.parquet", k=50,
                                chunk_size=5)
     assert (tmp_path / "n.parquet").read_bytes() == dense_outputs["neighbors"].read_bytes()
 
@@ -203,8 +218,9 @@ def test_positive_ranks_stage_writes_and_logs_the_summary_per_split(tmp_path, ca
     write_grouped_table([nb], tmp_path / "neighbors.parquet", NEIGHBORS, size=1)
     data = {name: tmp_path / f"{name}.parquet" for name in ("queries", "qrels")}
     out = tmp_path / "dense" / "positive_ranks.parquet"
-    with caplog.at_level("INFO", logger="curricula.retrieval.stages"):
-        got = precompute.positive_ranks_stage(tmp_path / "neighbors.parquet", data, out, k=3)
+    with caplog.at_level("INFO", logger="curricula.retrieval.precompute"):
+        got = dense_stages.dense_positive_ranks({**data, "neighbors": tmp_path / "neighbors.parquet"},
+                                                {"summary": out}, k=3)
     table = read_table(out, POSITIVE_RANKS)
     assert table.equals(got) and table["split"].to_list() == ["train", "dev"]
     assert table["median_rank"].to_list() == [2.0, 3.0] and table["outside_k"].to_list() == [0.0, 0.5]

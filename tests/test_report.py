@@ -8,7 +8,8 @@ import pytest
 
 from curricula.evaluation.comparisons import baseline_of, experiment_order, paired_cells
 from curricula.report.power import mde_sentence, power_table
-from curricula.report.tables import mark, metrics_table, seeds_table, tables_stage, to_markdown
+from curricula.report.tables import mark, metrics_table, seeds_table, to_markdown
+from curricula.stages.report import report_tables
 from curricula.statistics.multiplicity import holm
 from curricula.statistics.paired import paired_ttest
 from curricula.statistics.power import mde, queries_needed
@@ -151,15 +152,15 @@ def test_power_table_columns_and_the_mde_sentence():
     assert mde_sentence(power.clear(), "AP") == ""
 
 
-def test_tables_stage_writes_the_power_table_and_states_the_test(tmp_path):
+def test_the_tables_stage_writes_the_power_table_and_states_the_test(tmp_path):
     m = long_metrics()
     paths = {}
     for (name, seed), part in m.group_by("experiment", "seed"):
-        paths[(name, seed)] = tmp_path / f"{name}_{seed}.parquet"
-        part.select("qid", "measure", "value").write_parquet(paths[(name, seed)])
+        paths[f"metrics|{name}|{seed}"] = tmp_path / f"{name}_{seed}.parquet"
+        part.select("qid", "measure", "value").write_parquet(paths[f"metrics|{name}|{seed}"])
     outputs = {k: tmp_path / "report" / f"table_{k}.csv" for k in ("seeds", "metrics", "power")}
-    out = tables_stage(paths, {}, outputs, measure="AP", measures=["AP", "P@1"], use_holm=False, dataset="toy",
-                       test="randomization", permutations=1000, seed=42)
+    out = report_tables(paths, outputs, measure="AP", measures=["AP", "P@1"], holm=False, dataset="toy",
+                        test="randomization", permutations=1000, seed=42)
     assert pl.read_parquet(tmp_path / "report" / "table_power.parquet").equals(out["power"])
     assert (tmp_path / "report" / "table_power.csv").exists()
     metrics_md = (tmp_path / "report" / "table_metrics.md").read_text()
@@ -167,7 +168,7 @@ def test_tables_stage_writes_the_power_table_and_states_the_test(tmp_path):
     assert "With 40 test queries" in metrics_md and "| ranker | AP | P@1 |" in metrics_md
     assert "p_randomization" in (tmp_path / "report" / "table_power.md").read_text()
     with pytest.raises(ValueError, match="unknown paired test"):
-        tables_stage(paths, {}, outputs, measure="AP", measures=["AP"], use_holm=False, dataset="toy", test="z")
+        report_tables(paths, outputs, measure="AP", measures=["AP"], holm=False, dataset="toy", test="z")
 
 
 def test_randomization_tables_are_bit_identical_whatever_the_row_order():

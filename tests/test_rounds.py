@@ -23,11 +23,11 @@ from curricula.study.rounds import (
     look_seeds,
     read_round,
     round_chain,
+    round_from_ledger,
     rounds_markdown,
     sequential_claims,
     study_looks,
     study_round,
-    study_round_stage,
 )
 from tests.ledger_fixtures import ledger_from_frames
 
@@ -182,7 +182,7 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
     params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1, 2, 3]}, measure="AP", margin=0.02,
                   multiplicity="holm")
     out = tmp_path / "round=1.json"
-    record = study_round_stage(paths, None, out, looks=list(LOOKS), round_=1, ledger=tmp_path / "ledger", **params)
+    record = round_from_ledger(paths, None, out, looks=list(LOOKS), round_=1, ledger=tmp_path / "ledger", **params)
     assert json.loads(out.read_text())["next"] == [{"dataset": "d", "arm": "noisy"},
                                                    {"dataset": "d", "arm": "baseline"}]
     back = read_round(out)
@@ -197,7 +197,7 @@ def test_the_checkpoint_writes_a_record_and_a_capped_last_round_lists_no_arms(tm
     assert any(line.startswith("| big | d | reproduced | 3 | +0.1") for line in table)
     assert table[-2] == "Arms that train the next round's seeds: noisy (d), baseline (d)."
     capped = study_looks(LOOKS, 3)  # a cap at the first look: the first round is the last
-    last = study_round_stage(paths, None, tmp_path / "capped.json", looks=list(capped), round_=1,
+    last = round_from_ledger(paths, None, tmp_path / "capped.json", looks=list(capped), round_=1,
                              ledger=tmp_path / "ledger", **params)
     assert last["next"] == [] and read_round(tmp_path / "capped.json")["decisions"][("null", "d")].verdict \
         == INCONCLUSIVE
@@ -227,9 +227,9 @@ def test_a_round_folder_shows_one_run_of_the_rounds_and_names_the_first_record_l
     params = dict(claims=CLAIMS, kind="pocock", alpha=0.05, seeds={"d": [1]}, measure="AP", margin=0.02,
                   multiplicity="holm", looks=list(LOOKS), ledger=tmp_path / "ledger")
     first_paths = {key: p for key, p in paths.items() if int(key[2]) <= 3}
-    study_round_stage(first_paths, None, tmp_path / "round=1.json", round_=1, **params)
+    round_from_ledger(first_paths, None, tmp_path / "round=1.json", round_=1, **params)
     second_paths = {key: p for key, p in paths.items() if key[1] != "big"}  # big was decided: no seeds 4-6
-    study_round_stage(second_paths, tmp_path / "round=1.json", tmp_path / "round=2.json", round_=2, **params)
+    round_from_ledger(second_paths, tmp_path / "round=1.json", tmp_path / "round=2.json", round_=2, **params)
     first, second = read_round(tmp_path / "round=1.json"), read_round(tmp_path / "round=2.json")
     assert first["decisions"][("big", "d")].verdict == REPRODUCED  # so the decision check below has a decided cell
     assert round_chain([first, second]) == ([first, second], None)

@@ -14,6 +14,7 @@ from curricula.models import teacher
 from curricula.models.cross_encoder import collate, pair_lengths, pair_token_ids
 from curricula.models.hf import load_tokenizer
 from curricula.plumbing.contracts import TEACHER_SCORES, read_table
+from curricula.stages.teacher import teacher_score_shard, teacher_train
 
 CAPS = {"train": 40, "dev": 8, "test": 8}
 CFG = dict(layers=1, max_length=32, steps=6, batch_size=8, lr=1e-4, device="cpu", precision="fp32",
@@ -126,27 +127,35 @@ def test_pair_lengths_follow_longest_first(n_context, n_response, budget, kept):
     assert pair_lengths(n_context, n_response, budget) == kept
 
 
+def train_into(data, model: str, section: dict) -> dict:
+    """Rule teacher_train with the teacher section ``section`` (seed 1) into ``<root>/<model>``."""
+    return teacher_train(data, {"model": data["root"] / model}, teacher=section, seed=1, threads=section["threads"])
+
+
+def score_into(data, model: str, out: str, section: dict) -> pl.DataFrame:
+    """Rule teacher_score_shard, unsharded, of the teacher in ``<root>/<model>`` into ``<root>/<out>``."""
+    return teacher_score_shard({**data, "model": data["root"] / model}, {"scores": data["root"] / out},
+                               teacher=section, seed=1, threads=section["threads"])
+
+
 @pytest.mark.slow
 def test_train_then_score_every_candidate(data):
-    cfg = teacher.teacher_config(CFG, seed=1)
-    stats = teacher.teacher_train_stage(data, data["root"] / "model", cfg)
+    stats = train_into(data, "model", CFG)
     assert stats["steps"] == 6 and stats["pairs"] == CAPS["train"] * 10
-    out = data["root"] / "scores.parquet"
-    scores = teacher.teacher_score_stage(data, data["root"] / "model", out, cfg)
-    back = read_table(out, TEACHER_SCORES)
+    scores = score_into(data, "model", "scores.parquet", CFG)
+    back = read_table(data["root"] / "scores.parquet", TEACHER_SCORES)
     assert back.equals(scores) and back.height == sum(CAPS.values()) * 10
     assert (back["loss"] >= 0).all() and back["score"].std() > 0
-    again = teacher.teacher_score_stage(data, data["root"] / "model", data["root"] / "again.parquet", cfg)
+    again = score_into(data, "model", "again.parquet", CFG)
     assert again.equals(scores)  # eval mode: deterministic
 
 
 @pytest.mark.slow
 def test_crossfit_scores_train_pairs_with_other_folds(data):
-    cfg = teacher.teacher_config({**CFG, "folds": 2, "steps": 2}, seed=1)
-    teacher.teacher_train_stage(data, data["root"] / "model2", cfg)
-    scores = teacher.teacher_score_stage(data, data["root"] / "model2", data["root"] / "cf.parquet", cfg)
-    plain = teacher.teacher_score_stage(data, data["root"] / "model2", data["root"] / "plain.parquet",
-                                        teacher.teacher_config({**CFG, "steps": 2}, seed=1))
+    folds = {**CFG, "folds": 2, "steps": 2}
+    train_into(data, "model2", folds)
+    scores = score_into(data, "model2", "cf.parquet", folds)
+    plain = score_into(data, "model2", "plain.parquet", {**CFG, "steps": 2})
     train = pl.read_parquet(data["queries"]).filter(pl.col("split") == "train")["qid"].implode()
     cf_train = scores.filter(pl.col("qid").is_in(train))
     pl_train = plain.filter(pl.col("qid").is_in(train))

@@ -1,6 +1,5 @@
 from curricula.plumbing.logs import logged
-from curricula.retrieval.stages import bm25_index_stage
+from curricula.stages.bm25 import bm25_index
 
 with logged(snakemake.log[0]):
-    bm25_index_stage(snakemake.input.docs, snakemake.output.index, threads=snakemake.threads,
-                     heap=snakemake.params.heap)
+    bm25_index(snakemake.input, snakemake.output, threads=snakemake.threads, heap=snakemake.params.heap)

@@ -1,9 +1,6 @@
 from curricula.plumbing.logs import logged
-from curricula.plumbing.shards import parse_scatteritem
-from curricula.retrieval.stages import bm25_run_stage
+from curricula.stages.bm25 import bm25_run_shard
 
 with logged(snakemake.log[0]):
-    cfg = snakemake.params.bm25
-    bm25_run_stage(snakemake.input.index, snakemake.input.queries, snakemake.output.run, None,
-                   k=cfg["k"], k1=cfg["k1"], b=cfg["b"], query_turns=cfg["query_turns"], threads=snakemake.threads,
-                   heap=cfg["heap"], shard=parse_scatteritem(snakemake.wildcards.scatteritem))
+    bm25_run_shard(snakemake.input, snakemake.output, bm25=snakemake.params.bm25, threads=snakemake.threads,
+                   scatteritem=snakemake.wildcards.scatteritem)

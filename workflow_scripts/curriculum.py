@@ -1,6 +1,6 @@
-from curricula.curriculum.ordering import curriculum_stage
 from curricula.plumbing.logs import logged
+from curricula.stages.curriculum import curriculum
 
 with logged(snakemake.log[0]):
-    curriculum_stage(snakemake.input.table, snakemake.output.shards, snakemake.wildcards.scoring,
-                     shard_size=snakemake.params.shard_size, seed=snakemake.params.seed)
+    curriculum(snakemake.input, snakemake.output, scoring=snakemake.wildcards.scoring,
+               shard_size=snakemake.params.shard_size, seed=snakemake.params.seed)

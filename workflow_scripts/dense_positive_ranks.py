@@ -1,7 +1,6 @@
 from curricula.plumbing.logs import logged
-from curricula.retrieval.stages import positive_ranks_stage
+from curricula.stages.dense import dense_positive_ranks
 
 with logged(snakemake.log[0]):
-    data = {name: snakemake.input[name] for name in ("queries", "qrels")}
-    positive_ranks_stage(snakemake.input.neighbors, data, snakemake.output.summary, k=snakemake.params.k,
+    dense_positive_ranks(snakemake.input, snakemake.output, k=snakemake.params.k,
                          relevant_min=snakemake.params.relevant_min)

@@ -1,5 +1,5 @@
-from curricula.difficulty import difficulty_stage
 from curricula.plumbing.logs import logged
+from curricula.stages.difficulty import difficulty
 
 with logged(snakemake.log[0]):
-    difficulty_stage(snakemake.input, snakemake.output.table, snakemake.params.functions)
+    difficulty(snakemake.input, snakemake.output, functions=snakemake.params.functions)

@@ -1,12 +1,10 @@
-from curricula.evaluation.rerank import evaluate_stage
 from curricula.plumbing.gpus import planned_job
 from curricula.plumbing.logs import logged
+from curricula.stages.evaluate import evaluate
 
 with logged(snakemake.log[0]), planned_job(snakemake.resources, snakemake.config):
-    wc = dict(snakemake.wildcards.items())
-    tag = wc.get("reference") or f"{wc['experiment']}.seed{wc['seed']}"
-    params = dict(snakemake.params.items())
-    knobs = dict(params["knobs"], threads=snakemake.threads) if "knobs" in params else None
-    evaluate_stage(snakemake.input, snakemake.output, tag=tag, measures=params["measures"],
-                   relevant_min=params["relevant_min"], seed=params["seed"], model_knobs=knobs,
-                   additivity=params.get("additivity"))
+    # rules evaluate_reference* have no knobs (no model), rule evaluate_reference no additivity
+    evaluate(snakemake.input, snakemake.output, wildcards=snakemake.wildcards, measures=snakemake.params.measures,
+             relevant_min=snakemake.params.relevant_min, seed=snakemake.params.seed,
+             knobs=snakemake.params.get("knobs"), additivity=snakemake.params.get("additivity"),
+             threads=snakemake.threads)

@@ -1,5 +1,5 @@
 from curricula.plumbing.logs import logged
-from curricula.retrieval.stages import gather_run_stage
+from curricula.stages.bm25 import gather_run
 
 with logged(snakemake.log[0]):
-    gather_run_stage(list(snakemake.input.shards), snakemake.output.run, snakemake.output.trec, k=snakemake.params.k)
+    gather_run(snakemake.input, snakemake.output, k=snakemake.params.k)

@@ -1,6 +1,5 @@
 from curricula.plumbing.logs import logged
-from curricula.retrieval.stages import gather_stage
+from curricula.stages.common import gather_table
 
 with logged(snakemake.log[0]):
-    gather_stage(snakemake.params.table, list(snakemake.input.shards), snakemake.output[0],
-                 k=snakemake.params.get("k"))
+    gather_table(snakemake.input, snakemake.output[0], table=snakemake.params.table, k=snakemake.params.get("k"))

@@ -1,6 +1,5 @@
 from curricula.plumbing.logs import logged
-from curricula.retrieval.stages import gather_vectors_stage
+from curricula.stages.dense import gather_vectors
 
 with logged(snakemake.log[0]):
-    gather_vectors_stage(snakemake.wildcards.kind, list(snakemake.input.shards), snakemake.input.table,
-                         snakemake.output.vectors)
+    gather_vectors(snakemake.input, snakemake.output, kind=snakemake.wildcards.kind)

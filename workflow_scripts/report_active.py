@@ -1,5 +1,5 @@
 from curricula.plumbing.logs import logged
-from curricula.report.active import report_active_stage
+from curricula.stages.active import report_active
 
 with logged(snakemake.log[0]):
-    report_active_stage(snakemake.input, snakemake.output, dataset=snakemake.params.dataset)
+    report_active(snakemake.input, snakemake.output, dataset=snakemake.params.dataset)

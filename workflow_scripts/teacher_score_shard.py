@@ -1,9 +1,8 @@
-from curricula.models.teacher import teacher_config, teacher_score_stage
 from curricula.plumbing.gpus import planned_job
 from curricula.plumbing.logs import logged
-from curricula.plumbing.shards import parse_scatteritem
+from curricula.stages.teacher import teacher_score_shard
 
 with logged(snakemake.log[0]), planned_job(snakemake.resources, snakemake.config):
-    cfg = teacher_config(dict(snakemake.params.teacher, threads=snakemake.threads), snakemake.params.seed)
-    teacher_score_stage(snakemake.input, snakemake.input.model, snakemake.output.scores, cfg,
-                        snakemake.params.relevant_min, shard=parse_scatteritem(snakemake.wildcards.scatteritem))
+    teacher_score_shard(snakemake.input, snakemake.output, teacher=snakemake.params.teacher,
+                        seed=snakemake.params.seed, relevant_min=snakemake.params.relevant_min,
+                        threads=snakemake.threads, scatteritem=snakemake.wildcards.scatteritem)

@@ -27,7 +27,6 @@ import numpy as np
 import polars as pl
 
 from curricula.curriculum.pacing import Pacing
-from curricula.difficulty import difficulty_spec
 from curricula.plumbing.atomic import write_dir_atomically
 from curricula.plumbing.contracts import TableSpec, check_table, read_table
 
@@ -98,10 +97,11 @@ def write_curriculum(ordered: pl.DataFrame, out_dir: str | Path, shard_size: int
     return index
 
 
-def curriculum_stage(difficulty_path: str | Path, out_dir: str | Path, scoring: str, *, shard_size: int,
+def build_curriculum(table: pl.DataFrame, out_dir: str | Path, scoring: str, *, shard_size: int,
                      seed: int) -> pl.DataFrame:
-    """Rule ``curriculum``: the training instances in ``scoring`` order, sharded into ``out_dir``."""
-    table = read_table(difficulty_path, difficulty_spec([scoring]))
+    """Rule ``curriculum``: the training instances of the difficulty ``table`` in ``scoring`` order (ties by the
+    ``seed``ed key), written into ``out_dir`` in shards of ``shard_size`` (:func:`write_curriculum`) and logged;
+    returns the shard index."""
     ordered = curriculum_order(training_instances(table, scoring), seed)
     index = write_curriculum(ordered, out_dir, shard_size)
     d = ordered["difficulty"]
@@ -170,7 +170,7 @@ class CurriculumSampler:
     """Which instances step ``s`` may draw, and a batch drawn uniformly from them (Penha §3, Su Algorithm 1).
 
     ``pacing`` is an experiment's resolved :class:`curricula.curriculum.pacing.Pacing` (the arm's,
-    :func:`curricula.experiments.
+    :func:`curricula.experiments.spec.
     resolve_arm`; its ``T`` already in steps of the curriculum's length): in ``fraction`` mode the
     allowed set is the easiest ceil(f(s) * N) instances, in ``threshold`` mode the instances with difficulty <=
     f(s). At least ``min_allowed`` instances are always allowed (a threshold below every difficulty would

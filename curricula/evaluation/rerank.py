@@ -16,11 +16,12 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from curricula.data.ingest import candidate_pairs, read_ingest
+from curricula.data.ingest import candidate_pairs
 from curricula.evaluation.metrics import DEFAULT_MEASURES, mean_metrics, measure_means, per_query, trec_order
 from curricula.plumbing.contracts import (
     CANDIDATE_SCORES,
@@ -30,6 +31,8 @@ from curricula.plumbing.contracts import (
     write_table,
     write_trec_run,
 )
+from curricula.plumbing.keys import with_bm25
+from curricula.training.spec import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -170,64 +173,72 @@ def ranker_per_query(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, measures:
     return per_query(run, rel, list(measures), relevant_min)
 
 
-def evaluate_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, tag: str,
-                   measures: Sequence[str], relevant_min: int, seed: int, model_knobs: Mapping | None = None,
-                   additivity: Mapping | None = None) -> pl.DataFrame:
-    """Rule ``evaluate``: score the test candidates, write ``test.run`` (TREC) and ``metrics.parquet``.
-
-    ``inputs``: the ingest tables and either ``model`` (a trained ranker folder; ``model_knobs`` gives
-    score_batch_size, precision, device, threads, deterministic (when true), and max_length for a bare HF
-    checkpoint) or ``scores`` (a
-    reference ranker's scores of the candidates: BM25 candidate scores or the teacher's).
-
-    With ``additivity`` (``{"steps": n, "measure": name}``) and ``inputs["bm25"]`` (BM25 candidate scores) the
-    ranker is also interpolated with BM25 (:func:`interpolate`), the weight tuned on the dev candidates
-    (:func:`tune_additivity`), and the chosen weight's test run and metrics are written to ``additive_run`` and
-    ``additive_metrics``, the dev grid to ``additivity``.
-    """
-    data = read_ingest(inputs)
-    splits = ("dev", "test") if additivity else ("test",)
+def evaluation_pairs(data: Mapping[str, pl.DataFrame], relevant_min: int, additive: bool = False) -> pl.DataFrame:
+    """The candidate pairs an evaluation scores (rule ``evaluate``): the test split's of the ingest frames ``data``,
+    and the dev split's too when the ranker is also interpolated with BM25 (``additive``: its weight is tuned on dev);
+    a ValueError when there is no test candidate."""
+    splits = ("dev", "test") if additive else ("test",)
     pairs = candidate_pairs(data, splits=splits, relevant_min=relevant_min)
     if pairs.filter(pl.col("split") == "test").height == 0:
         raise ValueError("no test candidates to evaluate (the test split is empty)")
-    names = set(inputs.keys())
-    if "model" in names:
-        from curricula.models import load_ranker, score_pair_frame
-        from curricula.models.device import log_job_device
-        from curricula.models.hf import select_device, set_threads  # imports torch and transformers
-        from curricula.training.determinism import use_deterministic
+    return pairs
 
-        knobs = dict(model_knobs or {})
-        set_threads(knobs.get("threads"))
-        use_deterministic(knobs.get("deterministic"))  # before any CUDA work
-        device = select_device(knobs.get("device", "auto"))
-        ranker = load_ranker(inputs["model"], device=device, max_length=knobs.get("max_length"))
-        log_job_device(device, knobs.get("precision", "auto"), ranker.transformer, "scoring")
-        scored = score_pair_frame(ranker, pairs, batch_size=knobs.get("score_batch_size", 128), device=device,
-                                  precision=knobs.get("precision", "auto"), desc="/".join(splits))
-    else:
-        scored = reference_scores(inputs["scores"], pairs)
+
+def model_scores(model_dir: str | Path, pairs: pl.DataFrame, settings: Runtime, score_batch_size: int = 128,
+                 max_length: int | None = None) -> pl.DataFrame:
+    """A trained ranker's (the folder ``model_dir``) scores of ``pairs``: (qid, docid, score, ...), in a job started
+    on ``settings`` (:func:`curricula.models.runtime.start_job`); ``max_length`` is a bare HF checkpoint's pair
+    budget."""
+    from curricula.models import load_ranker, saved_ranker_class, score_pair_frame
+    from curricula.models.runtime import start_job  # imports torch and transformers
+
+    runtime = start_job(settings, saved_ranker_class(model_dir).transformer, "scoring")
+    ranker = load_ranker(model_dir, device=runtime.device, max_length=max_length)
+    return score_pair_frame(ranker, pairs, batch_size=score_batch_size, device=runtime.device,
+                            precision=runtime.precision, desc="/".join(sorted(set(pairs["split"]))))
+
+
+def write_evaluations(scored: pl.DataFrame, pairs: pl.DataFrame, qrels: pl.DataFrame,
+                      outputs: Mapping[str, str | Path], *, tag: str, measures: Sequence[str], relevant_min: int,
+                      seed: int, additivity: Mapping | None = None,
+                      bm25: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The test run (TREC, output ``run``) and per-query ``metrics`` of a ranker's ``scored`` pairs (its scores of
+    the :func:`evaluation_pairs` ``pairs``); returns the metrics.
+
+    With ``additivity`` (``{"steps": n, "measure": name}``) and ``bm25`` (BM25's candidate scores of the same pairs,
+    :func:`reference_scores`) the ranker is also interpolated with BM25 (:func:`write_additive`).
+    """
     split_of = pairs.select("qid", "split").unique()
     scored = scored.select("qid", "docid", "score").join(split_of, on="qid")
     test = scored.filter(pl.col("split") == "test").drop("split")
-    metrics = write_evaluation(test, data["qrels"], outputs["run"], outputs["metrics"], tag, measures, relevant_min,
-                               seed)
+    metrics = write_evaluation(test, qrels, outputs["run"], outputs["metrics"], tag, measures, relevant_min, seed)
     if additivity:
-        bm25 = reference_scores(inputs["bm25"], pairs)
+        if bm25 is None:
+            raise ValueError("score additivity interpolates with BM25: no BM25 candidate scores given")
         dev = scored.filter(pl.col("split") == "dev").drop("split")
-        if dev.height == 0:
-            raise ValueError("score additivity tunes its weight on dev: the dev split has no candidates")
-        dev_qrels = data["qrels"].filter(pl.col("qid").is_in(dev["qid"].unique().implode()))
-        grid = tune_additivity(dev, bm25, dev_qrels, additivity["measure"], additivity_weights(additivity["steps"]),
-                               relevant_min)
-        weight = float(grid.filter(pl.col("chosen"))["weight"][0])
-        write_table(grid, outputs["additivity"], ADDITIVITY)
-        log.info("%s + BM25: weight %.2f chosen on dev (%s %.4f; ranker alone %.4f, BM25 alone %.4f)", tag, weight,
-                 additivity["measure"], grid.filter(pl.col("chosen"))["value"][0], grid["value"][0],
-                 grid["value"][-1])
-        write_evaluation(interpolate(test, bm25, weight), data["qrels"], outputs["additive_run"],
-                         outputs["additive_metrics"], f"{tag}+bm25", measures, relevant_min, seed)
+        write_additive(test, dev, bm25, qrels, outputs, tag=tag, additivity=additivity, measures=measures,
+                       relevant_min=relevant_min, seed=seed)
     return metrics
+
+
+def write_additive(test: pl.DataFrame, dev: pl.DataFrame, bm25: pl.DataFrame, qrels: pl.DataFrame,
+                   outputs: Mapping[str, str | Path], *, tag: str, additivity: Mapping, measures: Sequence[str],
+                   relevant_min: int, seed: int) -> pl.DataFrame:
+    """Score additivity: the ranker's ``test`` scores interpolated with BM25's (``bm25``; :func:`interpolate`) at the
+    weight tuned on its ``dev`` scores (:func:`tune_additivity`); writes the dev grid (output ``additivity``) and the
+    chosen weight's test run and metrics (``additive_run``, ``additive_metrics``); returns those metrics."""
+    if dev.height == 0:
+        raise ValueError("score additivity tunes its weight on dev: the dev split has no candidates")
+    dev_qrels = qrels.filter(pl.col("qid").is_in(dev["qid"].unique().implode()))
+    grid = tune_additivity(dev, bm25, dev_qrels, additivity["measure"], additivity_weights(additivity["steps"]),
+                           relevant_min)
+    weight = float(grid.filter(pl.col("chosen"))["weight"][0])
+    write_table(grid, outputs["additivity"], ADDITIVITY)
+    log.info("%s + BM25: weight %.2f chosen on dev (%s %.4f; ranker alone %.4f, BM25 alone %.4f)", tag, weight,
+             additivity["measure"], grid.filter(pl.col("chosen"))["value"][0], grid["value"][0],
+             grid["value"][-1])
+    return write_evaluation(interpolate(test, bm25, weight), qrels, outputs["additive_run"],
+                            outputs["additive_metrics"], with_bm25(tag), measures, relevant_min, seed)
 
 
 def reference_scores(path: str | Path, pairs: pl.DataFrame) -> pl.DataFrame:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,15 +23,13 @@ import polars as pl
 import torch
 
 from curricula.data.base import seeded_split
-from curricula.data.ingest import candidate_pairs, read_ingest
+from curricula.data.ingest import candidate_pairs
 from curricula.models import load_ranker, score_pair_rows, score_pairs
 from curricula.models.cross_encoder import CrossEncoderRanker
-from curricula.models.device import log_job_device
-from curricula.models.hf import select_device, set_threads
-from curricula.plumbing.contracts import TEACHER_SCORES, write_table
+from curricula.models.runtime import JobRuntime, start_job
 from curricula.plumbing.shards import WHOLE, Shard
 from curricula.training.core import FitConfig, fit
-from curricula.training.determinism import use_deterministic
+from curricula.training.spec import RankerSpec, Runtime
 from curricula.training.losses import binary_ce
 from curricula.training.transfer import to_device
 
@@ -60,6 +58,18 @@ class TeacherConfig:
     score_batch_size: int = 128
     deterministic: bool = False
 
+    @property
+    def runtime(self) -> Runtime:
+        """How the teacher's jobs run (:func:`curricula.models.runtime.start_job`)."""
+        return Runtime(device=self.device, precision=self.precision, threads=self.threads,
+                       deterministic=self.deterministic)
+
+    @property
+    def ranker(self) -> RankerSpec:
+        """The cross-encoder the teacher fine-tunes."""
+        return RankerSpec(ranker="cross_encoder", model=self.model, layers=self.layers, pooling=self.pooling,
+                          max_length=self.max_length)
+
 
 def balanced_batches(labels: np.ndarray, steps: int, batch_size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
     """Index batches with ``batch_size // 2`` positives and the rest negatives, drawn uniformly with replacement.
@@ -76,16 +86,11 @@ def balanced_batches(labels: np.ndarray, steps: int, batch_size: int, rng: np.ra
 
 
 def train_cross_encoder(contexts: list[str], responses: list[str], labels: np.ndarray, cfg: TeacherConfig,
-                        progress: bool = True):
+                        runtime: JobRuntime, progress: bool = True):
     """Fine-tune a cross-encoder on balanced batches (AdamW, linear warm-up and decay:
-    :func:`curricula.training.core.fit`);
-    returns (the ranker, per-step losses)."""
-    set_threads(cfg.threads)
-    use_deterministic(cfg.deterministic)  # before any CUDA work
-    device = select_device(cfg.device)
-    spec = {"model": cfg.model, "layers": cfg.layers, "max_length": cfg.max_length, "pooling": cfg.pooling}
-    ranker = CrossEncoderRanker.build(spec, cfg.seed).to(device)
-    log_job_device(device, cfg.precision, True, "teacher training")
+    :func:`curricula.training.core.fit`) on the job's device; returns (the ranker, per-step losses)."""
+    device = runtime.device
+    ranker = CrossEncoderRanker.build(cfg.ranker, cfg.seed).to(device)
     y = torch.tensor((labels > 0).astype(np.float32))
     batches = balanced_batches(labels, cfg.steps, cfg.batch_size, np.random.default_rng(cfg.seed))
 
@@ -106,11 +111,12 @@ def training_texts(pairs: pl.DataFrame) -> tuple[list[str], list[str], np.ndarra
     return pairs["context"].to_list(), pairs["response"].to_list(), (pairs["rel"].to_numpy() > 0).astype(np.int64)
 
 
-def train_teacher(pairs: pl.DataFrame, cfg: TeacherConfig, model_out: str | Path, progress: bool = True) -> dict:
+def train_teacher(pairs: pl.DataFrame, cfg: TeacherConfig, model_out: str | Path, runtime: JobRuntime,
+                  progress: bool = True) -> dict:
     """Fine-tune the teacher on all train ``pairs`` (qid, docid, rel, context, response) and save it."""
     t0 = time.time()
     contexts, responses, labels = training_texts(pairs)
-    ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, progress)
+    ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, runtime, progress)
     ranker.save(model_out)
     return {"pairs": pairs.height, "positives": int(labels.sum()), "steps": cfg.steps,
             "first_loss": float(np.mean(losses[:20])), "final_loss": float(np.mean(losses[-20:])),
@@ -125,22 +131,20 @@ def scores_frame(pairs: pl.DataFrame, scores: np.ndarray) -> pl.DataFrame:
                          "loss": loss.astype(np.float64)})
 
 
-def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = True,
-                     shard: Shard = WHOLE) -> pl.DataFrame:
+def score_with_model(model_dir: str | Path, pairs: pl.DataFrame, cfg: TeacherConfig, runtime: JobRuntime,
+                     progress: bool = True, shard: Shard = WHOLE) -> pl.DataFrame:
     """TEACHER_SCORES rows (:func:`scores_frame`) of a saved cross-encoder for ``pairs`` (columns qid, docid,
-    context, response, rel); with ``shard`` only the pairs in that shard's batches
+    context, response, rel) on the job's device; with ``shard`` only the pairs in that shard's batches
     (:mod:`curricula.plumbing.shards`)."""
-    set_threads(cfg.threads)
-    use_deterministic(cfg.deterministic)
-    ranker = load_ranker(model_dir, device=select_device(cfg.device), max_length=cfg.max_length)
-    log_job_device(ranker.device, cfg.precision, True, "teacher scoring")
+    ranker = load_ranker(model_dir, device=runtime.device, max_length=cfg.max_length)
     rows, scores = score_pair_rows(ranker, pairs["context"].to_list(), pairs["response"].to_list(),
                                    batch_size=cfg.score_batch_size, precision=cfg.precision, progress=progress,
                                    desc="teacher scoring", shard=shard)
     return scores_frame(pairs[rows], scores)
 
 
-def crossfit_scores(pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = True) -> np.ndarray:
+def crossfit_scores(pairs: pl.DataFrame, cfg: TeacherConfig, runtime: JobRuntime, progress: bool = True
+                    ) -> np.ndarray:
     """Each pair's logit from a teacher trained on the other ``cfg.folds`` folds (folds are split by query)."""
     if cfg.folds < 2:
         raise ValueError("cross-fitting needs folds >= 2")
@@ -153,7 +157,7 @@ def crossfit_scores(pairs: pl.DataFrame, cfg: TeacherConfig, progress: bool = Tr
         rest = np.flatnonzero(folds != str(f))
         log.info("cross-fitting fold %d/%d: train on %d pairs, score %d", f + 1, cfg.folds, len(rest), len(held))
         ranker, _ = train_cross_encoder([contexts[i] for i in rest], [responses[i] for i in rest],
-                                        labels[rest], cfg, progress)
+                                        labels[rest], cfg, runtime, progress)
         scores[held] = _score(ranker, [contexts[i] for i in held], [responses[i] for i in held], cfg, progress)
     return scores
 
@@ -163,45 +167,51 @@ def _score(ranker, contexts, responses, cfg: TeacherConfig, progress: bool) -> n
                        progress=progress, desc="teacher scoring")
 
 
-# ------------------------------------------------------------------------------------------------------ stages
+# -------------------------------------------------------------------------------------------- the rules' jobs
 def teacher_config(cfg: dict, seed: int) -> TeacherConfig:
     """A :class:`TeacherConfig` from the config's ``teacher`` section (unknown keys are a TypeError)."""
     return TeacherConfig(**{**cfg, "seed": seed})
 
 
-def teacher_train_stage(data, model_out: str | Path, cfg: TeacherConfig, relevant_min: int = 1) -> dict:
-    """Rule ``teacher_train``: fine-tune the teacher on the train split's candidate pairs and save it atomically."""
-    pairs = candidate_pairs(read_ingest(data), splits=("train",), relevant_min=relevant_min)
-    stats = train_teacher(pairs, cfg, model_out)
+def fit_teacher(data: Mapping[str, pl.DataFrame], model_out: str | Path, cfg: TeacherConfig,
+                relevant_min: int = 1, runtime: JobRuntime | None = None) -> dict:
+    """Rule ``teacher_train``: fine-tune the teacher on the train split's candidate pairs of the ingest frames
+    ``data`` (:func:`curricula.data.ingest.read_ingest`), save it atomically to ``model_out`` and log its stats.
+    ``runtime``: the job's (:func:`curricula.models.runtime.start_job` of ``cfg.runtime`` when not given)."""
+    runtime = runtime or start_job(cfg.runtime, True, "teacher training")
+    pairs = candidate_pairs(data, splits=("train",), relevant_min=relevant_min)
+    stats = train_teacher(pairs, cfg, model_out, runtime)
     log.info("teacher trained: %s", stats)
     return stats
 
 
-def teacher_score_stage(data, model_dir: str | Path, out_path: str | Path, cfg: TeacherConfig,
-                        relevant_min: int = 1, shard: Shard = WHOLE) -> pl.DataFrame:
-    """Rule ``teacher_score``: the teacher's logit and per-pair loss for every candidate of every split.
+def teacher_scores(data: Mapping[str, pl.DataFrame], model_dir: str | Path, cfg: TeacherConfig,
+                   relevant_min: int = 1, shard: Shard = WHOLE, runtime: JobRuntime | None = None) -> pl.DataFrame:
+    """Rule ``teacher_score``: the teacher's logit and per-pair loss (``TEACHER_SCORES``, sorted by qid, docid) for
+    every candidate of every split of the ingest frames ``data``.
 
-    Train pairs are scored by the saved teacher, or with ``cfg.folds > 1`` cross-fitted (each fold by a teacher
-    trained on the other folds). Dev and test pairs are always scored by the saved teacher (trained on train only),
-    which makes the teacher an evaluation reference. ``loss`` is BCE against the label (rel >= relevant_min).
+    Train pairs are scored by the saved teacher (``model_dir``), or with ``cfg.folds > 1`` cross-fitted (each fold
+    by a teacher trained on the other folds). Dev and test pairs are always scored by the saved teacher (trained on
+    train only), which makes the teacher an evaluation reference. ``loss`` is BCE against the label
+    (rel >= relevant_min).
 
     With ``shard`` (rule ``teacher_score_shard``) only that shard's batches of pairs are scored
-    (:mod:`curricula.plumbing.shards`); :func:`curricula.retrieval.stages.gather_stage` joins the shards. Cross-fitting
-    trains
-    ``folds`` teachers inside the job, so it is not sharded.
+    (:mod:`curricula.plumbing.shards`); :func:`curricula.plumbing.gather.gather_shards` joins the shards.
+    Cross-fitting trains ``folds`` teachers inside the job, so it is not sharded. ``runtime``: the job's
+    (:func:`curricula.models.runtime.start_job` of ``cfg.runtime`` when not given).
     """
-    pairs = candidate_pairs(read_ingest(data), splits=("train", "dev", "test"), relevant_min=relevant_min)
+    runtime = runtime or start_job(cfg.runtime, True, "teacher scoring")
+    pairs = candidate_pairs(data, splits=("train", "dev", "test"), relevant_min=relevant_min)
     train = pairs.filter(pl.col("split") == "train")
     rest = pairs.filter(pl.col("split") != "train")
     if cfg.folds > 1:
         if shard.count > 1:
             raise ValueError(f"teacher.folds={cfg.folds} cross-fits {cfg.folds} teachers in one job: "
                              "set shards.teacher to 1 (or teacher.folds to 1) to shard teacher scoring")
-        train_frame = scores_frame(train, crossfit_scores(train, cfg))
-        rest_frame = score_with_model(model_dir, rest, cfg) if rest.height else scores_frame(rest, np.empty(0))
+        train_frame = scores_frame(train, crossfit_scores(train, cfg, runtime))
+        rest_frame = (score_with_model(model_dir, rest, cfg, runtime) if rest.height
+                      else scores_frame(rest, np.empty(0)))
         out = pl.concat([train_frame, rest_frame])
     else:
-        out = score_with_model(model_dir, pl.concat([train, rest]), cfg, shard=shard)
-    out = out.sort("qid", "docid")
-    write_table(out, out_path, TEACHER_SCORES)
-    return out
+        out = score_with_model(model_dir, pl.concat([train, rest]), cfg, runtime, shard=shard)
+    return out.sort("qid", "docid")

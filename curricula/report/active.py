@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 import matplotlib
 import matplotlib.pyplot as plt
 import polars as pl
 
-from curricula.plumbing.contracts import TableSpec, check_table, read_table
-from curricula.report.tables import split_inputs, write_table_files
+from curricula.plumbing.contracts import TableSpec
 
 ACTIVE_TABLE = TableSpec(
     "active_table",
@@ -65,9 +65,11 @@ def label_fraction_table(curves: pl.DataFrame, measure: str = "test_RR") -> pl.D
         m = means.filter(pl.col("method") == method).sort("round")
         reached = m.filter(pl.col("mean") >= target)
         best = m.sort("mean", descending=True).row(0, named=True)
+        # m has rows, each with its count of seeds: the max is an int (polars types it as any literal or None)
         rows.append({"method": method, "measure": measure, "all_data": target,
                      "fraction_needed": float(reached["labeled_fraction"][0]) if reached.height else None,
-                     "best": best["mean"], "best_fraction": best["labeled_fraction"], "seeds": int(m["seeds"].max())})
+                     "best": best["mean"], "best_fraction": best["labeled_fraction"],
+                     "seeds": int(cast(int, m["seeds"].max()))})
     return pl.DataFrame(rows, schema=ACTIVE_TABLE.columns, orient="row")
 
 
@@ -98,21 +100,12 @@ def plot_learning_curves(curves: pl.DataFrame, measure: str, path: str | Path, t
     return path
 
 
-def report_active_stage(inputs, outputs, *, dataset: str, measure: str = "test_RR") -> pl.DataFrame:
-    """Rule ``report_active``: read every curve (inputs ``curve|<method>|<seed>``), write table and figure."""
-    from curricula.active.loop import ACTIVE_CURVE  # imports torch
-
-    curves = {(m, int(s)): read_table(path, ACTIVE_CURVE) for (m, s), path in split_inputs(inputs, "curve").items()}
-    frame = gather_curves(curves)
-    table = check_table(label_fraction_table(frame, measure), ACTIVE_TABLE, outputs["table"])
+def active_captions(table: pl.DataFrame, measure: str, dataset: str) -> dict[str, str]:
+    """The captions of rule ``report_active``'s label-fraction ``table`` (:func:`label_fraction_table`, key
+    ``table``) and of its learning curves (:func:`learning_curve_table`, key ``curves``)."""
     all_data = f"{table['all_data'][0]:.4f}" if table.height else "n/a"
-    caption = (f"Fraction of labeled train queries each method needs before its seed-averaged {measure} reaches the "
-               f"all-data model's ({all_data}) on {dataset}; empty = not reached within the rounds "
-               "(Wang et al. 2020 Table 1).")
-    write_table_files(table, "method", Path(outputs["table"]).with_suffix(""), caption)
-    means = check_table(learning_curve_table(frame, measure), ACTIVE_CURVES, outputs["curves"])
-    write_table_files(means, "method", Path(outputs["curves"]).with_suffix(""),
-                      f"Learning curves on {dataset}: seed mean and SD of {measure} after each round, with the labeled "
-                      "fraction of train queries and the pseudo-labeled count (DASL) averaged over seeds.")
-    plot_learning_curves(frame, measure, outputs["figure"], title=f"{dataset}: active learning")
-    return table
+    return {"table": f"Fraction of labeled train queries each method needs before its seed-averaged {measure} reaches "
+                     f"the all-data model's ({all_data}) on {dataset}; empty = not reached within the rounds "
+                     "(Wang et al. 2020 Table 1).",
+            "curves": f"Learning curves on {dataset}: seed mean and SD of {measure} after each round, with the labeled "
+                      "fraction of train queries and the pseudo-labeled count (DASL) averaged over seeds."}

@@ -18,10 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from curricula.curriculum.pacing import resolve_pacing
-from curricula.evaluation.comparisons import load_metrics
+from curricula.experiments.spec import Arm
 from curricula.plumbing.atomic import write_dir_atomically, write_file_atomically
-from curricula.plumbing.contracts import QUERIES, read_table
 
 
 def _use_agg() -> None:
@@ -32,7 +30,7 @@ def _use_agg() -> None:
 
 
 def _save(fig, path: str | Path) -> Path:
-    """Save ``fig`` atomically (:func:`curricula.plumbing.contracts.write_file_atomically`) in the format of ``path``'s
+    """Save ``fig`` atomically (:func:`curricula.plumbing.atomic.write_file_atomically`) in the format of ``path``'s
     suffix,
     without a version stamp: same inputs, same bytes."""
     path = Path(path)
@@ -40,13 +38,13 @@ def _save(fig, path: str | Path) -> Path:
                                                               metadata={"Software": None}))
 
 
-def plot_pacing(specs: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
-    """f_pace(s) of each experiment (fraction of the easiest data, or HCL's difficulty threshold) over its steps."""
+def plot_pacing(arms: Mapping[str, Arm], path: str | Path) -> Path:
+    """f_pace(s) of each experiment's curriculum (fraction of the easiest data, or HCL's difficulty threshold) over
+    its length in steps."""
     _use_agg()
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for name, spec in specs.items():
-        steps = np.arange(0, int(spec["steps"]) + 1)
-        pacing = resolve_pacing(spec["pacing"], int(spec["steps"]))
+    for name, arm in arms.items():
+        steps, pacing = np.arange(0, arm.length + 1), arm.pacing
         ax.plot(steps, pacing.value(steps), label=f"{name} ({pacing.name}, {pacing.mode})")
     ax.set_xlabel("training step")
     ax.set_ylabel("f_pace(s)")
@@ -145,24 +143,24 @@ def difficulty_groups(values: pl.DataFrame, column: str, buckets: int = 4) -> tu
     return pl.DataFrame({"qid": per_query["qid"], "group": [labels[i] for i in bucket]}), labels
 
 
-def figures_stage(*, specs: Mapping[str, Mapping[str, Any]], curve_paths: Mapping[tuple[str, str], str | Path],
-                  metric_paths: Mapping[tuple[str, str], str | Path], queries_path: str | Path,
-                  difficulty_paths: Mapping[str, str | Path], out_dir: str | Path, measure: str,
+def write_figures(arms: Mapping[str, Arm], curves: pl.DataFrame, metrics: pl.DataFrame,
+                  queries: pl.DataFrame, difficulty: Mapping[str, pl.DataFrame], out_dir: str | Path, *, measure: str,
                   turn_edges: Sequence[int] = (2, 4, 6, 8)) -> list[Path]:
-    """Rule ``report_figures``: every figure into ``out_dir`` (written whole, atomically)."""
-    curves = pl.concat([pl.read_parquet(p).with_columns(experiment=pl.lit(e), seed=pl.lit(str(s)))
-                        for (e, s), p in curve_paths.items()])
-    metrics = load_metrics(metric_paths)
-    queries = read_table(queries_path, QUERIES).filter(pl.col("qid").is_in(metrics["qid"].unique().implode()))
+    """Rule ``report_figures``: every figure into ``out_dir`` (written whole, atomically); returns their paths.
+
+    ``arms`` are the experiments' curricula (pacing), ``curves`` every run's dev curve with its experiment and seed,
+    ``metrics`` the runs' long test metrics (:func:`curricula.evaluation.comparisons.load_metrics`), ``queries`` the
+    ingest queries (turns, domain), ``difficulty`` each scoring function's table of the test pairs.
+    """
+    queries = queries.filter(pl.col("qid").is_in(metrics["qid"].unique().implode()))
     written: list[str] = []
 
     def fill(tmp: Path) -> None:
-        written.append(plot_pacing(specs, tmp / "pacing.png").name)
+        written.append(plot_pacing(arms, tmp / "pacing.png").name)
         written.append(plot_dev_curves(curves, tmp / "dev_curves.png").name)
         groups, order = turn_groups(queries, turn_edges)
         written.append(plot_by_group(metrics, groups, measure, "context turns", tmp / "by_turns.png", order).name)
-        for function, path in sorted(difficulty_paths.items()):
-            values = pl.read_parquet(path)
+        for function, values in sorted(difficulty.items()):
             groups, order = difficulty_groups(values, function)
             written.append(plot_by_group(metrics, groups, measure, f"{function} difficulty quartile (Q4 = hardest)",
                                          tmp / f"by_difficulty_{function}.png", order).name)

@@ -10,7 +10,6 @@ import polars as pl
 
 from curricula.experiments.tuning import SELECTION
 from curricula.plumbing.contracts import read_table
-from curricula.report.tables import write_table_files
 
 
 def tuning_table(selections: Mapping[tuple[str, str], str | Path]) -> pl.DataFrame:
@@ -26,15 +25,11 @@ def tuning_table(selections: Mapping[tuple[str, str], str | Path]) -> pl.DataFra
                                     .alias("chosen"))
 
 
-def tuning_report_stage(selections: Mapping[tuple[str, str], str | Path], stem: str | Path, dataset: str
-                        ) -> pl.DataFrame:
-    """Rule ``report_tuning``: ``<stem>.{md,csv,parquet}`` with :func:`tuning_table`."""
-    table = tuning_table(selections)
+def tuning_caption(table: pl.DataFrame, dataset: str) -> str:
+    """The caption of rule ``report_tuning``'s :func:`tuning_table`: what it shows, and each experiment's chosen knobs
+    per seed."""
     chosen = table.filter(pl.col("chosen") == "chosen")
     summary = "; ".join(f"{e}: {', '.join(f'seed {s} {k}' for s, k in zip(g['seed'], g['knobs']))}"
                         for (e,), g in chosen.group_by("experiment", maintain_order=True))
-    write_table_files(table.with_columns(pl.col("seed").cast(pl.String)), "experiment", stem,
-                      f"Knobs tuned on dev on {dataset}: each value's best dev {table['metric'][0]} (the evaluation "
-                      f"its rolled-back weights reached), per seed; only the chosen run is evaluated on test. "
-                      f"Chosen: {summary}.")
-    return table
+    return (f"Knobs tuned on dev on {dataset}: each value's best dev {table['metric'][0]} (the evaluation its "
+            f"rolled-back weights reached), per seed; only the chosen run is evaluated on test. Chosen: {summary}.")

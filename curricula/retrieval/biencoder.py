@@ -18,19 +18,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from curricula.models.device import log_job_device
 from curricula.models.hf import (
     autocast,
     load_encoder,
     load_tokenizer,
     quiet_transformers,
     resolve_model_dir,
-    select_device,
 )
+from curricula.models.runtime import JobRuntime, start_job
 from curricula.plumbing.atomic import write_dir_atomically
 from curricula.plumbing.shards import length_batches
 from curricula.retrieval.dense import embed_batch, pad_batch, tokenize_texts
 from curricula.training.core import FitConfig, fit
+from curricula.training.spec import Runtime
 from curricula.training.transfer import to_device
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,8 @@ CHUNK_ROWS = 8
 CHUNK_GAIN = 0.8
 
 
-def length_chunks(lengths: Sequence[int], rows: int = CHUNK_ROWS, gain: float = CHUNK_GAIN) -> list[np.ndarray]:
+def length_chunks(lengths: Sequence[int] | np.ndarray, rows: int = CHUNK_ROWS,
+                  gain: float = CHUNK_GAIN) -> list[np.ndarray]:
     """Positions of one side of a batch, grouped so that each group is padded to its own longest member.
 
     The whole batch is one group unless cutting it, in length order, into groups of ``rows`` leaves at most
@@ -138,30 +139,39 @@ def save_biencoder(out_dir: Path, enc_c, enc_r, tokenizer, stats: dict) -> None:
     write_dir_atomically(out_dir, fill)
 
 
+def fitting_batch_size(batch_size: int, n: int) -> int:
+    """``batch_size``, or the ``n`` pairs there are when fewer (with a warning)."""
+    if batch_size > n:
+        log.warning("batch_size %d > %d pairs: using %d", batch_size, n, n)
+    return min(batch_size, n)
+
+
 def finetune_biencoder(
     contexts: Sequence[str], responses: Sequence[str], model_dir: str | Path, out_dir: str | Path, *,
     steps: int = 1000, batch_size: int = 32, lr: float = 2e-5, max_length: int = 128, layers: int | None = None,
     seed: int = 0, device: str = "auto", precision: str = "auto", scale: float = 20.0, warmup: float = 0.1,
     weight_decay: float = 0.01, progress: bool = True, context_truncation_side: str = "right",
+    runtime: JobRuntime | None = None,
 ) -> dict:
     """Train the fast ranker G(c, r) = E_c(c)^T E_r(r) of Su et al. (2021) eq. 4 on (context, positive) pairs.
 
-    E_c and E_r start from the same checkpoint (``model_dir``, optionally its first ``layers`` layers) with
-    separate weights; both mean-pool and L2-normalise like :func:`encode`. Each step draws ``batch_size`` pairs
-    (seeded, epoch by epoch without replacement) and minimises the in-batch negatives loss (Karpukhin et al.,
-    2020): the other responses of the batch are the context's negatives; a side whose padding would dominate is
-    embedded in length-sorted chunks (:func:`embed_in_chunks`). As the vectors are unit-norm, the
+    E_c and E_r start from the same checkpoint (``model_dir``, optionally its first ``layers`` layers) with separate
+    weights; both mean-pool and L2-normalise like :func:`curricula.retrieval.dense.encode`. Each step draws
+    ``batch_size`` pairs (seeded, epoch by epoch without replacement) and minimises the in-batch negatives loss
+    (Karpukhin et al., 2020): the other responses of the batch are the context's negatives; a side whose padding
+    would dominate is embedded in length-sorted chunks (:func:`embed_in_chunks`). As the vectors are unit-norm, the
     scores are multiplied by ``scale`` (20, as all-MiniLM-L6-v2 was trained) before the softmax; rankings are
     unaffected. AdamW with ``warmup`` (fraction of steps) linear warm-up then linear decay, gradient norm clipped at
     1 (the training core, :func:`curricula.training.core.fit`).
 
-    Saves ``out_dir/context`` and ``out_dir/response`` (model + tokenizer, loadable by :func:`encode`) and
-    ``out_dir/biencoder.json`` atomically. Deterministic for a seed on CPU. Returns training statistics.
-    ``context_truncation_side="left"`` keeps the latest turns of contexts longer than ``max_length``.
+    Saves ``out_dir/context`` and ``out_dir/response`` (model + tokenizer, loadable by
+    :func:`curricula.retrieval.dense.encode`) and ``out_dir/biencoder.json`` atomically. Deterministic for a seed on
+    CPU. Returns training statistics. ``context_truncation_side="left"`` keeps the latest turns of contexts longer
+    than ``max_length``. Without a job's ``runtime``, ``device`` and ``precision`` are resolved here.
     """
     _check_pairs(len(contexts), len(responses), steps, batch_size, lr)
-    t0, out_dir, dev = time.perf_counter(), Path(out_dir), select_device(device)
-    log_job_device(dev, precision, True, "fine-tuning G")
+    runtime = runtime or start_job(Runtime(device=device, precision=precision), True, "fine-tuning G")
+    t0, out_dir, dev, precision = time.perf_counter(), Path(out_dir), runtime.device, runtime.precision
     path = resolve_model_dir(model_dir)
     tokenizer = load_tokenizer(path)
     enc_c, enc_r = (load_encoder(path, layers=layers, device=dev) for _ in range(2))  # same start (eq. 4)
@@ -169,9 +179,7 @@ def finetune_biencoder(
                          tokenize_texts(tokenizer, responses, max_length, "right"))
     pad_id, ctx_code, resp_code = tokenizer.pad_token_id or 0, _codes(contexts), _codes(responses)  # pad None -> 0
     n = len(contexts)
-    bs = min(batch_size, n)
-    if bs < batch_size:
-        log.warning("batch_size %d > %d pairs: using %d", batch_size, n, bs)
+    bs = fitting_batch_size(batch_size, n)
     batches = epoch_batches(n, bs, np.random.default_rng(seed))
 
     def step_loss(step: int) -> torch.Tensor:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 from tqdm.auto import tqdm
@@ -75,7 +76,9 @@ def choose_point(grid: pl.DataFrame, default_k1: float, default_b: float) -> tup
     nan = grid.filter(pl.col("value").is_nan() | pl.col("value").is_null())
     if nan.height:
         raise ValueError(f"choose_point: no value at k1={nan['k1'][0]}, b={nan['b'][0]}")
-    best = grid["value"].max()
+    # value is a float column (GRID; is_nan takes floats only) with rows and no null (both checked above): its max
+    # is a float
+    best = cast(float, grid["value"].max())
     tied = grid.filter(pl.col("value") >= best - TIE_TOLERANCE).with_columns(
         _dist=((pl.col("k1") - default_k1) ** 2 + (pl.col("b") - default_b) ** 2).sqrt().round(12))
     row = tied.sort("_dist", "k1", "b").row(0, named=True)

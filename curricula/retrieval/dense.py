@@ -23,24 +23,26 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
 import torch
 from tqdm.auto import tqdm
 
-from curricula.models.device import log_job_device
+from curricula.models.device import select_device
 from curricula.models.hf import (
     autocast,
     load_encoder,
     load_tokenizer,
     mean_pool,
     resolve_model_dir,
-    select_device,
 )
+from curricula.models.runtime import JobRuntime, start_job
 from curricula.plumbing.contracts import NEIGHBORS, SPLITS, VECTORS, TableSpec, check_table
 from curricula.plumbing.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
 from curricula.retrieval.similarity import vectors_to_numpy
+from curricula.training.spec import Runtime
 from curricula.training.transfer import batch_to_device
 
 log = logging.getLogger(__name__)
@@ -80,7 +82,8 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int, truncation_s
     return out
 
 
-def pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int], pad_id: int, device) -> dict[str, torch.Tensor]:
+def pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int] | np.ndarray, pad_id: int,
+              device) -> dict[str, torch.Tensor]:
     """Right-pad the given rows to their longest member; returns model inputs with the attention mask."""
     ids = [tokens["input_ids"][i] for i in rows]
     width = max(len(x) for x in ids)
@@ -180,6 +183,7 @@ def encode(
     progress: bool = True,
     truncation_side: str = "right",
     shard: Shard = WHOLE,
+    runtime: JobRuntime | None = None,
 ) -> pl.DataFrame:
     """Encode ``texts`` into a ``VECTORS`` table (``id``, ``vector`` Array(Float32, hidden size)), in input order.
 
@@ -191,8 +195,9 @@ def encode(
     With ``shard`` only that shard's texts are encoded (:func:`encode_rows`), still in input order.
     """
     _check_ids(texts, ids)
-    dev = select_device(device)
-    log_job_device(dev, precision, True, "encoding")
+    # a job passes its runtime (curricula.models.runtime); a direct call resolves ``device`` and ``precision``
+    runtime = runtime or start_job(Runtime(device=device, precision=precision), True, "encoding")
+    dev, precision = runtime.device, runtime.precision
     path = resolve_model_dir(model_dir)
     tokenizer = load_tokenizer(path)
     model = load_encoder(path, layers=layers, device=dev)
@@ -406,7 +411,8 @@ def positive_rank_summary(ranks: pl.DataFrame, k: int) -> pl.DataFrame:
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k={k!r}: expected a positive integer")
-    deepest = ranks["rank"].max()
+    # rank is a numeric column (positive_ranks' Int32 ranks), whose max is a number, or None without rows
+    deepest = cast("float | None", ranks["rank"].max())
     if deepest is not None and deepest > k:
         raise ValueError(f"a true reply at rank {deepest} > k={k}: k must be the neighbour lists' depth")
     rank = pl.col("rank").cast(pl.Int64)

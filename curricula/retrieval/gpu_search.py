@@ -14,7 +14,7 @@ doc index (:func:`plan_pieces`, :func:`merge_topk`). fp16 storage would halve th
 the third decimal and reorder near-ties by the hundred at k = 1,000, so it is not used. Lists wider than FAISS's GPU
 k-selection (:data:`GPU_MAX_K`; only the widened searches of rows tied at the k-th place) run on the CPU.
 
-The GPU smoke check (:mod:`curricula.smoke.gpu`) compares the card's lists with faiss-cpu's reference apart from ties.
+The GPU smoke check (:mod:`tools.smoke.gpu`) compares the card's lists with faiss-cpu's reference apart from ties.
 Nothing of the GPU branch has run on a GPU yet: the tests check the choice of path with a fake faiss module, the
 piece plan, and the exact merge against one whole search, on the CPU.
 """
@@ -136,7 +136,7 @@ def _gpu_search(faiss: Any, res: Any, docs: np.ndarray, device: int, piece: int)
             return faiss.knn(q, docs, width, metric=ip)
         return on_card(q, width)
 
-    search.resources = res  # the GPU index and pieces need the resources alive as long as the search
+    setattr(search, "resources", res)  # the GPU index and pieces need the resources alive as long as the search
     return search, kind
 
 

@@ -26,7 +26,7 @@ def vectors_to_numpy(vectors: pl.DataFrame | pl.Series) -> np.ndarray:
             return np.empty((0, 0), dtype=np.float32)
         widths = s.list.len()
         if widths.min() != widths.max():
-            raise ValueError(f"vectors of unequal length ({widths.min()}..{widths.max()})")
+            raise ValueError(f"vectors of unequal length ({widths.min()!s}..{widths.max()!s})")
         s = s.list.to_array(int(widths[0]))
     if not isinstance(s.dtype, pl.Array):
         raise TypeError(f"vector column has type {s.dtype}, expected Array or List of floats")

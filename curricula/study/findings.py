@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -75,6 +75,7 @@ def claim_row(metrics: pl.DataFrame, experiment: str, against: str, measure: str
     balanced = seed_aware_result(metrics, experiment, measure, against, alpha, inference=inference)
     components = balanced.components if balanced is not None else None
     result = balanced if inference == "seed_aware" else seed_aware_test(d[None, :], alpha)
+    assert result is not None  # under seed_aware, seed_aware_result raises rather than give None
     against_mean = float(y.mean())
     margin_abs = margin * against_mean if against_mean > 0 else math.nan
     p_equivalence = equivalence_pvalue(result, margin_abs) if margin_abs > 0 else math.nan
@@ -127,8 +128,8 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
     reproduced / not reproduced survives was 0.357 instead of 0.05 (``tests/test_findings.py``).
 
     ``metrics`` maps a dataset to its long metrics frame (experiment, seed, qid, measure, value);
-    ``differing_keys`` ({claim id: {dataset: keys}}, :func:`claim_differences`) fills the column of the keys in
-    which the two arms' specs differ, comma-separated (null where not given).
+    ``differing_keys`` ({claim id: {dataset: keys}}, :func:`curricula.study.grid.claim_differences`) fills the column
+    of the keys in which the two arms' specs differ, comma-separated (null where not given).
 
     ``sequential`` ({(claim id, dataset): (its sequential decision, the seed ids of the look it rests on)}, from a
     study's rounds) restricts that cell's rows to those seeds, so every column describes the look the cell was
@@ -142,14 +143,16 @@ def findings_table(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping
             if measure not in set(frame["measure"]):
                 raise ValueError(f"study.measure {measure!r} was not evaluated on {dataset} "
                                  f"(evaluated: {sorted(set(frame['measure']))})")
-            decision, seeds = (sequential or {}).get((claim.get("id"), dataset), (None, None))
+            claim_id = claim.get("id")  # None for a claim without an id: neither mapping below is keyed by one
+            decision, seeds = ((sequential or {}).get((claim_id, dataset), (None, None)) if claim_id is not None
+                               else (None, None))
             cell = frame if seeds is None else with_seeds(frame, seeds)
             try:
                 row = claim_row(cell, claim["experiment"], claim["against"], measure, claim["expect"], alpha, power,
                                 inference=inference, margin=margin)
             except ValueError as err:
                 raise ValueError(f"study claim {claim['claim']!r} on {dataset}: {err}") from None
-            keys = (differing_keys or {}).get(claim.get("id"), {}).get(dataset)
+            keys = (differing_keys or {}).get(claim_id, {}).get(dataset) if claim_id is not None else None
             rows.append({"paper": claim["paper"], "claim": claim["claim"], "dataset": dataset,
                          "expect": claim["expect"], "measure": measure, **row,
                          "differing_keys": None if keys is None else ", ".join(keys),
@@ -229,8 +232,10 @@ def dataset_plans(table: pl.DataFrame, alpha: float = 0.05, power: float = 0.8,
         components = pooled_components(part)
         if components is None:
             continue
-        effect = RELATIVE_EFFECT * float(part["against_mean"].mean())
-        seeds, queries = int(part["seeds"].max()), int(part["queries"].max())
+        # the part has rows (it has components) and these columns no nulls; polars types the aggregates as any
+        # literal or None
+        effect = RELATIVE_EFFECT * float(cast(float, part["against_mean"].mean()))
+        seeds, queries = int(cast(int, part["seeds"].max())), int(cast(int, part["queries"].max()))
         needed = plan(components, effect, alpha=alpha, power=power, max_queries=max_queries) if effect > 0 else {}
         best = cheapest(needed)
         low, high, own = (seeds_range(components, effect, seeds, queries, alpha, power)
@@ -292,8 +297,8 @@ def findings_outputs(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mappi
     return table
 
 
-def findings_stage(runs: Mapping[tuple[str, str, int], str | Path], claims: Sequence[Mapping[str, str]],
-                   outputs: Mapping[str, str | Path], *, ledger: str | Path, **settings: Any) -> pl.DataFrame:
+def findings_from_ledger(runs: Mapping[tuple[str, str, int], str], claims: Sequence[Mapping[str, str]],
+                         outputs: Mapping[str, str | Path], *, ledger: str | Path, **settings: Any) -> pl.DataFrame:
     """Rule ``report_study``: the findings page (:func:`findings_outputs`; ``settings`` are its keyword arguments)
     from the claim runs ({(dataset, claim arm, seed): its entry's path}), their values and costs read from the
     study's ``ledger`` (:func:`curricula.study.ledger_runs.gather`)."""

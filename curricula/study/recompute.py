@@ -1,6 +1,6 @@
 """A study's round records and findings page recomputed from its ledger alone (``python -m curricula.cli ledger
 findings``): no model, metric or benchmark file is read, and the files are byte-identical to what the study run
-wrote from the same ledger, because the run's judging rules call the same stages on the same entries
+wrote from the same ledger, because the run's judging rules call the same functions on the same entries
 (:func:`curricula.study.ledger_runs.gather` picks them from the ledger in both).
 
 The rounds are recomputed in order as far as the ledger holds every run a round needs; the findings page only once
@@ -18,7 +18,7 @@ from curricula.plumbing.layout import Layout, round_file
 from curricula.study.ledger import Ledger, LedgerError, entry_path
 from curricula.study.ledger_runs import ClaimRun, trained_run
 from curricula.study.resume import by_key, select_entries
-from curricula.study.rounds import first_round_arms, read_round, study_round_stage
+from curricula.study.rounds import first_round_arms, read_round, round_from_ledger
 
 
 @dataclass
@@ -68,7 +68,7 @@ def recompute(plan: Any, out: str | Path) -> Recomputed:
                                 f"{run_name(lacking[0])}")
                 return done
             path = out / "rounds" / round_file(round_)
-            study_round_stage(ledger_paths(records, ledger.root, runs), done.rounds[-1] if done.rounds else None,
+            round_from_ledger(ledger_paths(records, ledger.root, runs), done.rounds[-1] if done.rounds else None,
                               path, ledger=ledger.root, **plan.round_settings(round_))
             done.rounds.append(path)
             following = read_round(path)["next"]
@@ -81,11 +81,11 @@ def recompute(plan: Any, out: str | Path) -> Recomputed:
         done.stopped = (f"the findings need {len(lacking)} run(s) the ledger lacks, e.g. "
                         f"{run_name(lacking[0])}")
         return done
-    from curricula.study.findings import findings_stage
+    from curricula.study.findings import findings_from_ledger
 
     files = {name: out / Path(path).name for name, path in Layout().study_report().items()}
-    findings_stage(ledger_paths(records, ledger.root, runs), plan.claims, files, ledger=ledger.root,
-                   **plan.report_settings(), rounds=final, previous=plan.settings["previous"])
+    findings_from_ledger(ledger_paths(records, ledger.root, runs), plan.claims, files, ledger=ledger.root,
+                         **plan.report_settings(), rounds=final, previous=plan.settings["previous"])
     done.findings = files
     return done
 

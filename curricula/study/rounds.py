@@ -31,7 +31,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -190,7 +190,9 @@ def study_round(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[st
                 if cell not in previous_tests:
                     raise ValueError(f"study claim {claim['id']!r} on {dataset}: decided in round {round_ - 1} but "
                                      f"its tests are not in that round's record")
-                tests[cell] = [tuple(t) for t in previous_tests[cell]]
+                # each look's record is its three tests (LookTests); tuple() keeps that length, only the type
+                # of tuple() forgets it
+                tests[cell] = [cast(LookTests, tuple(t)) for t in previous_tests[cell]]
                 continue
             if round_ > 1 and cell not in previous:
                 raise ValueError(f"study claim {claim['id']!r} on {dataset}: no decision from round {round_ - 1}")
@@ -277,7 +279,7 @@ def study_round_outputs(metrics: Mapping[str, pl.DataFrame], extended: Sequence[
     return record
 
 
-def study_round_stage(runs: Mapping[tuple[str, str, int], str | Path], previous_path: str | Path | None,
+def round_from_ledger(runs: Mapping[tuple[str, str, int], str], previous_path: str | Path | None,
                       output: str | Path, *, ledger: str | Path, **settings: Any) -> dict[str, Any]:
     """Checkpoint ``study_round``: this round's claim runs ({(dataset, claim arm, seed): its entry's path},
     :func:`curricula.study.ledger_runs.claim_runs`), their values read from the study's ``ledger``
@@ -362,6 +364,6 @@ def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float, datasets: Se
 
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",
-           "look_results", "look_seeds", "read_round", "round_chain", "round_record", "RoundOutcome", "rounds_markdown",
-           "sequential_claims", "study_looks", "study_round", "study_round_outputs", "study_round_stage",
+           "look_results", "look_seeds", "read_round", "round_chain", "round_from_ledger", "round_record",
+           "RoundOutcome", "rounds_markdown", "sequential_claims", "study_looks", "study_round", "study_round_outputs",
            "trained_seeds"]
