@@ -42,13 +42,13 @@ def main() -> None:
     ap.add_argument("--train", default="{}", help="JSON overlay of active.train")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    import torch
     import yaml
 
     from curricula.active.loop import QueryPool, fit_ranker, initial_labeled, labeled_pairs
     from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest
     from curricula.experiments.specs import active_spec, merge_experiment
-    from curricula.models.hf import set_threads
+    from curricula.models import ranker_class
+    from curricula.models.runtime import start_job
     from curricula.plumbing.config import load_config, validate_config
     from curricula.plumbing.layout import Layout
     from curricula.study.grid import study_configs
@@ -58,20 +58,20 @@ def main() -> None:
     config = validate_config(configs[args.dataset])
     config["active"]["train"] = merge_experiment(config["active"].get("train") or {}, json.loads(args.train))
     spec = active_spec(config)
-    set_threads(spec.get("threads") or 1)
+    spec = spec.with_runtime(device="cpu", threads=spec.runtime.threads or 1)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    runtime = start_job(spec.runtime, ranker_class(spec.ranker.ranker).transformer, "active ranker")
     relevant_min = config["dataset"]["relevant_min"]
     data = read_ingest({n: Path(args.root, Layout(dataset=args.dataset).data(n))
                         for n in INGEST_TABLES})
     pool = QueryPool(candidate_pairs(data, ("train",), relevant_min))
     labeled = initial_labeled(len(pool), args.fraction, args.seed)
     dev = candidate_pairs(data, ("dev",), relevant_min)
-    print(f"{args.dataset}: {int(labeled.sum())} of {len(pool)} train queries, {spec['ranker']} "
-          f"{spec['architecture']}, loss {spec['loss']}", flush=True)
+    print(f"{args.dataset}: {int(labeled.sum())} of {len(pool)} train queries, {spec.ranker.ranker} "
+          f"{spec.ranker.arch()}, loss {spec.objective.loss}", flush=True)
     start = time.perf_counter()
-    _, best = fit_ranker(spec, args.seed, labeled_pairs(pool, labeled), dev, data["qrels"], torch.device("cpu"),
-                         relevant_min)
-    print(f"best dev {spec['eval_metric']} {best:.4f} in {time.perf_counter() - start:.0f} s", flush=True)
+    _, best = fit_ranker(spec, args.seed, labeled_pairs(pool, labeled), dev, data["qrels"], runtime, relevant_min)
+    print(f"best dev {spec.evaluation.eval_metric} {best:.4f} in {time.perf_counter() - start:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -43,15 +43,18 @@ def main() -> None:
     import torch
 
     from curricula.data.ingest import read_ingest
+    from curricula.experiments.spec import parse_train_spec, spec_params
     from curricula.experiments.specs import experiment_specs
     from curricula.plumbing.config import load_config
 
     config = load_config(REPO / "config.yaml")
     spec = experiment_specs(config)["baseline"]
     # pinned, whatever config.yaml says now: the full curve (no early stopping), the dev subset, the embeddings
-    spec.update(steps=args.steps, max_steps=args.steps, patience=0, eval_every=args.eval_every,
-                dev_queries=args.dev_queries, threads=args.threads, device="cpu", checkpoint_every=0)
-    spec["architecture"]["freeze_embeddings"] = args.freeze
+    # (parsed again, so the curriculum is resolved against the pinned length)
+    pinned = {"steps": args.steps, "max_steps": args.steps, "patience": 0, "eval_every": args.eval_every,
+              "dev_queries": args.dev_queries, "threads": args.threads, "device": "cpu", "checkpoint_every": 0,
+              "architecture": {**spec.ranker.arch(), "freeze_embeddings": args.freeze}}
+    spec = parse_train_spec({**spec_params(spec), **pinned})
     base = Path(args.root) / "results" / "chitchat"
     data = read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
     import curricula.experiments.train
@@ -60,8 +63,8 @@ def main() -> None:
     if args.perturb:
         build = curricula.experiments.train.build_ranker
 
-        def nudged(spec, seed):
-            ranker = build(spec, seed)
+        def nudged(ranker_spec, seed):
+            ranker = build(ranker_spec, seed)
             with torch.no_grad():
                 ranker.module.embedding.weight.mul_(1 + args.perturb)
             return ranker

@@ -25,6 +25,7 @@ from scipy.stats import spearmanr  # noqa: E402
 from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest  # noqa: E402
 from curricula.difficulty.penha import bert_pred  # noqa: E402
 from curricula.evaluation.metrics import split_metrics  # noqa: E402
+from curricula.models.runtime import start_job  # noqa: E402
 from curricula.models.teacher import score_with_model, teacher_config, train_teacher  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.plumbing.contracts import TEACHER_SCORES, read_table  # noqa: E402
@@ -47,10 +48,11 @@ def main() -> None:
     train = candidate_pairs(data, splits=("train",), relevant_min=rmin)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.time()
-        stats = train_teacher(train, cfg, Path(tmp) / "model", progress=False)
+        runtime = start_job(cfg.runtime, True, "teacher")
+        stats = train_teacher(train, cfg, Path(tmp) / "model", runtime, progress=False)
         t1 = time.time()
         scored = candidate_pairs(data, splits=("train", "test"), relevant_min=rmin)
-        fp32 = score_with_model(Path(tmp) / "model", scored, cfg, progress=False)
+        fp32 = score_with_model(Path(tmp) / "model", scored, cfg, runtime, progress=False)
         t2 = time.time()
     print(f"fp32 teacher: trained {t1 - t0:.0f} s (final loss {stats['final_loss']:.4f}), scored {scored.height} "
           f"pairs in {t2 - t1:.0f} s")

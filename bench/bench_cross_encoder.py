@@ -118,6 +118,7 @@ def main() -> None:
     from curricula.evaluation.rerank import ranker_metrics
     from curricula.experiments.train import dev_pairs
     from curricula.models.hf import autocast_dtype, set_threads
+    from curricula.models.runtime import start_job
     from curricula.models.teacher import TeacherConfig, balanced_batches, train_cross_encoder, training_texts
     from curricula.plumbing.layout import Layout
 
@@ -139,7 +140,8 @@ def main() -> None:
                          threads=args.threads)
     if args.warmup:
         warm = argparse.Namespace(**{**vars(args), "steps": args.warmup})
-        train_cross_encoder(contexts, responses, labels, replace(base, steps=args.warmup), progress=False)
+        train_cross_encoder(contexts, responses, labels, replace(base, steps=args.warmup),
+                            start_job(base.runtime, True, "warm-up"), progress=False)
         train_peer(peer_model(layers, args.pooling, args.max_length, args.seed), contexts, responses, labels,
                    order[: args.warmup * args.batch_size], warm, False)
     rows = []
@@ -147,7 +149,8 @@ def main() -> None:
         bf16 = autocast_dtype(cpu, precision, transformer=True) == torch.bfloat16
         cfg = replace(base, precision=precision)
         t0 = time.perf_counter()
-        ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, progress=False)
+        ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, start_job(cfg.runtime, True, "training"),
+                                             progress=False)
         seconds = time.perf_counter() - t0
         ap_dev = ranker_metrics(ranker, dev, data["qrels"], ["AP"], batch_size=128, device=cpu,
                                 precision=precision)["AP"]

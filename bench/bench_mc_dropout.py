@@ -43,6 +43,8 @@ def main() -> None:
     import torch
 
     from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest
+    from curricula.experiments.spec import parse_train_spec
+    from curricula.experiments.specs import resolve_ranker
     from curricula.models import build_ranker
     from curricula.models.base import mc_dropout_probabilities
     from curricula.models.hf import set_threads
@@ -58,7 +60,8 @@ def main() -> None:
     for name in args.rankers.split(","):
         for emb in (float(v) for v in args.embedding_dropout.split(",")):
             arch = {"dropout": 0.5, "embedding_dropout": emb, "freeze_embeddings": True}
-            ranker = build_ranker({"ranker": name, "model": "minilm", "architecture": arch}, seed=1)
+            spec = parse_train_spec(resolve_ranker({"ranker": name, "model": "minilm", "architecture": arch}))
+            ranker = build_ranker(spec.ranker, seed=1)
             items = ranker.encode(contexts, responses)  # tokenising is shared; both sides below start from the ids
             torch.manual_seed(0)
             start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Teacher cost by precision: scoring pairs/s of :func:`curricula.models.score_pairs` and training s/step of
+"""Teacher cost by precision: scoring pairs/s of :func:`curricula.models.base.score_pairs` and training s/step of
 :func:`curricula.models.teacher.train_cross_encoder` with the default teacher (the packaged 6-layer MiniLM,
 ``max_length`` 64, score batch 128, 2 threads) on ``--pairs`` real candidate pairs (the first queries of the train split
 of a scratch workflow run, 10 candidates each, as rule teacher_score sees them), once per ``--precision`` (``auto`` is
@@ -45,7 +45,9 @@ def main() -> None:
     from curricula.models import load_ranker, score_pairs
     from curricula.models.cross_encoder import CrossEncoderRanker
     from curricula.models.hf import autocast_dtype, set_threads
+    from curricula.models.runtime import start_job
     from curricula.models.teacher import TeacherConfig, train_cross_encoder, training_texts
+    from curricula.training.spec import RankerSpec
 
     base = Path(args.root) / "results" / "chitchat" / "data"
     data = read_ingest({n: base / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
@@ -56,7 +58,7 @@ def main() -> None:
     if args.model:
         ranker = load_ranker(args.model, device=torch.device("cpu"), max_length=args.max_length)
     else:
-        ranker = CrossEncoderRanker.build({"model": "minilm", "layers": None, "max_length": args.max_length}, 42)
+        ranker = CrossEncoderRanker.build(RankerSpec(model="minilm", layers=None, max_length=args.max_length), 42)
     ranker.eval()
     n = len(contexts)
     print(f"{n} pairs ({head['qid'].n_unique()} contexts), threads {torch.get_num_threads()}, batch "
@@ -88,7 +90,7 @@ def main() -> None:
             cfg = TeacherConfig(layers=None, steps=args.train_steps, precision=precision, max_length=args.max_length,
                                 threads=args.threads)
             t0 = time.perf_counter()
-            _, losses = train_cross_encoder(*texts, cfg, progress=False)
+            _, losses = train_cross_encoder(*texts, cfg, start_job(cfg.runtime, True, "training"), progress=False)
             per = (time.perf_counter() - t0) / cfg.steps
             base_time = base_time or per
             print(f"  training {precision:5s} {per:6.3f} s/step ({base_time / per:4.2f}x)  loss first 10 "

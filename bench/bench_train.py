@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -50,7 +49,8 @@ from curricula.data import chitchat  # noqa: E402
 from curricula.data.ingest import candidate_pairs  # noqa: E402
 from curricula.difficulty import difficulty_table  # noqa: E402
 from curricula.evaluation.rerank import ranker_metrics  # noqa: E402
-from curricula.experiments.specs import merge_experiment, resolve_arm, resolve_ranker  # noqa: E402
+from curricula.experiments.spec import TrainSpec, parse_train_spec  # noqa: E402
+from curricula.experiments.specs import merge_experiment, resolve_ranker  # noqa: E402
 from curricula.experiments.train import dev_pairs, train_ranker  # noqa: E402
 from curricula.models import build_ranker  # noqa: E402
 from curricula.models.hf import set_threads  # noqa: E402
@@ -58,22 +58,23 @@ from curricula.models.hf import set_threads  # noqa: E402
 CONFIG_SEED = 42
 
 
-def make_spec(args: argparse.Namespace) -> dict[str, Any]:
+def make_spec(args: argparse.Namespace) -> TrainSpec:
     train = dict(ranker=args.ranker, architecture={}, model="minilm", layers=args.layers, max_length=64,
                  steps=args.steps, batch_size=8, lr=None,
                  eps=1e-8, weight_decay=0.0, warmup=0.1, optimizer="adamw", loss="pointwise_ce", margin=1.0,
                  negatives={"mode": "random", "m": 1, "depth": 100, "pacing": None}, eval_every=args.steps,
                  eval_metric="AP", dev_queries=args.dev_queries, checkpoint_every=args.steps + 1,
                  score_batch_size=64, device="cpu", precision="fp32", threads=args.threads)
-    return resolve_ranker(merge_experiment(train, {"scoring": "random", "pacing": {"name": "root_2"}}))
+    axes = {"scoring": "random", "pacing": {"name": "root_2"}}
+    return parse_train_spec(resolve_ranker(merge_experiment(train, axes)))
 
 
-def build_batches(data: dict[str, pl.DataFrame], spec: dict[str, Any], folder: Path, seed: int, ranker
+def build_batches(data: dict[str, pl.DataFrame], spec: TrainSpec, folder: Path, seed: int, ranker
                   ) -> tuple[list[dict[str, torch.Tensor]], float, float]:
     """Every step's collated batch, drawn as ``train_ranker`` draws them; also sampling and tokenising s/step."""
-    steps = spec["steps"]
-    arm = resolve_arm(spec)
-    sampler = cur.CurriculumSampler(cur.Curriculum(folder), arm.pacing, spec["batch_size"], seed)
+    steps = spec.fit.steps
+    arm = spec.arm
+    sampler = cur.CurriculumSampler(cur.Curriculum(folder), arm.pacing, spec.objective.batch_size, seed)
     negs = NegativeSampler(arm.negatives, queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
                            candidates=data["candidates"], seed=seed)
     context_of = dict(zip(data["queries"]["qid"].to_list(), data["queries"]["text"].to_list()))
@@ -93,23 +94,24 @@ def build_batches(data: dict[str, pl.DataFrame], spec: dict[str, Any], folder: P
     return batches, t_sample / steps, t_tok / steps
 
 
-def bare_loop(spec: dict[str, Any], seed: int, batches: list[dict[str, torch.Tensor]], group: int
+def bare_loop(spec: TrainSpec, seed: int, batches: list[dict[str, torch.Tensor]], group: int
               ) -> tuple[list[float], list[float], torch.nn.Module]:
     """A hand-written loop over pre-built batches; returns the time after k steps (k = 0..steps), the losses and
     the model."""
     from transformers import get_linear_schedule_with_warmup
 
-    model = build_ranker(spec, seed).module
-    optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=spec["lr"], eps=spec["eps"],
-                              weight_decay=spec["weight_decay"], fused=True)
-    sched = get_linear_schedule_with_warmup(optim, int(round(spec["warmup"] * spec["steps"])), spec["steps"])
+    fit = spec.fit
+    model = build_ranker(spec.ranker, seed).module
+    optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=fit.lr, eps=fit.eps,
+                              weight_decay=fit.weight_decay, fused=True)
+    sched = get_linear_schedule_with_warmup(optim, int(round(fit.warmup * fit.steps)), fit.steps)
     torch.manual_seed(seed)
     model.train()
     labels = torch.zeros((len(next(iter(batches[0].values()))) // group, group))
     labels[:, 0] = 1.0
     stamps, losses = [time.perf_counter()], []
     for batch in batches:
-        if spec["ranker"] == "cross_encoder":
+        if spec.ranker.ranker == "cross_encoder":
             logits = model(**batch).logits.view(-1, group)
         else:
             logits = model(batch["q"], batch["q_mask"], batch["d"], batch["d_mask"]).view(-1, group)
@@ -123,7 +125,7 @@ def bare_loop(spec: dict[str, Any], seed: int, batches: list[dict[str, torch.Ten
     return stamps, losses, model
 
 
-def pipeline_loop(data: dict[str, pl.DataFrame], spec: dict[str, Any], args: argparse.Namespace, folder: Path,
+def pipeline_loop(data: dict[str, pl.DataFrame], spec: TrainSpec, args: argparse.Namespace, folder: Path,
                   out: Path) -> tuple[float, float, pl.DataFrame]:
     """One ``train_ranker`` run: seconds of its steps ``skip + 1 .. steps - 1``, end-to-end seconds, dev curve."""
     stamps: dict[int, float] = {}
@@ -155,8 +157,8 @@ def main() -> None:
                       max_context_turns=10)
     data = {name: df for name, (df, _) in d.tables().items()}
     spec = make_spec(args)
-    featuriser = build_ranker(spec, args.seed)  # its encode/collate build the bare loop's batches
-    group = 1 + spec["negatives"]["m"]
+    featuriser = build_ranker(spec.ranker, args.seed)  # its encode/collate build the bare loop's batches
+    group = 1 + spec.arm.negatives.m
     timed = args.steps - 1 - args.skip  # steps skip+1 .. steps-1 (1-based); the last one also evaluates dev
 
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
@@ -168,8 +170,9 @@ def main() -> None:
         batches, sample_s, tok_s = build_batches(data, spec, folder, args.seed, featuriser)
         widths = [next(iter(b.values())).shape[1] for b in batches]
         print(f"chitchat: {len(cur.Curriculum(folder))} train instances, {data['docs'].height} docs; batch "
-              f"{spec['batch_size']} x (1 + {group - 1}) pairs, max_length {spec['max_length']} (padded width mean "
-              f"{np.mean(widths):.1f}); ranker {spec['ranker']}, layers {spec['layers']}; pacing root_2; "
+              f"{spec.objective.batch_size} x (1 + {group - 1}) pairs, max_length {spec.ranker.max_length} (padded "
+              f"width mean {np.mean(widths):.1f}); ranker {spec.ranker.ranker}, layers {spec.ranker.layers}; pacing "
+              f"root_2; "
               f"{args.steps} steps, timed "
               f"{args.skip + 1}..{args.steps - 1} ({timed}); torch threads {threads}; torch {torch.__version__}")
 
@@ -187,12 +190,12 @@ def main() -> None:
                 best[name] = min(best[name], seconds)
         load_after = os.getloadavg()[0]
 
-        dev = dev_pairs(data, spec["dev_queries"], CONFIG_SEED, 1)
+        dev = dev_pairs(data, spec.evaluation.dev_queries, CONFIG_SEED, 1)
         t0 = time.perf_counter()
         featuriser.module = model  # the bare loop's final model behind the ranker interface
-        metric = spec["eval_metric"]
-        value = ranker_metrics(featuriser, dev, data["qrels"], [metric], batch_size=spec["score_batch_size"],
-                               device=torch.device("cpu"), precision=spec["precision"])[metric]
+        metric = spec.evaluation.eval_metric
+        value = ranker_metrics(featuriser, dev, data["qrels"], [metric], batch_size=spec.evaluation.score_batch_size,
+                               device=torch.device("cpu"), precision=spec.runtime.precision)[metric]
         eval_s = time.perf_counter() - t0
 
     pipe_sps, bare_sps = timed / best["pipeline"], timed / best["bare"]

@@ -63,7 +63,8 @@ from torch.utils import flop_counter  # noqa: E402
 from curricula.curriculum.negatives import NegativeSampler  # noqa: E402
 from curricula.data.ingest import candidate_pairs, read_ingest  # noqa: E402
 from curricula.evaluation.rerank import ranker_metrics  # noqa: E402
-from curricula.experiments.specs import experiment_specs, finetune_dense_model, resolve_arm  # noqa: E402
+from curricula.experiments.spec import TrainSpec  # noqa: E402
+from curricula.experiments.specs import experiment_specs, finetune_dense_model  # noqa: E402
 from curricula.experiments.train import dev_pairs  # noqa: E402
 from curricula.models import build_ranker, load_ranker, score_pairs  # noqa: E402
 from curricula.models.cross_encoder import CrossEncoderRanker  # noqa: E402
@@ -81,9 +82,10 @@ from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.plumbing.layout import Layout  # noqa: E402
 from curricula.plumbing.shards import length_batches  # noqa: E402
 from curricula.retrieval import dense  # noqa: E402
-from curricula.retrieval.stages import dense_max_length  # noqa: E402
+from curricula.retrieval.precompute import dense_max_length  # noqa: E402
 from curricula.training.core import FitConfig, make_optimizer  # noqa: E402
 from curricula.training.losses import binary_ce, element_losses, weighted_mean  # noqa: E402
+from curricula.training.spec import RankerSpec  # noqa: E402
 
 CPU = torch.device("cpu")
 FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -161,7 +163,8 @@ def teacher_train(data: dict, cfg, precision: str, batches: int, repeats: int) -
     idx = list(balanced_batches(labels, batches, cfg.batch_size, np.random.default_rng(SEED)))
     texts = [([contexts[i] for i in b], [responses[i] for i in b]) for b in idx]
     ys = [torch.tensor(labels[b], dtype=torch.float32) for b in idx]
-    spec = {"model": cfg.model, "layers": cfg.layers, "max_length": cfg.max_length, "pooling": cfg.pooling}
+    spec = RankerSpec(ranker="cross_encoder", model=cfg.model, layers=cfg.layers, max_length=cfg.max_length,
+                      pooling=cfg.pooling)
     ranker = CrossEncoderRanker.build(spec, SEED).train()
     optim, sched = make_optimizer(ranker.parameters(), FitConfig(steps=cfg.steps, lr=cfg.lr, eps=cfg.eps,
                                                                         warmup=cfg.warmup, fused=True))
@@ -260,51 +263,53 @@ def dense_encoding(texts: list[str], side: str, what: str, cfg: dict, precision:
                      (t_api - t_model) / n, t_model / n)
 
 
-def convknrm_train(data: dict, spec: dict, batches: int, repeats: int) -> tuple[dict, object]:
+def convknrm_train(data: dict, spec: TrainSpec, batches: int, repeats: int) -> tuple[dict, object]:
     """Train steps of the baseline ConvKNRM: train positives and their negatives (prep: encode + collate)."""
-    set_threads(spec["threads"])
+    set_threads(spec.runtime.threads)
     rng = np.random.default_rng(SEED)
     positives = candidate_pairs(data, splits=("train",)).filter(pl.col("rel") > 0)
-    negs = NegativeSampler(resolve_arm(spec).negatives, queries=data["queries"], docs=data["docs"],
+    negs = NegativeSampler(spec.arm.negatives, queries=data["queries"], docs=data["docs"],
                            qrels=data["qrels"], candidates=data["candidates"], seed=SEED)
     doc_texts = data["docs"]["text"].to_list()
     texts, shapes = [], []
     for step in range(batches):
-        batch = positives[rng.choice(positives.height, spec["batch_size"], replace=False)]
+        batch = positives[rng.choice(positives.height, spec.objective.batch_size, replace=False)]
         pos = np.array([negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
         group = np.concatenate([pos[:, None], negs.sample(batch["qid"].to_list(), step)], axis=1)
         texts.append(([c for c in batch["context"].to_list() for _ in range(group.shape[1])],
                       [doc_texts[c] for c in group.reshape(-1)]))
         shapes.append(group.shape)
-    ranker = build_ranker(spec, SEED).to(CPU).train()
-    optim, sched = make_optimizer(ranker.parameters(), FitConfig.from_spec(spec))
-    losses = [lambda logits, shape=shape: weighted_mean(element_losses(spec["loss"], logits.view(shape),
-                                                                       spec["margin"]), None) for shape in shapes]
-    flops, t_prep, t_model = time_train_steps(ranker, texts, losses, optim, sched, spec["precision"], repeats)
-    dtype = autocast_dtype(CPU, spec["precision"], transformer=ranker.transformer)
-    row = stage_row("ConvKNRM train step", f"step ({shapes[0][0]}x{shapes[0][1]} pairs)", spec["threads"], dtype,
+    ranker = build_ranker(spec.ranker, SEED).to(CPU).train()
+    optim, sched = make_optimizer(ranker.parameters(), FitConfig.of(spec.fit))
+    objective, precision = spec.objective, spec.runtime.precision
+    losses = [lambda logits, shape=shape: weighted_mean(element_losses(objective.loss, logits.view(shape),
+                                                                       objective.margin), None) for shape in shapes]
+    flops, t_prep, t_model = time_train_steps(ranker, texts, losses, optim, sched, precision, repeats)
+    dtype = autocast_dtype(CPU, precision, transformer=ranker.transformer)
+    row = stage_row("ConvKNRM train step", f"step ({shapes[0][0]}x{shapes[0][1]} pairs)", spec.runtime.threads, dtype,
                     flops / batches, t_prep / batches, t_model / batches)
     return row, ranker
 
 
-def convknrm_dev(data: dict, spec: dict, ranker, dev_queries: int, config_seed: int, repeats: int) -> dict:
+def convknrm_dev(data: dict, spec: TrainSpec, ranker, dev_queries: int, config_seed: int, repeats: int) -> dict:
     """One dev evaluation as training runs it (prep: ranker_metrics minus the forward passes)."""
-    set_threads(spec["threads"])
+    set_threads(spec.runtime.threads)
     dev = dev_pairs(data, dev_queries, config_seed, 1)
-    metric = spec["eval_metric"]
+    evaluation, precision = spec.evaluation, spec.runtime.precision
+    metric = evaluation.eval_metric
 
     def api():
-        ranker_metrics(ranker, dev, data["qrels"], [metric], batch_size=spec["score_batch_size"], device=CPU,
-                       precision=spec["precision"])
+        ranker_metrics(ranker, dev, data["qrels"], [metric], batch_size=evaluation.score_batch_size, device=CPU,
+                       precision=precision)
 
     model = model_only_scoring(ranker, dev["context"].to_list(), dev["response"].to_list(),
-                               spec["score_batch_size"], spec["precision"])
+                               evaluation.score_batch_size, precision)
     flops = count_flops(api)
     t_api, t_model = median_seconds(api, repeats), median_seconds(model, repeats)
     ranker.train()
-    dtype = autocast_dtype(CPU, spec["precision"], transformer=ranker.transformer)
+    dtype = autocast_dtype(CPU, precision, transformer=ranker.transformer)
     return stage_row("ConvKNRM dev evaluation", f"eval ({dev['qid'].n_unique()} q, {dev.height} pairs)",
-                     spec["threads"], dtype, flops, t_api - t_model, t_model)
+                     spec.runtime.threads, dtype, flops, t_api - t_model, t_model)
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -348,14 +353,14 @@ def main() -> None:
     # the length the run's encoding jobs cut texts at (dense.max_length null: G's fine-tuning length)
     length = dense_max_length(config, finetune_dense_model(config, specs))
     dense_cfg = {**config["dense"], "max_length": length, **forced}
-    spec = {**specs["baseline"], "device": "cpu", **forced}
+    spec = specs["baseline"].with_runtime(device="cpu", **forced)
 
     print(f"torch {torch.__version__}; cpu capability {torch.backends.cpu.get_cpu_capability()}; "
           f"ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '-')} "
           f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '-')}; {os.cpu_count()} cores; "
           f"lscpu flags: {' '.join(cpu_flags()) or '-'}; native bf16 (AVX512-BF16/AMX): {cpu_has_native_bf16()}")
-    print(f"threads: teacher {teacher.threads}, dense {dense_cfg['threads']}, train {spec['threads']}; precision: "
-          f"teacher {teacher.precision}, dense {dense_cfg['precision']}, train {spec['precision']} "
+    print(f"threads: teacher {teacher.threads}, dense {dense_cfg['threads']}, train {spec.runtime.threads}; "
+          f"precision: teacher {teacher.precision}, dense {dense_cfg['precision']}, train {spec.runtime.precision} "
           f"(--precision {args.precision}); 1-min load {os.getloadavg()[0]:.2f}; repeats {args.repeats}")
 
     rows = [teacher_train(data, teacher, teacher.precision, args.batches, args.repeats),
@@ -376,9 +381,10 @@ def main() -> None:
     print(f"1-min load after: {os.getloadavg()[0]:.2f}")
     print_table(rows, peaks)
     step, dev = rows[-2], rows[-1]
-    per_step = step["prep"] + step["model"] + (dev["prep"] + dev["model"]) / spec["eval_every"]
-    print(f"ConvKNRM per training step with a dev evaluation every {spec['eval_every']} steps: {per_step * 1e3:.0f} ms "
-          f"(dev_queries {spec['dev_queries'] or 'all'} in the config; measured here with {args.dev_queries})")
+    per_step = step["prep"] + step["model"] + (dev["prep"] + dev["model"]) / spec.fit.eval_every
+    print(f"ConvKNRM per training step with a dev evaluation every {spec.fit.eval_every} steps: "
+          f"{per_step * 1e3:.0f} ms (dev_queries {spec.evaluation.dev_queries or 'all'} in the config; measured here "
+          f"with {args.dev_queries})")
 
 
 if __name__ == "__main__":

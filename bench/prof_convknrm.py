@@ -36,7 +36,8 @@ from curricula.curriculum.negatives import NegativeSampler  # noqa: E402
 from curricula.curriculum.ordering import Curriculum, CurriculumSampler  # noqa: E402
 from curricula.data.ingest import read_ingest  # noqa: E402
 from curricula.evaluation.metrics import mean_metrics  # noqa: E402
-from curricula.experiments.specs import experiment_specs, resolve_arm  # noqa: E402
+from curricula.experiments.spec import TrainSpec, parse_train_spec, spec_params  # noqa: E402
+from curricula.experiments.specs import experiment_specs  # noqa: E402
 from curricula.experiments.train import dev_pairs  # noqa: E402
 from curricula.models import build_ranker, score_pair_frame  # noqa: E402
 from curricula.models.hf import set_threads  # noqa: E402
@@ -45,13 +46,14 @@ from curricula.training.core import FitConfig, make_optimizer  # noqa: E402
 from curricula.training.losses import element_losses, weighted_mean  # noqa: E402
 
 
-def baseline_spec(freeze: bool, steps: int | None = None, dev_queries: int | None = 100) -> dict:
+def baseline_spec(freeze: bool, steps: int | None = None, dev_queries: int | None = 100) -> tuple[TrainSpec, dict]:
     config = load_config(REPO / "config.yaml")
     spec = experiment_specs(config)["baseline"]
     # pinned, whatever config.yaml says now: 600 steps, 100 dev queries, trainable embeddings unless ``freeze``
-    spec.update(device="cpu", steps=steps or 600, max_steps=steps or 600, patience=0, dev_queries=dev_queries)
-    spec["architecture"]["freeze_embeddings"] = freeze
-    return spec, config
+    # (parsed again, so the curriculum is resolved against the pinned length)
+    pinned = {"device": "cpu", "steps": steps or 600, "max_steps": steps or 600, "patience": 0,
+              "dev_queries": dev_queries, "architecture": {**spec.ranker.arch(), "freeze_embeddings": freeze}}
+    return parse_train_spec({**spec_params(spec), **pinned}), config
 
 
 def load_data(root: Path) -> dict:
@@ -76,16 +78,16 @@ def main() -> None:
     set_threads(args.threads)
     data = load_data(Path(args.root))
     device = torch.device("cpu")
-    arm = resolve_arm(spec)
+    arm = spec.arm
     sampler = CurriculumSampler(Curriculum(Path(args.root) / "results/chitchat/curricula/random"), arm.pacing,
-                                spec["batch_size"], args.seed)
+                                spec.objective.batch_size, args.seed)
     negs = NegativeSampler(arm.negatives, queries=data["queries"], docs=data["docs"], qrels=data["qrels"],
                            candidates=data["candidates"], seed=args.seed)
     context_of = dict(zip(data["queries"]["qid"].to_list(), data["queries"]["text"].to_list()))
     doc_texts = data["docs"]["text"].to_list()
-    dev = dev_pairs(data, spec["dev_queries"], config["pipeline_seed"], 1)
-    ranker = build_ranker(spec, args.seed).to(device)
-    optim, sched = make_optimizer(ranker.module.parameters(), FitConfig.from_spec(spec))
+    dev = dev_pairs(data, spec.evaluation.dev_queries, config["pipeline_seed"], 1)
+    ranker = build_ranker(spec.ranker, args.seed).to(device)
+    optim, sched = make_optimizer(ranker.module.parameters(), FitConfig.of(spec.fit))
     ranker.train()
     t = {k: 0.0 for k in ("sample", "encode", "collate", "forward", "backward", "optim", "zero_grad")}
     for step in range(args.skip + args.steps):
@@ -103,8 +105,9 @@ def main() -> None:
         t2 = time.perf_counter()
         coll = ranker.collate(items)
         t3 = time.perf_counter()
-        logits = ranker.logits(coll, device, spec["precision"])
-        loss = weighted_mean(element_losses(spec["loss"], logits.view(group.shape), spec["margin"]), None)
+        logits = ranker.logits(coll, device, spec.runtime.precision)
+        objective = spec.objective
+        loss = weighted_mean(element_losses(objective.loss, logits.view(group.shape), objective.margin), None)
         t4 = time.perf_counter()
         optim.zero_grad(set_to_none=True)
         t5 = time.perf_counter()
@@ -127,17 +130,18 @@ def main() -> None:
         t0 = time.perf_counter()
         ranker.encode(dev["context"].to_list(), dev["response"].to_list())
         t1 = time.perf_counter()
-        run = score_pair_frame(ranker, dev, batch_size=spec["score_batch_size"], device=device,
-                               precision=spec["precision"], progress=False)
+        run = score_pair_frame(ranker, dev, batch_size=spec.evaluation.score_batch_size, device=device,
+                               precision=spec.runtime.precision, progress=False)
         t2 = time.perf_counter()
         mean_metrics(run, data["qrels"].filter(data["qrels"]["qid"].is_in(dev["qid"].unique().implode())),
-                     [spec["eval_metric"]], 1)
+                     [spec.evaluation.eval_metric], 1)
         t3 = time.perf_counter()
         ev["encode"] += t1 - t0
         ev["score_pair_frame"] += t2 - t1
         ev["metric"] += t3 - t2
     ranker.train()
-    print(f"dev evaluation ({dev.height} pairs, score_batch_size {spec['score_batch_size']}), s per evaluation:")
+    print(f"dev evaluation ({dev.height} pairs, score_batch_size {spec.evaluation.score_batch_size}), s per "
+          f"evaluation:")
     for k, v in ev.items():
         print(f"  {k:18s} {v / args.evals:8.3f}" + ("   (encode alone, included in score_pair_frame)"
                                                     if k == "encode" else ""))

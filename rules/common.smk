@@ -3,6 +3,7 @@
 import os
 import sys
 
+from curricula.active.acquisition import METHODS
 from curricula.pipeline import targets
 from curricula.pipeline.devices import gpus, profile_gpu_conflicts, rule_devices
 from curricula.pipeline.plan import dataset_plan, one_of
@@ -33,7 +34,7 @@ wildcard_constraints:
     experiment=r"[A-Za-z0-9_.@=+-]+",
     seed=r"-?[0-9]+",
     reference=r"bm25|bm25_tuned|teacher",
-    method=r"random|bald|coreset|dal|dasl|all",
+    method=one_of(METHODS),
     scatteritem=r"[0-9]+-of-[0-9]+",
 
 
@@ -70,9 +71,9 @@ def tuned_params(wildcards):
     return PLAN.tuned[wildcards.experiment]  # in the tuning grid's order (what breaks ties)
 
 
-def experiment_knob(key):
-    """A per-experiment knob for threads:/resources: (runtime knobs are not params, so they never re-run a job)."""
-    return lambda wildcards: PLAN.spec_of(wildcards.experiment)[key]
+def experiment_threads(wildcards):
+    """A per-experiment job's threads (a runtime knob, not a param, so it never re-runs a job)."""
+    return PLAN.spec_of(wildcards.experiment).runtime.threads
 
 
 def experiment_gpus(wildcards):
@@ -100,11 +101,11 @@ def active_params(wildcards):
 
 
 def active_threads(wildcards):
-    return PLAN.active["threads"]
+    return PLAN.active.runtime.threads
 
 
 def active_gpus(wildcards):
-    return gpus(PLAN.active["device"])
+    return gpus(PLAN.active.runtime.device)
 
 
 def all_outputs():

@@ -12,7 +12,7 @@ rule evaluate:
         measures=config["evaluate"]["measures"],
         relevant_min=config["dataset"]["relevant_min"],
         seed=config["pipeline_seed"],
-    threads: experiment_knob("threads")
+    threads: experiment_threads
     # ahead of the next training: a finished run is evaluated (and, in a study, kept in the ledger) at once
     priority: 10
     log:

@@ -12,7 +12,7 @@ rule train:
         spec=train_params,
         relevant_min=config["dataset"]["relevant_min"],
         config_seed=config["pipeline_seed"],
-    threads: experiment_knob("threads")
+    threads: experiment_threads
     log:
         LAYOUT.log("train/{experiment}/seed={seed}"),
     benchmark:

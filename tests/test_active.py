@@ -178,6 +178,7 @@ def tiny():
 
 
 def tiny_spec():
+    from curricula.experiments.spec import parse_train_spec
     from curricula.experiments.specs import merge_experiment, resolve_ranker
 
     train = dict(ranker="lstm_qa", architecture={"channels": 8, "hidden": 8, "query_length": 16, "doc_length": 16},
@@ -185,7 +186,7 @@ def tiny_spec():
                  weight_decay=0.0, warmup=0.0, optimizer="adamw", loss="pointwise_ce", margin=1.0,
                  negatives={"mode": "candidates", "m": 1}, eval_every=3, eval_metric="RR", dev_queries=None,
                  score_batch_size=64, device="cpu", precision="fp32", threads=1)
-    return resolve_ranker(merge_experiment(train, {}))
+    return parse_train_spec(resolve_ranker(merge_experiment(train, {})))
 
 
 @pytest.mark.slow

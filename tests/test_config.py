@@ -101,8 +101,8 @@ def test_every_preset_validates_over_the_default_and_resolves_its_runs(preset):
     assert "baseline" in runs and all(runs.values())
     # every arm of a preset's grid shares one minimum budget, within the budget when patience counts after it
     specs = [spec for of in runs.values() for spec in of.values()]
-    assert len({spec["min_steps"] for spec in specs}) == 1
-    assert all(spec["min_steps"] <= (spec["max_steps"] or spec["steps"]) for spec in specs if spec["patience"])
+    assert len({spec.fit.min_steps for spec in specs}) == 1
+    assert all(spec.fit.min_steps <= (spec.fit.max_steps or spec.fit.steps) for spec in specs if spec.fit.patience)
     # config.yaml's teacher is a cut of the packaged MiniLM (4 layers, mean-pooled): a preset naming another teacher
     # model says how much of it to keep, instead of inheriting a depth and head meant for MiniLM
     own = read_yaml(REPO / "configs" / preset).get("teacher") or {}
@@ -116,12 +116,12 @@ def test_the_default_grid_trains_convknrm_at_a_constant_rate_and_the_active_rank
     cfg = load_config(REPO / "config.yaml")
     assert cfg["train"]["schedule"] is None and cfg["train"]["min_steps"] is None  # schema defaults: the ranker's
     specs = [spec for of in experiment_runs(cfg).values() for spec in of.values()]
-    assert {(spec["ranker"], spec["schedule"], spec["lr"]) for spec in specs} == {("convknrm", "constant", 1e-3)}
+    assert {(spec.ranker.ranker, spec.fit.schedule, spec.fit.lr) for spec in specs} == {("convknrm", "constant", 1e-3)}
     # the training length (steps: 700, the baselines' median dev-best step) ends after macavaney_recip's m = 20
     # iterations of 32 steps (640): every arm, the baseline included, trains at least 700 steps
-    assert {spec["min_steps"] for spec in specs} == {700}
+    assert {spec.fit.min_steps for spec in specs} == {700}
     active = active_spec(load_config(REPO / "config.yaml", REPO / "configs" / "active_wikiqa.yaml"))
-    assert (active["ranker"], active["schedule"]) == ("lstm_qa", "linear")  # Wang et al. state no schedule
+    assert (active.ranker.ranker, active.fit.schedule) == ("lstm_qa", "linear")  # Wang et al. state no schedule
 
 
 def test_the_cross_encoder_preset_is_the_mean_pooled_cut_in_its_own_results_folder():
@@ -135,6 +135,7 @@ def test_the_cross_encoder_preset_is_the_mean_pooled_cut_in_its_own_results_fold
 def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curriculum_only(preset):
     """Issue 30: the default grid's marks compare each curriculum with the baseline, so nothing else may differ
     (the baseline once drew random negatives where MacAvaney's arm drew candidates, and HCL had its own loss)."""
+    from curricula.experiments.spec import spec_params
     from curricula.experiments.specs import experiment_specs
     from curricula.study.grid import flatten
 
@@ -142,11 +143,11 @@ def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curricul
     if preset != "config.yaml":
         config = validate_config(merge(config, yaml.safe_load((REPO / preset).read_text())))
     specs = experiment_specs(config)
-    base = flatten(specs["baseline"])
+    base = flatten(spec_params(specs["baseline"]))
     curriculum = {"hcl": ("scoring", "pacing", "negatives"), "penha_bert_pred_root2": ("scoring", "pacing"),
                   "macavaney_recip": ("weighting",)}
     for run, spec in specs.items():
-        flat = flatten(spec)
+        flat = flatten(spec_params(spec))
         differ = {k for k in set(flat) | set(base) if flat.get(k) != base.get(k)}
         allowed = curriculum.get(run.split("@")[0], ())
         assert differ and all(k.split(".")[0] in allowed for k in differ) or run == "baseline", (run, differ)
@@ -155,6 +156,7 @@ def test_every_arm_of_the_default_grid_differs_from_the_baseline_in_its_curricul
 def test_the_macavaney_bm25_preset_weights_bm25_negatives_by_the_run_in_its_own_results_folder():
     """configs/macavaney_bm25.yaml: D = the BM25 run, negatives from its top 100 in every arm, and the MacAvaney arm
     differs from the baseline in its weights alone."""
+    from curricula.experiments.spec import spec_params
     from curricula.experiments.specs import experiment_specs
     from curricula.study.grid import flatten
 
@@ -163,18 +165,19 @@ def test_the_macavaney_bm25_preset_weights_bm25_negatives_by_the_run_in_its_own_
     assert results_dir(cfg) != results_dir(load_config(REPO / "config.yaml"))
     specs = experiment_specs(cfg)
     assert set(specs) == {"baseline", "macavaney_recip@weighting.m=5", "macavaney_recip@weighting.m=20"}
-    base = flatten(specs["baseline"])
-    assert specs["baseline"]["negatives"] == {"mode": "bm25", "m": 1, "depth": 100, "pacing": None}
+    base = flatten(spec_params(specs["baseline"]))
+    assert spec_params(specs["baseline"])["negatives"] == {"mode": "bm25", "m": 1, "depth": 100, "pacing": None}
     for run, spec in specs.items():
-        flat = flatten(spec)
+        flat = flatten(spec_params(spec))
         differ = {k.split(".")[0] for k in set(flat) | set(base) if flat.get(k) != base.get(k)}
         assert differ == (set() if run == "baseline" else {"weighting"}), (run, differ)
-        assert run == "baseline" or spec["weighting"]["scoring"] == "recip"
+        assert run == "baseline" or spec.curriculum.weighting.get("scoring") == "recip"
 
 
 def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
     """Su et al. 2021 §3.4: G is trained on the training data before HCL. dense.finetune.enabled null = on exactly
     when a run reads G (HCL-IC's neighbours, or hcl_corpus as ordering or weights); true/false force it."""
+    from curricula.experiments.spec import parse_train_spec, spec_params
     from curricula.experiments.specs import experiment_specs, finetune_dense_model, uses_dense_model
 
     config = load_config(REPO / "config.yaml")
@@ -183,8 +186,8 @@ def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
     assert config["dense"]["finetune"]["enabled"] is None and finetune_dense_model(config, specs)
     without = {run: spec for run, spec in specs.items() if run != "hcl"}
     assert not finetune_dense_model(config, without)
-    ordered = {"x": {**specs["baseline"], "scoring": "hcl_corpus"}}
-    weighted = {"x": {**specs["baseline"], "weighting": {"scoring": "hcl_corpus"}}}
+    ordered = {"x": parse_train_spec({**spec_params(specs["baseline"]), "scoring": "hcl_corpus"})}
+    weighted = {"x": parse_train_spec({**spec_params(specs["baseline"]), "weighting": {"scoring": "hcl_corpus"}})}
     assert finetune_dense_model(config, ordered) and finetune_dense_model(config, weighted)
     forced = merge(config, {"dense": {"finetune": {"enabled": False}}})
     assert not finetune_dense_model(forced, specs)
@@ -194,7 +197,7 @@ def test_g_is_fine_tuned_whenever_a_curriculum_uses_it():
 def test_g_encodes_at_the_length_it_was_fine_tuned_at_unless_told():
     """dense.max_length null: a fine-tuned G encodes texts cut as in its fine-tuning (dense.finetune.max_length),
     G as shipped at 128; a number wins either way (the study and the HCL ablation pin the 128 they ran with)."""
-    from curricula.retrieval.stages import SHIPPED_DENSE_LENGTH, dense_max_length
+    from curricula.retrieval.precompute import SHIPPED_DENSE_LENGTH, dense_max_length
 
     config = load_config(REPO / "config.yaml")
     assert config["dense"]["max_length"] is None and config["dense"]["finetune"]["max_length"] == 64

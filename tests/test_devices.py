@@ -10,6 +10,7 @@ import textwrap
 import pytest
 import torch
 
+from curricula.experiments.spec import TrainSpec, parse_train_spec
 from curricula.models import device as device_mod
 from curricula.models.device import describe, device_record, select_device
 from curricula.pipeline.devices import GPU_RULES as DEVICE_RULES
@@ -196,9 +197,14 @@ def test_gpu_rules_ask_for_a_card_when_they_will_use_one():
     assert gpus("cpu", visible=4) == 0
 
 
+def run_on(device: str) -> TrainSpec:
+    """A training run's typed spec with ``device`` (every other knob the default)."""
+    return parse_train_spec({"device": device})
+
+
 def test_a_profile_giving_cpu_jobs_a_gpu_is_refused():
     config = {"teacher": {"device": "auto"}, "dense": {"device": "cpu"}}
-    devices = rule_devices(config, {"a": {"device": "cpu"}, "b": {"device": "cpu"}}, None)
+    devices = rule_devices(config, {"a": run_on("cpu"), "b": run_on("cpu")}, None)
     overwrite = {"train": {"gpu": 1, "mem_mb": 4000}, "teacher_train": {"gpu": 1}, "dense_encode_shard": {"gpu": 1},
                  "ingest": {"mem_mb": 10}, "evaluate": {"gpu": 0}}
     lines = profile_gpu_conflicts(devices, overwrite)
@@ -207,7 +213,7 @@ def test_a_profile_giving_cpu_jobs_a_gpu_is_refused():
         "run with device: cpu; drop its gpu and GPU partition lines, or set device: auto",
         "rule train: the profile asks for a GPU (set-resources train: gpu: 1) but its jobs run with device: cpu; "
         "drop its gpu and GPU partition lines, or set device: auto"]
-    mixed = rule_devices(config, {"a": {"device": "cpu"}, "b": {"device": "auto"}}, {"device": "cpu"})
+    mixed = rule_devices(config, {"a": run_on("cpu"), "b": run_on("auto")}, run_on("cpu"))
     assert profile_gpu_conflicts(mixed, {"train": {"gpu": 1}, "active": {"gpu": 1}}) == [
         "rule active: the profile asks for a GPU (set-resources active: gpu: 1) but its jobs run with device: cpu; "
         "drop its gpu and GPU partition lines, or set device: auto"]
@@ -222,7 +228,7 @@ def test_a_studys_copies_of_the_rules_get_the_profiles_entries_and_its_checks():
     assert copies["chitchat_train"] == {"gpu": 1, "runtime": 720} and copies["wikiqa_ingest"] == {"mem_mb": 2500}
     assert "wikiqa_train" not in copies  # the profile's own entry for that copy stays
     assert not [name for name in copies if name.startswith(("wikiqa_wikiqa", "chitchat_wikiqa"))]
-    devices = rule_devices({"teacher": {"device": "auto"}, "dense": {"device": "auto"}}, {"a": {"device": "cpu"}}, None)
+    devices = rule_devices({"teacher": {"device": "auto"}, "dense": {"device": "auto"}}, {"a": run_on("cpu")}, None)
     assert profile_gpu_conflicts(devices, {"wikiqa_train": {"gpu": 1}}) == []  # bare names only
     assert profile_gpu_conflicts(devices, {"wikiqa_train": {"gpu": 1}}, "wikiqa_") == [
         "rule wikiqa_train: the profile asks for a GPU (set-resources wikiqa_train: gpu: 1) but its jobs run with "

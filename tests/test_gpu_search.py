@@ -18,8 +18,8 @@ import torch
 from curricula.models import device as device_module
 from curricula.retrieval import dense, gpu_search
 from curricula.retrieval.gpu_search import GPU_RESERVE, choose_search_device, merge_topk, neighbors_device, plan_pieces
-from curricula.smoke.checks import Sizes, neighbour_ids
-from curricula.smoke.verdicts import TIE_ATOL, neighbours_verdict
+from tools.smoke.checks import Sizes, neighbour_ids
+from tools.smoke.verdicts import TIE_ATOL, neighbours_verdict
 
 IP = faiss.METRIC_INNER_PRODUCT
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from curricula.models import heads, hf
+from curricula.models.device import select_device
 from curricula.models.heads import load_cross_encoder
 from curricula.models.hf import (
     autocast,
@@ -17,7 +18,6 @@ from curricula.models.hf import (
     load_tokenizer,
     resolve_model_dir,
     save_model,
-    select_device,
     set_threads,
     write_dir_atomically,
 )

@@ -15,6 +15,7 @@ from curricula.data.ingest import INGEST_TABLES, candidate_pairs
 from curricula.models import load_ranker, score_pairs
 from curricula.models.heads import MeanPooledCrossEncoder, checkpoint_pooling, load_cross_encoder
 from curricula.models.hf import load_tokenizer
+from curricula.models.runtime import start_job
 from curricula.models.teacher import TeacherConfig, train_cross_encoder, training_texts
 
 sentence_transformers = pytest.importorskip("sentence_transformers", reason="sentence-transformers is in "
@@ -54,7 +55,7 @@ def trained(request, pairs, tmp_path_factory):
     pooling, layers = request.param
     cfg = TeacherConfig(layers=layers, pooling=pooling, max_length=MAX_LENGTH, steps=8, batch_size=8, lr=1e-3,
                         device="cpu", precision="fp32", threads=2)
-    ranker, _ = train_cross_encoder(ctx, rsp, y, cfg, progress=False)
+    ranker, _ = train_cross_encoder(ctx, rsp, y, cfg, start_job(cfg.runtime, True, "teacher training"), progress=False)
     folder = tmp_path_factory.mktemp(f"ce_{pooling}") / "model"
     ranker.save(folder)
     return pooling, folder

@@ -11,9 +11,10 @@ PARSE = f"""
 import sys, yaml
 from snakemake.utils import validate
 from curricula.difficulty import check_names, function_knobs, needed_inputs
-from curricula.experiments.specs import active_spec, experiment_runs, job_params, needed_tables, tuned_values
+from curricula.experiments.spec import parse_train_spec, spec_params
+from curricula.experiments.specs import active_spec, experiment_runs, needed_tables, tuned_values
 from curricula.experiments.specs import finetune_dense_model
-from curricula.retrieval.stages import dense_max_length
+from curricula.retrieval.precompute import dense_max_length
 
 config = yaml.safe_load(open({str(REPO / "config.yaml")!r}))
 schema = yaml.safe_load(open({str(REPO / "schemas" / "config.schema.yaml")!r}))

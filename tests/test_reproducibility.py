@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from curricula.experiments.specs import job_params, merge_experiment
+from curricula.experiments.spec import parse_train_spec, spec_params
+from curricula.experiments.specs import merge_experiment
 from curricula.experiments.train import spec_fingerprint
 from curricula.models.hf import autocast_dtype
 from curricula.models.teacher import TeacherConfig
@@ -97,12 +98,12 @@ def test_the_arithmetic_is_the_device_type_and_the_autocast_dtype():
 
 def test_the_fingerprint_of_a_default_spec_is_unchanged_and_deterministic_enters_only_when_true():
     train = {"steps": 5, "lr": 1e-3, "device": "auto", "precision": "auto", "threads": 2}
-    default = merge_experiment(train, {})
-    assert "deterministic" not in default and "deterministic" not in merge_experiment(
-        {**train, "deterministic": False}, {})
-    assert spec_fingerprint(merge_experiment({**train, "deterministic": False}, {}), 1) == spec_fingerprint(default, 1)
-    on = merge_experiment({**train, "deterministic": True}, {})
-    assert job_params(on)["deterministic"] is True and spec_fingerprint(on, 1) != spec_fingerprint(default, 1)
+    default = parse_train_spec(merge_experiment(train, {}))
+    off = parse_train_spec(merge_experiment({**train, "deterministic": False}, {}))
+    assert "deterministic" not in spec_params(default) and "deterministic" not in spec_params(off)
+    assert spec_fingerprint(off, 1) == spec_fingerprint(default, 1)
+    on = parse_train_spec(merge_experiment({**train, "deterministic": True}, {}))
+    assert spec_params(on)["deterministic"] is True and spec_fingerprint(on, 1) != spec_fingerprint(default, 1)
 
 
 # ------------------------------------------------------------------------------------------------ RNG states

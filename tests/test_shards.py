@@ -20,7 +20,9 @@ from curricula.plumbing.shards import (
     shard_rows,
 )
 from curricula.retrieval.dense import encode
-from curricula.retrieval.stages import gather_stage, gather_vectors_stage
+from curricula.stages.common import gather_table
+from curricula.stages.dense import gather_vectors
+from curricula.training.spec import RankerSpec
 
 
 def test_parse_scatteritem_is_one_based_like_snakemake():
@@ -66,16 +68,16 @@ def test_sharded_encoding_gathers_to_the_unsharded_vectors_bitwise(tmp_path):
         part = encode(TEXTS, IDS, "minilm", layers=1, batch_size=2, progress=False, shard=Shard(i, 3))
         paths.append(write_table(part, tmp_path / f"v{i}.parquet", VECTORS))
     docs = write_table(pl.DataFrame({"docid": IDS, "text": TEXTS}), tmp_path / "docs.parquet", DOCS)
-    gather_vectors_stage("docs", paths, docs, tmp_path / "all.parquet")
+    gather_vectors({"shards": paths, "table": docs}, {"vectors": tmp_path / "all.parquet"}, kind="docs")
     assert read_table(tmp_path / "all.parquet", VECTORS).equals(whole)
     # a lost shard is an error naming the shard files, never a table with holes
     with pytest.raises(ValueError, match="missing"):
-        gather_vectors_stage("docs", paths[:2], docs, tmp_path / "bad.parquet")
+        gather_vectors({"shards": paths[:2], "table": docs}, {"vectors": tmp_path / "bad.parquet"}, kind="docs")
     assert not (tmp_path / "bad.parquet").exists()
 
 
 def test_sharded_scoring_equals_unsharded_logits_bitwise():
-    ranker = build_ranker({"ranker": "cross_encoder", "model": "minilm", "layers": 1, "max_length": 32}, seed=1)
+    ranker = build_ranker(RankerSpec(ranker="cross_encoder", model="minilm", layers=1, max_length=32), seed=1)
     contexts, responses = TEXTS * 2, list(reversed(TEXTS)) * 2
     whole = score_pairs(ranker, contexts, responses, batch_size=3, progress=False)
     rows, scores = [], []
@@ -92,7 +94,7 @@ def test_gather_sorts_and_rejects_overlapping_shards(tmp_path):
     a = pl.DataFrame({"qid": ["q2", "q2"], "docid": ["d2", "d1"], "score": [1.0, 2.0]})
     b = pl.DataFrame({"qid": ["q1"], "docid": ["d9"], "score": [0.5]})
     paths = [write_table(f, tmp_path / f"s{i}.parquet", CANDIDATE_SCORES) for i, f in enumerate((a, b))]
-    gather_stage("candidate_scores", paths, tmp_path / "out.parquet")
+    gather_table({"shards": paths}, tmp_path / "out.parquet", table="candidate_scores")
     out = read_table(tmp_path / "out.parquet", CANDIDATE_SCORES)
     assert out.rows() == [("q1", "d9", 0.5), ("q2", "d1", 2.0), ("q2", "d2", 1.0)]
     dup = write_table(a.head(1), tmp_path / "dup.parquet", CANDIDATE_SCORES)
@@ -104,7 +106,7 @@ def test_gather_sorts_and_rejects_overlapping_shards(tmp_path):
 
 def test_cross_fitted_teacher_scoring_refuses_shards(tmp_path):
     """folds > 1 trains the fold teachers inside the scoring job: sharding it would train them once per shard."""
-    from curricula.models.teacher import TeacherConfig, teacher_score_stage
+    from curricula.stages.teacher import teacher_score_shard
     from curricula.plumbing.contracts import CANDIDATES, QRELS, QUERIES
 
     data = {
@@ -118,6 +120,6 @@ def test_cross_fitted_teacher_scoring_refuses_shards(tmp_path):
                                   CANDIDATES),
     }
     with pytest.raises(ValueError, match="shards.teacher to 1"):
-        teacher_score_stage(data, tmp_path / "no-model", tmp_path / "out.parquet", TeacherConfig(folds=2),
-                            shard=Shard(0, 2))
+        teacher_score_shard({**data, "model": tmp_path / "no-model"}, {"scores": tmp_path / "out.parquet"},
+                            teacher={"folds": 2}, seed=42, scatteritem="1-of-2")
     assert not (tmp_path / "out.parquet").exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from curricula.experiments.spec import parse_train_spec, spec_params
 from curricula.experiments.specs import experiment_runs
 from curricula.plumbing.config import merge, validate_config
 from curricula.plumbing.config_errors import ConfigError
@@ -188,7 +189,9 @@ def test_a_claim_with_an_undeclared_difference_is_refused(monkeypatch):
     runs = _study_runs(overlay)
     # chitchat's baseline as the default config had it before issue 30: random negatives, while every MacAvaney arm
     # draws the query's candidates
-    runs["chitchat"]["baseline"]["baseline"]["negatives"]["mode"] = "random"
+    params = spec_params(runs["chitchat"]["baseline"]["baseline"])
+    random_negatives = {**params, "negatives": {**params["negatives"], "mode": "random"}}
+    runs["chitchat"]["baseline"]["baseline"] = parse_train_spec(random_negatives)
     confounded = {"id": "kde", "paper": "M", "claim": "c", "experiment": "macavaney_kde", "against": "baseline",
                   "expect": "better", "factors": ["weighting"]}
     with pytest.raises(ValueError, match=r"study.claims.kde \(macavaney_kde against baseline\) on chitchat: the arms "

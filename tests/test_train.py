@@ -18,7 +18,8 @@ from curricula.curriculum.pacing import resolve_pacing
 from curricula.data import chitchat
 from curricula.data.ingest import candidate_pairs
 from curricula.difficulty import difficulty_table
-from curricula.experiments.specs import experiment_specs, job_params, merge_experiment, needed_tables, resolve_ranker
+from curricula.experiments.spec import TrainSpec, parse_train_spec, spec_params, thaw
+from curricula.experiments.specs import experiment_specs, merge_experiment, needed_tables, resolve_ranker
 from curricula.experiments.train import PairEase, train_ranker
 from curricula.plumbing.contracts import DEV_CURVE, DEV_CURVE_TEST, NEIGHBORS, RUN
 from curricula.plumbing.row_groups import write_grouped_table
@@ -319,10 +320,10 @@ def test_the_guard_is_validated_and_left_out_of_specs_unless_set():
     base = experiment_specs({"train": TRAIN, "experiments": {"hcl": hcl}}, schema)["hcl"]
     off = experiment_specs({"train": TRAIN, "experiments": {
         "hcl": {"negatives": {**hcl["negatives"], "false_negative_guard": None}}}}, schema)["hcl"]
-    assert off == base and "false_negative_guard" not in off["negatives"]  # null: the same params as before
+    assert off == base and "false_negative_guard" not in spec_params(off)["negatives"]  # null: the same params
     on = experiment_specs({"train": TRAIN, "experiments": {
         "hcl": {"negatives": {**hcl["negatives"], "false_negative_guard": 0.8}}}}, schema)["hcl"]
-    assert on["negatives"]["false_negative_guard"] == 0.8
+    assert on.curriculum.negatives.get("false_negative_guard") == 0.8
     assert needed_tables(on) == {"neighbors", "query_vectors", "doc_vectors"} and needed_tables(base) == {"neighbors"}
     bad = [({"negatives": {"mode": "random", "false_negative_guard": 0.8}}, "mode 'random' has no G scores"),
            ({"negatives": {"mode": "bm25", "false_negative_guard": 0.8}}, "mode 'bm25' has no G scores"),
@@ -370,8 +371,8 @@ def bm25_weights_fixture(data, tmp_path, bm25_list: str = "run", depth: int = 30
     """The ingest tables and a BM25 run (every train query: ``depth`` random docs of any split, scores falling with
     the rank) written to ``tmp_path``, and recip's training table from the difficulty stage with ``bm25_list``."""
     from curricula.data.ingest import INGEST_TABLES
-    from curricula.difficulty import difficulty_function_stage
     from curricula.plumbing.contracts import CANDIDATE_SCORES, write_table
+    from curricula.stages.difficulty import difficulty_function
 
     paths = {name: tmp_path / f"{name}.parquet" for name in [*INGEST_TABLES, "candidate_scores", "run"]}
     for name, spec in INGEST_TABLES.items():
@@ -383,7 +384,8 @@ def bm25_weights_fixture(data, tmp_path, bm25_list: str = "run", depth: int = 30
     write_table(run, paths["run"], RUN)
     scores = data["candidates"].with_columns(score=pl.Series(rng.uniform(0, 20, data["candidates"].height)))
     write_table(scores, paths["candidate_scores"], CANDIDATE_SCORES)
-    table = difficulty_function_stage(paths, tmp_path / "recip.parquet", "recip", {"bm25_list": bm25_list})
+    table = difficulty_function(paths, {"table": tmp_path / "recip.parquet"}, function="recip",
+                                knobs={"bm25_list": bm25_list})
     return run, table
 
 
@@ -450,11 +452,11 @@ def test_experiment_specs_baseline_merge_and_errors():
                 "negatives": {"mode": "neighbors", "pacing": {"kT": 3}}, "loss": "hinge"}}}
     specs = experiment_specs(cfg)
     assert list(specs) == ["baseline", "root2", "mix"]
-    assert specs["baseline"]["scoring"] == "random" and specs["baseline"]["weighting"] is None
-    assert specs["baseline"]["pacing"] == {"name": "standard"}
-    assert specs["mix"]["negatives"] == {"mode": "neighbors", "m": 1, "depth": 100, "pacing": {"kT": 3}}
+    assert specs["baseline"].curriculum.scoring == "random" and specs["baseline"].curriculum.weighting is None
+    assert thaw(specs["baseline"].curriculum.pacing) == {"name": "standard"}
+    assert thaw(specs["mix"].curriculum.negatives) == {"mode": "neighbors", "m": 1, "depth": 100, "pacing": {"kT": 3}}
     assert needed_tables(specs["mix"]) == {"weights", "neighbors"} and needed_tables(specs["baseline"]) == set()
-    assert "threads" not in job_params(specs["mix"])
+    assert "threads" not in spec_params(specs["mix"])
     assert merge_experiment(TRAIN, {"steps": 9})["steps"] == 9
     bad = [({"x": {"scoring": "nope"}}, "experiments.x.scoring"),
            ({"x": {"pacing": {"name": "zigzag"}}}, "experiments.x.pacing"),
@@ -472,10 +474,10 @@ def test_pair_level_weights_with_bm25_negatives_need_the_run_list_and_a_deep_eno
     arm = {"w": {"weighting": {"scoring": "recip", "m": 5}, "negatives": {"mode": "bm25", "depth": 100}}}
     run_list = {"train": TRAIN, "experiments": arm, "difficulty": {"bm25_list": "run"}, "bm25": {"k": 100}}
     specs = experiment_specs(run_list)
-    assert specs["w"]["negatives"]["mode"] == "bm25" and needed_tables(specs["w"]) == {"weights", "run"}
+    assert specs["w"].curriculum.negatives.get("mode") == "bm25" and needed_tables(specs["w"]) == {"weights", "run"}
     assert experiment_specs({**run_list, "bm25": {"k": 1000}})["w"] == specs["w"]
     nulled = {"w": {**arm["w"], "negatives": {"mode": "bm25", "depth": None}}}  # null depth: the whole run
-    assert experiment_specs({**run_list, "experiments": nulled})["w"]["negatives"]["depth"] is None
+    assert thaw(experiment_specs({**run_list, "experiments": nulled})["w"].curriculum.negatives)["depth"] is None
     for refused in ({**run_list, "difficulty": {"bm25_list": "candidates"}}, {**run_list, "difficulty": {}},
                     {"train": TRAIN, "experiments": arm}):
         with pytest.raises(ValueError, match=r"experiments\.w: .*'recip'.*difficulty\.bm25_list: run"):
@@ -487,7 +489,7 @@ def test_pair_level_weights_with_bm25_negatives_need_the_run_list_and_a_deep_eno
     with pytest.raises(ValueError, match=r"experiments\.w\.negatives\.depth: 100 .*bm25\.k: 50"):
         experiment_specs({**run_list, "bm25": {"k": 50}})
     query_level = {"w": {**arm["w"], "weighting": {"scoring": "turns"}}}  # one value per query: any negatives
-    assert experiment_specs({**run_list, "bm25": {"k": 50}, "experiments": query_level})["w"]["weighting"]
+    assert experiment_specs({**run_list, "bm25": {"k": 50}, "experiments": query_level})["w"].curriculum.weighting
     candidates = {"w": {**arm["w"], "negatives": {"mode": "candidates"}}}
     assert experiment_specs({**run_list, "bm25": {"k": 50}, "experiments": candidates})["w"]
 
@@ -506,7 +508,7 @@ def test_resolve_ranker_gives_each_ranker_its_schedule_unless_the_config_sets_on
                                 "lstm_qa": "linear"}
     # the resolved value is in the train job's params, so a changed default re-runs the jobs it changes
     specs = experiment_specs({"train": {**TRAIN, "ranker": "convknrm"}, "experiments": {}})
-    assert job_params(specs["baseline"])["schedule"] == "constant"
+    assert spec_params(specs["baseline"])["schedule"] == "constant"
 
 
 def test_train_ranker_counts_patience_after_the_grids_min_steps(monkeypatch, tmp_path):
@@ -517,13 +519,13 @@ def test_train_ranker_counts_patience_after_the_grids_min_steps(monkeypatch, tmp
 
     lengths = []
 
-    def from_spec(spec, length=None, **overrides):
+    def of(fit, length=None, **overrides):
         lengths.append(length)
         raise Built  # the FitConfig is all this test needs: stop before any data is read
 
-    monkeypatch.setattr(train_module.FitConfig, "from_spec", staticmethod(from_spec))
+    monkeypatch.setattr(train_module.FitConfig, "of", staticmethod(of))
     weighted = {"weighting": {"scoring": "u_words", "m": 20, "iteration_steps": 32}, "steps": 400}
-    for spec in (spec_of(steps=400, min_steps=640), spec_of(**weighted), spec_of(steps=400)):
+    for spec in (train_spec(steps=400, min_steps=640), train_spec(**weighted), train_spec(steps=400)):
         with pytest.raises(Built):
             train_ranker({}, spec, 1, curriculum_dir=tmp_path, model_out=tmp_path / "m", checkpoint_dir=tmp_path / "c")
     # the pipeline's min_steps when set (experiment_runs), else the spec's own curriculum (tests, bench scripts)
@@ -535,6 +537,11 @@ def spec_of(**over) -> dict:
     return merge_experiment(TRAIN, over)
 
 
+def train_spec(**over) -> TrainSpec:
+    """The typed spec of :func:`spec_of`'s run mapping, the ranker's defaults filled (what train_ranker takes)."""
+    return parse_train_spec(resolve_ranker(spec_of(**over)))
+
+
 SMALL = {"cross_encoder": {}, "convknrm": {"channels": 8, "hidden": 8, "kernels": 5},
          "lstm_qa": {"channels": 8, "hidden": 8, "dropout": 0.5}}
 
@@ -544,9 +551,9 @@ SMALL = {"cross_encoder": {}, "convknrm": {"channels": 8, "hidden": 8, "kernels"
 def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, tmp_path, ranker):
     """Every ranker (dropout included: the torch RNG is checkpointed) resumes to the uninterrupted weights."""
     folder = folder_for(table, "u_words", tmp_path)
-    spec = resolve_ranker(spec_of(scoring="u_words", pacing={"name": "root_2"},
-                                  weighting={"scoring": "u_words", "m": 2, "iteration_steps": 2},
-                                  ranker=ranker, architecture=SMALL[ranker]))
+    spec = train_spec(scoring="u_words", pacing={"name": "root_2"},
+                      weighting={"scoring": "u_words", "m": 2, "iteration_steps": 2},
+                      ranker=ranker, architecture=SMALL[ranker])
     kw = dict(curriculum_dir=folder, weights=table, progress=False)
     a = train_ranker(data, spec, 7, model_out=tmp_path / "a", checkpoint_dir=tmp_path / "a.ckpt", **kw)
     b = train_ranker(data, spec, 7, model_out=tmp_path / "b", checkpoint_dir=tmp_path / "b.ckpt", **kw)
@@ -581,7 +588,7 @@ def test_training_is_deterministic_and_resumes_to_the_same_weights(data, table, 
 @pytest.mark.slow
 def test_checkpoint_of_another_config_is_ignored(data, table, tmp_path):
     folder = folder_for(table, "random", tmp_path)
-    spec = spec_of(steps=4, eval_every=4)
+    spec = train_spec(steps=4, eval_every=4)
     kw = dict(curriculum_dir=folder, progress=False)
 
     def stop(done: int) -> None:
@@ -591,7 +598,7 @@ def test_checkpoint_of_another_config_is_ignored(data, table, tmp_path):
     with pytest.raises(RuntimeError):
         train_ranker(data, spec, 1, model_out=tmp_path / "m", checkpoint_dir=tmp_path / "ck", on_step=stop, **kw)
     assert (tmp_path / "ck" / "checkpoint.pt").exists()
-    changed = spec_of(steps=4, eval_every=4, lr=2e-4)
+    changed = train_spec(steps=4, eval_every=4, lr=2e-4)
     fresh = train_ranker(data, changed, 1, model_out=tmp_path / "m2", checkpoint_dir=tmp_path / "m2ck", **kw)
     resumed = train_ranker(data, changed, 1, model_out=tmp_path / "m", checkpoint_dir=tmp_path / "ck", **kw)
     assert resumed.equals(fresh)
@@ -602,9 +609,9 @@ def test_early_stopping_records_why_and_resumes_after_a_kill(data, table, tmp_pa
     """max_steps is the budget, steps the curriculum's length (pacing reaches all instances there), patience counts
     evaluations after it; the curve marks the kept evaluation and why training ended; a kill resumes exactly."""
     folder = folder_for(table, "u_words", tmp_path)
-    spec = resolve_ranker(spec_of(scoring="u_words", pacing={"name": "linear"}, ranker="convknrm",
-                                  architecture=SMALL["convknrm"], lr=1e-3, steps=4, max_steps=60, patience=2,
-                                  eval_every=2, checkpoint_every=2))
+    spec = train_spec(scoring="u_words", pacing={"name": "linear"}, ranker="convknrm",
+                      architecture=SMALL["convknrm"], lr=1e-3, steps=4, max_steps=60, patience=2,
+                      eval_every=2, checkpoint_every=2)
     kw = dict(curriculum_dir=folder, progress=False)
     a = train_ranker(data, spec, 3, model_out=tmp_path / "a", checkpoint_dir=tmp_path / "a.ckpt", **kw)
     steps = a["step"].to_list()
@@ -632,7 +639,7 @@ def test_early_stopping_records_why_and_resumes_after_a_kill(data, table, tmp_pa
 
     wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    budget_only = train_ranker(data, {**spec, "patience": None, "max_steps": 6}, 3, model_out=tmp_path / "c",
+    budget_only = train_ranker(data, spec.with_fit(patience=None, max_steps=6), 3, model_out=tmp_path / "c",
                                checkpoint_dir=tmp_path / "c.ckpt", **kw)
     assert budget_only["step"].to_list() == [2, 4, 6] and budget_only["stopped"][-1] == "budget"
 
@@ -645,8 +652,8 @@ def pinned_training(data, table, tmp_path, **over) -> tuple[str, pl.DataFrame, d
 
     from safetensors.torch import load_file
 
-    spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"], lr=1e-3, steps=8,
-                                  eval_every=2, checkpoint_every=4, **over))
+    spec = train_spec(ranker="convknrm", architecture=SMALL["convknrm"], lr=1e-3, steps=8,
+                      eval_every=2, checkpoint_every=4, **over)
     curve = train_ranker(data, spec, 5, curriculum_dir=folder_for(table, "random", tmp_path), progress=False,
                          model_out=tmp_path / "m", checkpoint_dir=tmp_path / "m.ckpt")
     weights = load_file(tmp_path / "m" / "model.safetensors")
@@ -669,6 +676,7 @@ def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(da
     train losses and weights as without it, and the kept evaluation's test value is the kept model's test AP."""
     from curricula.experiments.train import dev_metric
     from curricula.models import load_ranker
+    from curricula.models.runtime import start_job
 
     _, off, weights_off = pinned_training(data, table, tmp_path / "off")
     _, on, weights_on = pinned_training(data, table, tmp_path / "on", diagnostic_test=True)
@@ -681,10 +689,12 @@ def test_the_diagnostic_test_column_never_changes_selection_or_the_kept_model(da
     assert on["dev_query_values"].list.mean().to_list() == pytest.approx(on["value"].to_list(), abs=1e-12)
     assert weights_on.keys() == weights_off.keys() and all(torch.equal(weights_on[k], weights_off[k])
                                                            for k in weights_on)
-    spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"]))
+    spec = train_spec(ranker="convknrm", architecture=SMALL["convknrm"])
     test = candidate_pairs(data, splits=("test",))
     kept = load_ranker(tmp_path / "on" / "m", device="cpu")
-    assert on.filter(pl.col("best"))["test_value"][0] == dev_metric(kept, test, data["qrels"], spec, "cpu")
+    runtime = start_job(spec.runtime, transformer=False, what="test")
+    assert on.filter(pl.col("best"))["test_value"][0] == dev_metric(kept, test, data["qrels"], spec.evaluation,
+                                                                    runtime)
     assert not on["test_value"].equals(on["value"])
 
 
@@ -732,8 +742,8 @@ def test_weight_averaging_changes_only_evaluations_after_the_curriculum_and_resu
         if done == 11:
             raise Killed
 
-    spec = resolve_ranker(spec_of(ranker="convknrm", architecture=SMALL["convknrm"], lr=1e-3, steps=8,
-                                  eval_every=2, checkpoint_every=4, max_steps=12, averaging="swa"))
+    spec = train_spec(ranker="convknrm", architecture=SMALL["convknrm"], lr=1e-3, steps=8,
+                      eval_every=2, checkpoint_every=4, max_steps=12, averaging="swa")
     kw = dict(curriculum_dir=folder_for(table, "random", tmp_path / "kill"), progress=False,
               model_out=tmp_path / "kill" / "m", checkpoint_dir=tmp_path / "kill" / "m.ckpt")
     with pytest.raises(Killed):
@@ -758,20 +768,21 @@ def test_the_selection_knobs_stay_out_of_specs_while_idle_and_are_the_grids():
     assert idle == before  # the schema's defaults: the same specs, params and checkpoint fingerprints as before
     on = experiment_specs({"train": {**TRAIN, "diagnostic_test": True, "averaging": "swa", "ema_decay": 0.99,
                                      "steps": 6, "max_steps": 20}, "experiments": experiments})
-    assert all(spec["diagnostic_test"] is True and spec["averaging"] == "swa" and "ema_decay" not in spec
-               for spec in on.values())  # ema_decay changes nothing under swa: out of the params
-    assert {spec["min_steps"] for spec in on.values()} == {6}  # averaging needs the grid's min_steps, patience or not
+    assert all(params["diagnostic_test"] is True and params["averaging"] == "swa" and "ema_decay" not in params
+               for params in map(spec_params, on.values()))  # ema_decay changes nothing under swa: out of the params
+    assert {spec.fit.min_steps for spec in on.values()} == {6}  # averaging needs the grid's min_steps, patience or not
     ema = experiment_specs({"train": {**TRAIN, "averaging": "ema", "ema_decay": 0.99}, "experiments": {}})
-    assert ema["baseline"]["ema_decay"] == 0.99 and ema["baseline"]["min_steps"] == TRAIN["steps"]
-    assert before["baseline"]["min_steps"] is None
+    assert spec_params(ema["baseline"])["ema_decay"] == 0.99 and ema["baseline"].fit.min_steps == TRAIN["steps"]
+    assert before["baseline"].fit.min_steps is None and spec_params(before["baseline"])["min_steps"] is None
     shadows = experiment_specs({"train": {**TRAIN, "diagnostic_test": True, "diagnostic_averages": ["ema", "swa"],
                                           "ema_decay": 0.99, "steps": 6, "max_steps": 20}, "experiments": experiments})
-    assert all(spec["diagnostic_averages"] == ["ema", "swa"] and spec["ema_decay"] == 0.99 and spec["min_steps"] == 6
-               for spec in shadows.values())  # the shadow EMA reads ema_decay; the replays read min_steps
+    # the shadow EMA reads ema_decay; the replays read min_steps
+    assert all(params["diagnostic_averages"] == ["ema", "swa"] and params["ema_decay"] == 0.99
+               and params["min_steps"] == 6 for params in map(spec_params, shadows.values()))
     assert experiment_specs({"train": {**TRAIN, "diagnostic_averages": []}, "experiments": experiments}) == before
     assert experiment_specs({"train": {**TRAIN, "keep": "best"}, "experiments": experiments}) == before
     last = experiment_specs({"train": {**TRAIN, "keep": "last", "patience": None}, "experiments": experiments})
-    assert {spec["keep"] for spec in last.values()} == {"last"}
+    assert {spec_params(spec)["keep"] for spec in last.values()} == {"last"}
     with pytest.raises(ValueError, match="experiments.baseline: train.keep last with patience=2: early stopping "
                                          "selects a model on dev"):
         experiment_runs({"train": {**TRAIN, "keep": "last", "patience": 2}, "experiments": experiments})
@@ -783,4 +794,4 @@ def test_the_selection_knobs_stay_out_of_specs_while_idle_and_are_the_grids():
         experiment_specs({"train": {**TRAIN, "averaging": "swa", "min_steps": 12}, "experiments": {}})
     # the active-learning ranker keeps its own selection: the grid's knobs in `train` are not its
     config = {"train": {**TRAIN, "averaging": "ema", "diagnostic_test": True, "keep": "last"}, "active": {}}
-    assert not {"averaging", "diagnostic_test", "ema_decay", "keep"} & set(active_spec(config))
+    assert not {"averaging", "diagnostic_test", "ema_decay", "keep"} & set(spec_params(active_spec(config)))

@@ -9,13 +9,14 @@ import polars as pl
 import pytest
 import yaml
 
+from curricula.experiments.spec import CurriculumSpec, freeze, resolve_arm, thaw
 from curricula.experiments.specs import experiment_runs, experiment_specs, tuned_values
 from curricula.experiments.tuning import (
     LIST_KNOBS,
     SELECTION,
     run_name,
     select_run,
-    select_stage,
+    select_best_run,
     selection,
     tuned_lists,
     variants,
@@ -79,8 +80,8 @@ def test_experiment_runs_validate_every_value_and_keep_untuned_names():
     assert {k: list(v) for k, v in runs.items()} == {
         "baseline": ["baseline"], "mac": ["mac@weighting.m=1", "mac@weighting.m=20"],
         "p": ["p@pacing.T=0.5", "p@pacing.T=0.9"]}
-    assert runs["mac"]["mac@weighting.m=20"]["weighting"]["m"] == 20
-    assert runs["p"]["p@pacing.T=0.5"]["pacing"] == {"name": "root_2", "T": 0.5}
+    assert runs["mac"]["mac@weighting.m=20"].curriculum.weighting.get("m") == 20
+    assert thaw(runs["p"]["p@pacing.T=0.5"].curriculum.pacing) == {"name": "root_2", "T": 0.5}
     assert list(experiment_specs(config)) == ["baseline", "mac@weighting.m=1", "mac@weighting.m=20",
                                               "p@pacing.T=0.5", "p@pacing.T=0.9"]
     assert tuned_values(config) == {"mac": {"mac@weighting.m=1": {"weighting.m": 1},
@@ -102,17 +103,17 @@ def test_every_run_of_a_grid_gets_the_longest_curriculum_as_min_steps():
         "mac": {"weighting": {"scoring": "u_words", "m": [5, 20], "iteration_steps": 32}},
         "p": {"scoring": "u_words", "pacing": {"name": "root_2"}}}}
     runs = experiment_runs(config, schema())
-    least = {run: spec["min_steps"] for of in runs.values() for run, spec in of.items()}
+    least = {run: spec.fit.min_steps for of in runs.values() for run, spec in of.items()}
     assert least == {"baseline": 640, "mac@weighting.m=5": 640, "mac@weighting.m=20": 640, "p": 640}
     assert all(type(v) is int for v in least.values())
     # without the m = 20 arm the longest curriculum is the pacing's
     short = {**config, "experiments": {**config["experiments"], "mac": {"weighting": {
         "scoring": "u_words", "m": 5, "iteration_steps": 32}}}}
-    assert {spec["min_steps"] for spec in experiment_specs(short, schema()).values()} == {400}
+    assert {spec.fit.min_steps for spec in experiment_specs(short, schema()).values()} == {400}
     # a floor in the config wins when it is larger, not when it is smaller
-    assert {s["min_steps"] for s in experiment_specs({**config, "train": {**train, "min_steps": 1000}}).values()} \
+    assert {s.fit.min_steps for s in experiment_specs({**config, "train": {**train, "min_steps": 1000}}).values()} \
         == {1000}
-    assert {s["min_steps"] for s in experiment_specs({**config, "train": {**train, "min_steps": 100}}).values()} \
+    assert {s.fit.min_steps for s in experiment_specs({**config, "train": {**train, "min_steps": 100}}).values()} \
         == {640}
     # above the budget patience could count nothing: refused, naming both
     with pytest.raises(ValueError, match="min_steps=640 is above max_steps=600"):
@@ -155,7 +156,7 @@ def test_selection_reads_each_runs_kept_dev_value_and_breaks_ties_by_list_order(
         (models[run] / "weights.bin").write_text(run)
     out = {"model": tmp_path / "e" / "model", "dev_curve": tmp_path / "e" / "dev_curve.parquet",
            "selection": tmp_path / "e" / "selection.parquet"}
-    select_stage(paths, models, values, out)
+    select_best_run(paths, models, values, out)
     assert (out["model"] / "weights.bin").read_text() == "e@m=5"
     assert pl.read_parquet(out["dev_curve"]).equals(curves["e@m=5"])
     report = tuning_table({("e", "1"): out["selection"], ("e", "2"): out["selection"]})
@@ -166,14 +167,17 @@ def test_selection_reads_each_runs_kept_dev_value_and_breaks_ties_by_list_order(
 def test_an_arm_is_resolved_once_with_every_length_in_steps():
     """resolve_arm: the pacing's T/T0 and the negatives' T become steps of the curriculum's length (``steps``), the
     weighting's m and iteration length are typed, ``end`` is when every axis has ended; errors name the key."""
-    from curricula.experiments.specs import merge_experiment, resolve_arm
+    from curricula.experiments.specs import merge_experiment
+
+    def curriculum(values: dict) -> CurriculumSpec:  # the curriculum sections of a run mapping, as written
+        return CurriculumSpec(**{key: freeze(values[key]) for key in ("scoring", "pacing", "negatives", "weighting")})
 
     spec = merge_experiment(TRAIN, {"scoring": "hcl_corpus", "pacing": {"name": "hcl", "r0": 0.4, "T0": 0.1, "T": 0.5},
                                     "negatives": {"mode": "neighbors", "m": 5, "pacing": {"kT": 2, "T": 0.9},
                                                   "false_negative_guard": 0.8},
                                     "weighting": {"scoring": "u_words", "m": 20, "iteration_steps": 32},
                                     "steps": 1300})
-    arm = resolve_arm(spec)
+    arm = resolve_arm(curriculum(spec), spec["steps"])
     assert dict(arm.pacing.params) == {"r0": 0.4, "T0": 130, "T": 650} and arm.pacing.mode == "threshold"
     assert float(arm.pacing.value(650)) == 1.0 > float(arm.pacing.value(649))  # T = 0.5 of 1,300 steps
     n = arm.negatives
@@ -181,9 +185,9 @@ def test_an_arm_is_resolved_once_with_every_length_in_steps():
     assert n.pacing.k([0, 1170], 10**4).tolist() == [10**4, 100]
     assert (arm.weighting.m, arm.weighting.iteration_steps, arm.length) == (20.0, 32, 1300)
     assert arm.end == 1300  # the weights end at 640 steps, inside the 1,300-step curriculum
-    assert resolve_arm({**spec, "steps": 400}).end == 640  # ... and after a 400-step one
-    assert resolve_arm({**spec, "weighting": {"scoring": "u_words", "m": "inf"}, "steps": 400}).end == 400
-    baseline = resolve_arm({"steps": 400})  # an axis a spec lacks is the baseline's
+    assert resolve_arm(curriculum(spec), 400).end == 640  # ... and after a 400-step one
+    assert resolve_arm(curriculum({**spec, "weighting": {"scoring": "u_words", "m": "inf"}}), 400).end == 400
+    baseline = resolve_arm(CurriculumSpec(), 400)  # an axis a spec lacks is the baseline's
     assert (baseline.scoring, baseline.pacing.name, baseline.negatives.mode, baseline.weighting) == \
         ("random", "standard", "random", None)
     for bad, match in (({"pacing": {"name": "root_2", "n": 3}}, r"x\.pacing: unknown key"),
@@ -193,4 +197,4 @@ def test_an_arm_is_resolved_once_with_every_length_in_steps():
                        ({"weighting": {"scoring": "u_words", "m": 0}}, r"x\.weighting\.m: m must be"),
                        ({"weighting": {"scoring": "nope"}}, r"x\.weighting\.scoring: unknown difficulty")):
         with pytest.raises(ValueError, match=match):
-            resolve_arm({**spec, **bad}, "x")
+            resolve_arm(curriculum({**spec, **bad}), spec["steps"], "x")

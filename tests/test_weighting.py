@@ -76,7 +76,10 @@ def test_iteration_of():
 def test_early_stopping_waits_for_every_curriculum_axis():
     """MacAvaney's weights reach 1 after m iterations (eq. 3): patience counts only after max(steps, m * 32)."""
     from curricula.curriculum.weighting import weighting_steps
-    from curricula.experiments.specs import curriculum_length
+    from curricula.experiments.spec import CurriculumSpec, freeze, resolve_arm
+
+    def curriculum_length(axes: dict) -> int:
+        return resolve_arm(CurriculumSpec(weighting=freeze(axes["weighting"])), axes["steps"]).end
 
     assert weighting_steps(20, 32) == 640 and weighting_steps(0.5, 32) == 16 and weighting_steps("inf", 32) == math.inf
     recip = {"scoring": "recip", "iteration_steps": 32}

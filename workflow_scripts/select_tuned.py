@@ -1,8 +1,5 @@
-from curricula.experiments.tuning import select_stage
 from curricula.plumbing.logs import logged
-from curricula.report.tables import split_inputs
+from curricula.stages.train import select_tuned
 
 with logged(snakemake.log[0]):
-    curves = {run: path for (run,), path in split_inputs(snakemake.input, "curve").items()}
-    models = {run: path for (run,), path in split_inputs(snakemake.input, "model").items()}
-    select_stage(curves, models, dict(snakemake.params.values), snakemake.output)
+    select_tuned(snakemake.input, snakemake.output, snakemake.params.values)

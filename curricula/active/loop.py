@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ import polars as pl
 import torch
 
 from curricula.active.acquisition import (
+    METHODS,
     bald,
     expected_loss,
     k_center_greedy,
@@ -51,23 +51,21 @@ from curricula.active.acquisition import (
     spl_lambda,
     top_uncertain,
 )
-from curricula.data.ingest import candidate_pairs, read_ingest
+from curricula.data.ingest import candidate_pairs
 from curricula.evaluation.metrics import measure_means
 from curricula.evaluation.rerank import ranker_metrics, ranker_per_query
+from curricula.experiments.spec import TrainSpec, spec_record
 from curricula.experiments.train import dev_metric
 from curricula.models import build_ranker, ranker_class
 from curricula.models.base import mc_dropout_probabilities
-from curricula.models.device import log_device
-from curricula.models.hf import autocast_dtype, select_device, set_threads
+from curricula.models.runtime import JobRuntime, start_job
 from curricula.plumbing.atomic import write_text_atomically
-from curricula.plumbing.contracts import VECTORS, TableSpec, read_table, write_table
+from curricula.plumbing.contracts import TableSpec
 from curricula.training.core import FitConfig, fit
-from curricula.training.determinism import arithmetic, use_deterministic
 from curricula.training.losses import element_losses, weighted_mean
 
 log = logging.getLogger(__name__)
 
-METHODS = ("random", "bald", "coreset", "dal", "dasl", "all")
 ACTIVE_CURVE = TableSpec(
     "active_curve",
     {"round": pl.Int64, "labeled": pl.Int64, "labeled_fraction": pl.Float64, "pseudo_labeled": pl.Int64,
@@ -148,8 +146,8 @@ def initial_labeled(n: int, fraction: float, seed: int) -> np.ndarray:
     return labeled
 
 
-def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.DataFrame, qrels: pl.DataFrame,
-               device: torch.device, relevant_min: int = 1, progress: bool = False):
+def fit_ranker(spec: TrainSpec, seed: int, train: pl.DataFrame, dev: pl.DataFrame, qrels: pl.DataFrame,
+               runtime: JobRuntime, relevant_min: int = 1, progress: bool = False):
     """Train a ranker from scratch on ``train`` pairs (qid, context, response, rel); best-on-dev weights.
 
     Each step draws ``batch_size`` queries with a positive and a negative, one positive and ``negatives.m``
@@ -164,30 +162,31 @@ def fit_ranker(spec: Mapping[str, Any], seed: int, train: pl.DataFrame, dev: pl.
     if len(usable) == 0:
         raise ValueError("no training query has both a relevant and a non-relevant candidate")
     contexts, responses = train["context"].to_list(), train["response"].to_list()
-    m = int(spec["negatives"].get("m", 1))
+    m, objective, device = spec.arm.negatives.m, spec.objective, runtime.device
     rng = np.random.default_rng(seed)
-    ranker = build_ranker(spec, seed).to(device)
+    ranker = build_ranker(spec.ranker, seed).to(device)
 
     def step_loss(step: int) -> torch.Tensor:
-        qs = rng.choice(usable, spec["batch_size"])
+        qs = rng.choice(usable, objective.batch_size)
         rows = np.array([[rng.choice(pos_rows[q]), *rng.choice(neg_rows[q], m)] for q in qs])  # (B, 1 + m)
         logits = ranker.pair_logits([contexts[i] for i in rows.reshape(-1)], [responses[i] for i in rows.reshape(-1)],
-                                    device, spec["precision"])
-        return weighted_mean(element_losses(spec["loss"], logits.view(rows.shape), spec["margin"]), None)
+                                    device, runtime.precision)
+        return weighted_mean(element_losses(objective.loss, logits.view(rows.shape), objective.margin), None)
 
     def evaluate(done: int) -> dict[str, float]:
-        return {"value": dev_metric(ranker, dev, qrels, spec, device, relevant_min, progress)}
+        return {"value": dev_metric(ranker, dev, qrels, spec.evaluation, runtime, relevant_min, progress)}
 
-    result = fit(ranker.module, step_loss, FitConfig.from_spec(spec), seed=seed, evaluate=evaluate, progress=False,
+    result = fit(ranker.module, step_loss, FitConfig.of(spec.fit), seed=seed, evaluate=evaluate, progress=False,
                  desc="active fit")
     return ranker, result.best_value
 
 
-def rr_and_ap(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+def rr_and_ap(ranker, pairs: pl.DataFrame, qrels: pl.DataFrame, spec: TrainSpec, runtime: JobRuntime,
               relevant_min: int) -> dict[str, float]:
     """MRR (trec_eval ``recip_rank``) and MAP of the ranker on a split's candidate pairs."""
-    return ranker_metrics(ranker, pairs, qrels, ["RR", "AP"], batch_size=spec["score_batch_size"], device=device,
-                          precision=spec["precision"], relevant_min=relevant_min, desc="scoring")
+    return ranker_metrics(ranker, pairs, qrels, ["RR", "AP"], batch_size=spec.evaluation.score_batch_size,
+                          device=runtime.device, precision=runtime.precision, relevant_min=relevant_min,
+                          desc="scoring")
 
 
 def labeled_pairs(pool: QueryPool, labeled: np.ndarray, pseudo: Mapping[int, int] | None = None) -> pl.DataFrame:
@@ -203,7 +202,7 @@ def labeled_pairs(pool: QueryPool, labeled: np.ndarray, pseudo: Mapping[int, int
     return pl.concat(parts)
 
 
-def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveSettings, spec, device,
+def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveSettings, runtime: JobRuntime,
                 seed: int, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-query uncertainty over the ``eligible`` queries (EL or BALD; -inf elsewhere), the mean-score
     pseudo answer of each query (index within its candidates; -1 elsewhere) and whether all its passes put one
@@ -217,8 +216,8 @@ def uncertainty(ranker, pool: QueryPool, eligible: np.ndarray, settings: ActiveS
     torch.manual_seed(seed)
     sub = pool.pairs[rows]
     probs = mc_dropout_probabilities(ranker, sub["context"].to_list(), sub["response"].to_list(),
-                                     passes=settings.passes, batch_size=settings.score_batch_size, device=device,
-                                     precision=spec["precision"], progress=False)
+                                     passes=settings.passes, batch_size=settings.score_batch_size,
+                                     device=runtime.device, precision=runtime.precision, progress=False)
     qs, grid, mask = pool.grid(probs, rows)
     scores[qs] = expected_loss(grid, mask) if kind == "el" else bald(grid, mask)
     answer[qs] = pseudo_positive(grid.mean(axis=1), mask)
@@ -266,20 +265,20 @@ class ActiveJob:
     dev: pl.DataFrame
     test: pl.DataFrame
     qrels: pl.DataFrame
-    spec: Mapping[str, Any]
+    spec: TrainSpec
     settings: ActiveSettings
-    device: torch.device
+    runtime: JobRuntime
     relevant_min: int
     embeddings: np.ndarray | None
 
     def fit(self, labeled: np.ndarray, pseudo: Mapping[int, int] | None = None):
         """A ranker trained from scratch on the labeled (and pseudo-labeled) queries: (ranker, best dev value)."""
         return fit_ranker(self.spec, self.seed, labeled_pairs(self.pool, labeled, pseudo), self.dev, self.qrels,
-                          self.device, self.relevant_min)
+                          self.runtime, self.relevant_min)
 
     def uncertainty(self, model, eligible: np.ndarray, r: int, kind: str):
         """:func:`uncertainty` of round ``r`` (its MC-dropout passes seeded with ``seed * 1000 + r``)."""
-        return uncertainty(model, self.pool, eligible, self.settings, self.spec, self.device, self.seed * 1000 + r,
+        return uncertainty(model, self.pool, eligible, self.settings, self.runtime, self.seed * 1000 + r,
                            kind)
 
     def dasl_round(self, labeled: np.ndarray, r: int) -> tuple[Any, dict[int, int], np.ndarray, int]:
@@ -311,15 +310,17 @@ class ActiveJob:
             pseudo = {int(q): int(answer[q]) for q in reliable}
             log.info("round %d, spl iteration %d: dev %.4f, lambda %.3g, %d pseudo-labeled of %d", r, it,
                      value, lam, len(pseudo), int((~labeled).sum()))
+        assert best is not None  # spl_iterations >= 1 (the config schema's minimum): the first iteration keeps one
         model, _, pseudo, el, _ = best
         return model, pseudo, el, iterations
 
     def scores(self, model, r: int) -> tuple[dict[str, float], dict[str, float], list[list]]:
         """The dev MRR and MAP of round ``r``'s model, its test means and its per-query test values (rows
         [round, qid, measure, value])."""
-        d = rr_and_ap(model, self.dev, self.qrels, self.spec, self.device, self.relevant_min)
-        t_pq = ranker_per_query(model, self.test, self.qrels, TEST_MEASURES, batch_size=self.spec["score_batch_size"],
-                                device=self.device, precision=self.spec["precision"], relevant_min=self.relevant_min,
+        d = rr_and_ap(model, self.dev, self.qrels, self.spec, self.runtime, self.relevant_min)
+        t_pq = ranker_per_query(model, self.test, self.qrels, TEST_MEASURES,
+                                batch_size=self.spec.evaluation.score_batch_size, device=self.runtime.device,
+                                precision=self.runtime.precision, relevant_min=self.relevant_min,
                                 desc="scoring")
         per_query = [[r, q, m, v] for q, m, v in t_pq.select("qid", "measure", "value").iter_rows()]
         return d, measure_means(t_pq, TEST_MEASURES), per_query
@@ -332,6 +333,7 @@ class ActiveJob:
         if self.method == "random":
             return random_pick(eligible, budget, rng)
         if self.method == "coreset":
+            assert self.embeddings is not None  # run_active's check_method refuses coreset without them
             return k_center_greedy(self.embeddings, labeled, budget)
         if self.method == "bald":
             scores, _, _ = self.uncertainty(model, eligible, r, "bald")
@@ -358,7 +360,7 @@ def curve_row(r: int, labeled: np.ndarray, pseudo: int, iterations: int, dev: Ma
 
 
 def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame, test: pl.DataFrame,
-               qrels: pl.DataFrame, spec: Mapping[str, Any], settings: ActiveSettings,
+               qrels: pl.DataFrame, spec: TrainSpec, settings: ActiveSettings,
                embeddings: np.ndarray | None = None, state_dir: str | Path | None = None, relevant_min: int = 1,
                fingerprint: str = "", on_round: Callable[[int], None] | None = None) -> ActiveRun:
     """Run the loop for one method and seed: the ACTIVE_CURVE rows (one per round) and each round's per-query test
@@ -368,14 +370,10 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
     ``embeddings`` (Q, d) are the train queries' bi-encoder vectors in ``sorted(qid)`` order (``coreset`` only).
     """
     check_method(method, embeddings)
-    set_threads(spec.get("threads"))
-    use_deterministic(spec.get("deterministic"))  # before any CUDA work
-    job = ActiveJob(method, seed, QueryPool(train), dev, test, qrels, spec, settings,
-                    select_device(spec.get("device", "auto")), relevant_min, embeddings)
-    transformer = ranker_class(spec["ranker"]).transformer
-    dtype = autocast_dtype(job.device, spec.get("precision", "auto"), transformer)
-    log_device(job.device, dtype, "active learning")
-    computes = arithmetic(job.device, dtype)
+    runtime = start_job(spec.runtime, ranker_class(spec.ranker.ranker).transformer, "active learning")
+    job = ActiveJob(method, seed, QueryPool(train), dev, test, qrels, spec, settings, runtime, relevant_min,
+                    embeddings)
+    computes = runtime.arithmetic
     pool, n = job.pool, len(job.pool)
     budget = max(1, int(round(settings.budget * n)))
     rounds = 1 if method == "all" else settings.rounds
@@ -415,37 +413,35 @@ def run_active(method: str, seed: int, *, train: pl.DataFrame, dev: pl.DataFrame
                      pl.DataFrame(per_query, schema=ACTIVE_TEST_METRICS.columns, orient="row"))
 
 
-def active_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], *, method: str, seed: int,
-                 spec: Mapping[str, Any], settings: Mapping[str, Any], relevant_min: int = 1) -> pl.DataFrame:
-    """Rule ``active``: read the ingest tables (and the dense query vectors for coreset), run, write the curve
-    (``curve``) and the per-query test values of every round (``test_metrics``).
+def active_job(data: Mapping[str, pl.DataFrame], vectors: pl.DataFrame | None, *, method: str, seed: int,
+               spec: TrainSpec, settings: Mapping[str, Any], state_dir: str | Path, relevant_min: int = 1,
+               vectors_source: str = "query_vectors") -> ActiveRun:
+    """Rule ``active``'s run of the loop (:func:`run_active`) on the train, dev and test candidate pairs of the
+    ingest frames ``data`` (each split needs some), with the dense query ``vectors`` for coreset
+    (:func:`train_embeddings`; ``vectors_source`` names their file in errors).
 
-    The per-round state lives in ``<curve folder>/state`` (beside the output, so a killed job resumes).
+    The per-round state lives in ``state_dir``, stamped with a digest of ``spec`` (its recorded form,
+    :func:`curricula.experiments.spec.spec_record`) and ``settings`` so that a job resumes only a run of the same
+    knobs.
     """
-    data = read_ingest(inputs)
-    qrels = data["qrels"]
     split = {s: candidate_pairs(data, splits=(s,), relevant_min=relevant_min) for s in ("train", "dev", "test")}
     for name, frame in split.items():
         if frame.height == 0:
             raise ValueError(f"active learning needs {name} candidates; the {name} split is empty")
-    embeddings = None
-    if "query_vectors" in set(inputs.keys()):
-        vec = read_table(inputs["query_vectors"], VECTORS)
-        order = {qid: i for i, qid in enumerate(vec["id"].to_list())}
-        qids = QueryPool(split["train"]).qids
-        missing = [x for x in qids if x not in order]
-        if missing:
-            raise ValueError(f"{inputs['query_vectors']}: no vector for {len(missing)} train queries, "
-                             f"e.g. {missing[0]}")
-        embeddings = np.stack(vec["vector"].to_numpy())[[order[x] for x in qids]]
-    fingerprint = hashlib.sha256(json.dumps({"spec": dict(spec), "settings": dict(settings)}, sort_keys=True,
+    embeddings = None if vectors is None else train_embeddings(vectors, split["train"], vectors_source)
+    fingerprint = hashlib.sha256(json.dumps({"spec": spec_record(spec), "settings": dict(settings)}, sort_keys=True,
                                             default=str).encode()).hexdigest()[:16]
-    out = Path(outputs["curve"])
-    state_dir = out.parent / "state"
-    done = run_active(method, seed, train=split["train"], dev=split["dev"], test=split["test"], qrels=qrels,
+    return run_active(method, seed, train=split["train"], dev=split["dev"], test=split["test"], qrels=data["qrels"],
                       spec=spec, settings=ActiveSettings.from_config(settings), embeddings=embeddings,
                       state_dir=state_dir, relevant_min=relevant_min, fingerprint=fingerprint)
-    write_table(done.test_metrics, outputs["test_metrics"], ACTIVE_TEST_METRICS)
-    write_table(done.curve, out, ACTIVE_CURVE)
-    shutil.rmtree(state_dir, ignore_errors=True)
-    return done.curve
+
+
+def train_embeddings(vectors: pl.DataFrame, train: pl.DataFrame, source: str) -> np.ndarray:
+    """The ``VECTORS`` of the ``train`` pairs' queries in the pool's order (:class:`QueryPool`, coreset's
+    embeddings); a ValueError naming ``source`` when a train query has no vector."""
+    order = {qid: i for i, qid in enumerate(vectors["id"].to_list())}
+    qids = QueryPool(train).qids
+    missing = [x for x in qids if x not in order]
+    if missing:
+        raise ValueError(f"{source}: no vector for {len(missing)} train queries, e.g. {missing[0]}")
+    return np.stack(list(vectors["vector"].to_numpy()))[[order[x] for x in qids]]

@@ -21,39 +21,30 @@ runs. A list in place of a scalar knob is tuned on dev: the experiment becomes o
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
-from curricula.curriculum.negatives import Negatives, resolve_negatives
-from curricula.curriculum.pacing import Pacing, resolve_pacing
-from curricula.curriculum.weighting import Weighting, resolve_weighting
+from curricula.curriculum.negatives import Negatives
 from curricula.difficulty import FUNCTIONS, check_names
+from curricula.experiments.spec import Arm, TrainSpec, parse_train_spec
 from curricula.experiments.tuning import variants
 from curricula.models import DEFAULT_LR, DEFAULT_SCHEDULE, resolve_architecture
-from curricula.training.checks import averages, check_keep, check_min_steps
+from curricula.training.checks import check_keep, check_min_steps
 from curricula.training.losses import LOSSES
 
 AXES = ("scoring", "pacing", "weighting")
 BASELINE = "baseline"
 BASELINE_AXES: dict[str, Any] = {"scoring": "random", "pacing": {"name": "standard"}, "weighting": None}
-#: knobs that change how fast a job runs but not what it computes (kept out of Snakemake params)
-RUNTIME_KNOBS = ("threads",)
 #: the grid's model-selection knobs (issue 45), the same for every arm (an experiment may not set them): the
-#: diagnostic test column of the dev curve and the weight average. Left out of a resolved spec while idle
-#: (:func:`drop_idle_knobs`), so a config written before they existed keeps its train jobs' params and outputs
+#: diagnostic test column of the dev curve and the weight average
 SELECTION_KNOBS = ("diagnostic_test", "diagnostic_averages", "averaging", "ema_decay", "keep")
-#: switches that stay out of a resolved spec while false (:func:`drop_idle_knobs`), so the params and checkpoint
-#: fingerprints of configs written before they existed stay as they were: ``deterministic`` (deterministic CUDA
-#: kernels, :func:`curricula.training.determinism.use_deterministic`) is one when true
-OFF_UNLESS_TRUE = ("deterministic",)
 
 
 def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """The shared ``train`` knobs with one experiment's ``overrides`` applied (see the module docstring)."""
+    """The shared ``train`` knobs with one experiment's ``overrides`` applied (see the module docstring); a null
+    ``negatives.false_negative_guard`` is off, as if never written."""
     spec = copy.deepcopy(dict(train))
     for key, value in overrides.items():
         if key in ("negatives", "architecture") and isinstance(value, Mapping):
@@ -62,42 +53,10 @@ def merge_experiment(train: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
             spec[key] = copy.deepcopy(value)
     negatives = spec.get("negatives")
     if isinstance(negatives, dict) and negatives.get("false_negative_guard", 0) is None:
-        del negatives["false_negative_guard"]  # null = off, as if never written: unchanged specs, params and hashes
+        del negatives["false_negative_guard"]
     for key, value in BASELINE_AXES.items():
         spec.setdefault(key, copy.deepcopy(value))
-    return drop_idle_knobs(spec)
-
-
-def drop_idle_knobs(spec: dict[str, Any]) -> dict[str, Any]:
-    """Remove (in place; returned) the :data:`SELECTION_KNOBS` that change nothing: ``diagnostic_test`` when false,
-    ``diagnostic_averages`` when empty, ``averaging`` when ``none``, ``ema_decay`` unless an EMA uses it
-    (``averaging`` or a shadow in ``diagnostic_averages`` is ``ema``), ``keep`` when ``best``, and the
-    :data:`OFF_UNLESS_TRUE` switches when false. A train job's params then hold only the knobs that change its
-    output, and the schema's defaults leave every spec, params and checkpoint fingerprint as before these knobs
-    existed."""
-    if not spec.get("diagnostic_test"):
-        spec.pop("diagnostic_test", None)
-    if not spec.get("diagnostic_averages"):
-        spec.pop("diagnostic_averages", None)
-    if not averages(spec):
-        spec.pop("averaging", None)
-    if spec.get("averaging") != "ema" and "ema" not in (spec.get("diagnostic_averages") or ()):
-        spec.pop("ema_decay", None)
-    if (spec.get("keep") or "best") == "best":
-        spec.pop("keep", None)
-    for key in OFF_UNLESS_TRUE:
-        if not spec.get(key):
-            spec.pop(key, None)
     return spec
-
-
-def uses_min_steps(spec: Mapping[str, Any]) -> bool:
-    """Whether a spec needs the grid's ``min_steps``: early stopping (``patience``) counts evaluations only after it,
-    a weight average (``averaging`` or the shadow ``diagnostic_averages``) takes weights in only after it, and a
-    diagnostic run (``diagnostic_test``) records it for the replay of early stopping
-    (:func:`curricula.study.selection_noise.grid_min_steps`)."""
-    return bool(spec.get("patience") or averages(spec) or spec.get("diagnostic_averages")
-                or spec.get("diagnostic_test"))
 
 
 def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
@@ -117,21 +76,51 @@ def resolve_ranker(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_knobs(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys outside ``train`` that :func:`check_spec` reads: ``difficulty.bm25_list`` (default ``candidates``,
+    """The keys outside ``train`` that :func:`resolve_run` reads: ``difficulty.bm25_list`` (default ``candidates``,
     as in the schema) and ``bm25.k`` (None when the config has no ``bm25`` section, e.g. a test's)."""
     return {"bm25_list": (config.get("difficulty") or {}).get("bm25_list", "candidates"),
             "bm25_k": (config.get("bm25") or {}).get("k")}
 
 
+def resolve_run(name: str, values: dict[str, Any], schema: Mapping[str, Any] | None = None, *,
+                bm25_list: str = "candidates", bm25_k: int | None = None) -> TrainSpec:
+    """The :class:`TrainSpec` of one merged run mapping of experiment ``name``: checked (:func:`check_spec`), the
+    ranker's defaults filled (:func:`resolve_ranker`), parsed, its ``keep`` and pair-level weighting checked.
+    ValueError naming the experiment and key."""
+    check_spec(name, values, schema)
+    try:
+        resolve_ranker(values)
+    except ValueError as err:
+        raise ValueError(f"experiments.{name}: {err}") from None
+    spec = parse_train_spec(values, f"experiments.{name}")
+    try:
+        check_keep(spec.fit.keep, spec.fit.patience)
+    except ValueError as err:
+        raise ValueError(f"experiments.{name}: train.{err}") from None
+    check_arm(f"experiments.{name}", spec.arm, bm25_list, bm25_k)
+    return spec
+
+
+def check_overrides(name: str, overrides: Mapping[str, Any]) -> None:
+    """ValueError when an experiment sets a knob every arm of a grid shares (``min_steps``, :data:`SELECTION_KNOBS`)."""
+    if "min_steps" in overrides:
+        raise ValueError(f"experiments.{name}.min_steps: every arm of a grid shares min_steps (the longest "
+                         f"curriculum of the grid); set train.min_steps for a floor instead")
+    for key in SELECTION_KNOBS:
+        if key in overrides:
+            raise ValueError(f"experiments.{name}.{key}: every arm of a grid is selected alike; set "
+                             f"train.{key} instead")
+
+
 def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None
-                    ) -> dict[str, dict[str, dict[str, Any]]]:
-    """{experiment: {run: resolved spec}}, ``baseline`` first, every run validated (names, types, cross-axis rules).
+                    ) -> dict[str, dict[str, TrainSpec]]:
+    """{experiment: {run: typed spec}}, ``baseline`` first, every run validated (names, types, cross-axis rules).
 
     An untuned experiment is one run of its own name; an experiment that lists values for a knob is one run per
     point of its tuning grid (:func:`curricula.experiments.tuning.variants`), selected on dev later.
 
-    Every run gets the same ``min_steps``: the longest :func:`curriculum_length` of all runs of all experiments
-    (or ``train.min_steps`` when that is larger), so early stopping gives every arm the same minimum budget instead
+    Every run gets the same ``min_steps``: the longest :attr:`Arm.end` of all runs of all experiments (or
+    ``train.min_steps`` when that is larger), so early stopping gives every arm the same minimum budget instead
     of each its own curriculum's length. With ``patience``, a ``min_steps`` above the budget is a ValueError."""
     train = config.get("train", {})
     experiments = dict(config.get("experiments") or {})
@@ -140,65 +129,47 @@ def experiment_runs(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
         if axis in base and base[axis] != BASELINE_AXES[axis]:
             raise ValueError(f"experiments.baseline.{axis}: the baseline has no curriculum "
                              f"({axis} is always {BASELINE_AXES[axis]!r}); define another experiment instead")
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, TrainSpec]] = {}
     for name, overrides in {BASELINE: {**base, **BASELINE_AXES}, **experiments}.items():
-        if "min_steps" in (overrides or {}):
-            raise ValueError(f"experiments.{name}.min_steps: every arm of a grid shares min_steps (the longest "
-                             f"curriculum of the grid); set train.min_steps for a floor instead")
-        for key in SELECTION_KNOBS:
-            if key in (overrides or {}):
-                raise ValueError(f"experiments.{name}.{key}: every arm of a grid is selected alike; set "
-                                 f"train.{key} instead")
+        check_overrides(name, overrides or {})
         try:
             grid = variants(name, overrides or {})
         except ValueError as err:
             raise ValueError(f"experiments.{name}.{err}") from None
-        out[name] = {}
-        for run, (_, scalar) in grid.items():
-            spec = merge_experiment(train, scalar)
-            check_spec(name, spec, schema, **config_knobs(config))
-            try:
-                resolve_ranker(spec)
-            except ValueError as err:
-                raise ValueError(f"experiments.{name}: {err}") from None
-            try:
-                check_keep(spec.get("keep") or "best", spec.get("patience"))
-            except ValueError as err:
-                raise ValueError(f"experiments.{name}: train.{err}") from None
-            out[name][run] = spec
-    set_min_steps(out, train.get("min_steps"))
-    return out
+        out[name] = {run: resolve_run(name, merge_experiment(train, scalar), schema, **config_knobs(config))
+                     for run, (_, scalar) in grid.items()}
+    return set_min_steps(out, train.get("min_steps"))
 
 
-def set_min_steps(runs: Mapping[str, Mapping[str, dict[str, Any]]], floor: int | None = None) -> int:
-    """Store on every run's spec (in place) ``min_steps``: the longest :func:`curriculum_length` of the runs, or
-    ``floor`` (config ``train.min_steps``) when larger, on specs with ``patience``, weight ``averaging`` or a
-    diagnostic (:func:`uses_min_steps`; null without: nothing counts evaluations or starts an average then, and a
-    longer curriculum added to the grid must not re-run the others); return it. Early stopping counts evaluations,
-    and the weight average takes weights in, only after it (:func:`curricula.training.core.budget`,
-    :func:`curricula.training.core.average_start`).
+def set_min_steps(runs: Mapping[str, Mapping[str, TrainSpec]], floor: int | None = None
+                  ) -> dict[str, dict[str, TrainSpec]]:
+    """The runs with ``min_steps`` set: the longest :attr:`Arm.end` of the runs, or ``floor`` (config
+    ``train.min_steps``) when larger, on specs with ``patience``, weight ``averaging`` or a diagnostic
+    (:attr:`TrainSpec.needs_min_steps`; null without: nothing counts evaluations or starts an average then, and a
+    longer curriculum added to the grid must not re-run the others). Early stopping counts evaluations, and the
+    weight average takes weights in, only after it (:meth:`curricula.training.core.FitConfig.of`).
 
     A ``min_steps`` above a run's budget (``max_steps``, null = ``steps``) is a ValueError naming the run and both
-    values (:func:`check_min_steps`, the rule :func:`curricula.training.core.budget` applies in the job, checked here
-    before any job runs)."""
-    specs = [spec for of in runs.values() for spec in of.values()]
-    least = max([curriculum_length(spec) for spec in specs] + [int(floor or 0)])
+    values (:func:`check_min_steps`, the rule the training core applies in the job, checked here before any job
+    runs)."""
+    least = max([spec.arm.end for of in runs.values() for spec in of.values()] + [int(floor or 0)])
+    out: dict[str, dict[str, TrainSpec]] = {}
     for name, of in runs.items():
+        out[name] = {}
         for run, spec in of.items():
-            # without patience, averaging or a diagnostic nothing counts evaluations or averages: null, so a
-            # longer curriculum added to the grid re-runs only its own jobs
-            spec["min_steps"] = least if uses_min_steps(spec) else None
+            spec = spec.with_fit(min_steps=least if spec.needs_min_steps else None)
             try:
-                check_min_steps(spec["min_steps"], int(spec.get("max_steps") or spec["steps"]))
+                check_min_steps(spec.fit.min_steps, spec.fit.max_steps or spec.fit.steps)
             except ValueError as err:
                 raise ValueError(
                     f"experiments.{name} (run {run!r}): {err}; min_steps is the longest curriculum of the grid"
                     f"{' or train.min_steps' if floor and int(floor) == least else ''}") from None
-    return least
+            out[name][run] = spec
+    return out
 
 
-def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Resolved spec of every training run (:func:`experiment_runs` flattened; an untuned experiment's run has
+def experiment_specs(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, TrainSpec]:
+    """Typed spec of every training run (:func:`experiment_runs` flattened; an untuned experiment's run has
     the experiment's name)."""
     return {run: spec for runs in experiment_runs(config, schema).values() for run, spec in runs.items()}
 
@@ -236,12 +207,9 @@ def check_pair_weighting(where: str, scoring: str, negatives: Negatives, bm25_li
             f"only ones {scoring!r} is scored on beyond the candidates: set negatives.depth <= bm25.k or raise bm25.k")
 
 
-def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | None = None, *,
-               bm25_list: str = "candidates", bm25_k: int | None = None) -> None:
-    """Raise ValueError naming the experiment when a spec is invalid or its axes do not fit together.
-
-    ``bm25_list`` and ``bm25_k`` are the config's ``difficulty.bm25_list`` and ``bm25.k`` (:func:`config_knobs`):
-    they decide which negatives a pair-level weighting can weigh (:func:`check_pair_weighting`)."""
+def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
+    """Raise ValueError naming the experiment when a merged run mapping breaks the schema's ``train`` section, or
+    names an unknown difficulty function or loss."""
     where = f"experiments.{name}"
     if schema is not None:
         train_schema = schema["properties"]["train"]
@@ -253,69 +221,26 @@ def check_spec(name: str, spec: Mapping[str, Any], schema: Mapping[str, Any] | N
     check_names([spec["scoring"]], f"{where}.scoring")
     if spec["loss"] not in LOSSES:
         raise ValueError(f"{where}.loss: unknown loss {spec['loss']!r}; known: {list(LOSSES)}")
-    arm = resolve_arm(spec, where)
+
+
+def check_arm(where: str, arm: Arm, bm25_list: str = "candidates", bm25_k: int | None = None) -> None:
+    """The cross-axis rules of a resolved curriculum: a pair-level weighting needs the difficulty of every negative
+    the run draws (:func:`check_pair_weighting`)."""
     if arm.weighting and FUNCTIONS[arm.weighting.scoring].pair_level:
         check_pair_weighting(where, arm.weighting.scoring, arm.negatives, bm25_list, bm25_k)
 
 
-@dataclass(frozen=True)
-class Arm:
-    """One training run's curriculum, resolved once from its spec before training: the ordering (``scoring``, a
-    difficulty function; ``random`` = none), its :class:`~curricula.curriculum.pacing.Pacing`, the
-    :class:`~curricula.curriculum.negatives.Negatives` and MacAvaney's
-    :class:`~curricula.curriculum.weighting.Weighting` (None = uniform
-    loss weights). ``length`` is the curriculum length in optimiser updates that every fraction (pacing ``T``/``T0``,
-    the negatives' ``T``) was resolved against: the spec's ``steps``. Build it with :func:`resolve_arm`; the
-    sampler, the negative sampler and the loss weights read these values and never the spec."""
-
-    scoring: str
-    pacing: Pacing
-    negatives: Negatives
-    weighting: Weighting | None
-    length: int
-
-    @property
-    def end(self) -> int:
-        """Steps until every curriculum axis has ended, so early stopping never stops a curriculum early: the
-        pacing's ``length`` and, with MacAvaney's weights, their m iterations (eq. 3; W = 1 from iteration m on).
-        An ``m = inf`` weighting never ends; it counts as ``length``."""
-        end = self.length
-        if self.weighting is not None and not math.isinf(self.weighting.end):
-            end = max(end, int(self.weighting.end))
-        return end
-
-
-def resolve_arm(spec: Mapping[str, Any], where: str = "experiment") -> Arm:
-    """The :class:`Arm` of a resolved experiment spec (:func:`merge_experiment`; ``steps`` is the curriculum's
-    length; an axis it lacks is the baseline's): the one place where a spec's curriculum sections are parsed and
-    their lengths decided. ValueError naming ``where`` and the key for a spec whose pacing, negatives or weighting
-    is invalid."""
-    length = int(spec["steps"])
-    try:
-        pacing = resolve_pacing(spec.get("pacing") or BASELINE_AXES["pacing"], length)
-    except ValueError as err:
-        raise ValueError(f"{where}.pacing: {err}") from None
-    negatives = resolve_negatives(spec.get("negatives") or {}, length, f"{where}.negatives")
-    weighting = resolve_weighting(spec["weighting"], f"{where}.weighting") if spec.get("weighting") else None
-    return Arm(spec.get("scoring") or BASELINE_AXES["scoring"], pacing, negatives, weighting, length)
-
-
-def curriculum_length(spec: Mapping[str, Any]) -> int:
-    """Steps until every curriculum axis of a spec has ended: :attr:`Arm.end` of :func:`resolve_arm`."""
-    return resolve_arm(spec).end
-
-
-def uses_dense_model(spec: Mapping[str, Any]) -> bool:
+def uses_dense_model(spec: TrainSpec) -> bool:
     """Whether a run's curriculum reads the dense model G of Su et al. 2021 §3.4: HCL-IC's neighbours
     (``negatives.mode: neighbors``) or a difficulty function on G's vectors (``hcl_corpus``, eq. 2), as its
     ordering or as MacAvaney's weights."""
-    arm = resolve_arm(spec)
+    arm = spec.arm
     scorings = [arm.scoring, arm.weighting.scoring if arm.weighting else None]
     on_vectors = any(name in FUNCTIONS and "query_vectors" in FUNCTIONS[name].inputs for name in scorings)
     return on_vectors or arm.negatives.mode == "neighbors"
 
 
-def finetune_dense_model(config: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> bool:
+def finetune_dense_model(config: Mapping[str, Any], runs: Mapping[str, TrainSpec]) -> bool:
     """Whether the dense model G is fine-tuned before it is used (config ``dense.finetune.enabled``): as set, or,
     when null, whenever a run's curriculum uses G (:func:`uses_dense_model`): Su et al. 2021 §3.4 train G with
     in-batch negatives on the training data before HCL, so an HCL arm never ranks with the encoder as shipped."""
@@ -325,9 +250,9 @@ def finetune_dense_model(config: Mapping[str, Any], runs: Mapping[str, Mapping[s
     return any(uses_dense_model(spec) for spec in runs.values())
 
 
-def needed_tables(spec: Mapping[str, Any]) -> set[str]:
+def needed_tables(spec: TrainSpec) -> set[str]:
     """Inputs of an experiment's train job beyond the ingest tables and its curriculum shards."""
-    arm = resolve_arm(spec)
+    arm = spec.arm
     need = set()
     if arm.weighting:
         need.add("weights")
@@ -340,26 +265,22 @@ def needed_tables(spec: Mapping[str, Any]) -> set[str]:
     return need
 
 
-def job_params(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec without runtime-only knobs: what a train job's output depends on (its Snakemake params)."""
-    return {k: v for k, v in spec.items() if k not in RUNTIME_KNOBS}
-
-
 #: the active-learning ranker's knobs over the shared ``train`` section (config ``active.train`` overrides them)
 ACTIVE_TRAIN: dict[str, Any] = {"ranker": "lstm_qa", "architecture": {}, "lr": None, "loss": "pointwise_ce",
                                 "steps": 200, "batch_size": 16, "eval_every": 50, "eval_metric": "RR",
                                 "negatives": {"mode": "candidates", "m": 1}, "dev_queries": None}
 
 
-def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def active_spec(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> TrainSpec:
     """The resolved train spec of the active-learning ranker (:mod:`curricula.active.loop`):
     ``train`` < ACTIVE_TRAIN < ``active.train``; the grid's :data:`SELECTION_KNOBS` in ``train`` are not the
     active-learning ranker's (its fits have no curriculum phase to start an average after)."""
     overrides = merge_experiment(ACTIVE_TRAIN, (config.get("active") or {}).get("train") or {})
     train = {k: v for k, v in config.get("train", {}).items() if k not in SELECTION_KNOBS}
-    spec = merge_experiment(train, overrides)
-    check_spec("active", spec, schema, **config_knobs(config))
+    values = merge_experiment(train, overrides)
+    check_spec("active", values, schema)
     try:
-        return resolve_ranker(spec)
+        resolve_ranker(values)
     except ValueError as err:
         raise ValueError(f"active.train: {err}") from None
+    return parse_train_spec(values, "active.train")

@@ -7,12 +7,12 @@ Each step (Su et al. 2021 Algorithm 1, with Penha's and MacAvaney's axes in the 
 2. draw ``m`` negatives per positive (:class:`curricula.curriculum.negatives.NegativeSampler`: random, candidates,
    BM25, or HCL-IC from the dense neighbours with k = 10^h_p(t));
 3. score the (1 + m) pairs of each positive with the ranker (:mod:`curricula.models`), take the per-element loss
-   (:mod:`curricula.training.losses`), multiply by MacAvaney's weight W = D + (i/m)(1 - D) (eq. 3; :mod:`weighting`) and
-   average (eq. 4);
+   (:mod:`curricula.training.losses`), multiply by MacAvaney's weight W = D + (i/m)(1 - D) (eq. 3;
+   :mod:`curricula.curriculum.weighting`) and average (eq. 4);
 4. every ``eval_every`` steps, score the dev candidates, compute the dev metric with ir-measures, and keep the best
    model (model selection on dev only: test data is never read here, except by the diagnostic mode
    ``diagnostic_test``, which also scores the test candidates at every evaluation for the selection-noise analysis
-   of :mod:`curricula.study.selection_noise`, keeps each dev query's value there (``dev_query_values``), and never
+   of ``analyses/selection_noise_lib.py``, keeps each dev query's value there (``dev_query_values``), and never
    selects, stops or keeps anything by them; with ``averaging`` the evaluations score, and the best is, a weight
    average: :class:`curricula.training.averaging.WeightAverage`);
 5. every ``checkpoint_every`` steps, save the training state; a re-run of a killed job resumes from there and ends
@@ -40,21 +40,17 @@ import torch
 from curricula.curriculum.negatives import NegativeSampler
 from curricula.curriculum.ordering import Curriculum, CurriculumSampler
 from curricula.curriculum.weighting import PairEase
-from curricula.data.ingest import candidate_pairs, read_ingest
-from curricula.difficulty import difficulty_spec
+from curricula.data.ingest import candidate_pairs
 from curricula.evaluation.metrics import measure_means
 from curricula.evaluation.rerank import ranker_per_query
-from curricula.experiments.specs import job_params, resolve_arm
+from curricula.experiments.spec import TrainSpec, spec_params
 from curricula.models import build_ranker, ranker_class
-from curricula.models.device import device_record, log_device
-from curricula.models.hf import autocast_dtype, select_device, set_threads
-from curricula.plumbing.atomic import write_text_atomically
-from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table
-from curricula.plumbing.provenance import cpu_class, project_commit
+from curricula.models.runtime import JobRuntime, start_job
+from curricula.plumbing.contracts import dev_curve_spec
 from curricula.training.checkpoints import Checkpointer
 from curricula.training.core import FitConfig, FitResult, fit
-from curricula.training.determinism import arithmetic, use_deterministic
 from curricula.training.losses import element_losses, weighted_mean
+from curricula.training.spec import Evaluation
 from curricula.training.transfer import to_device
 
 if TYPE_CHECKING:
@@ -69,15 +65,15 @@ TRAIN_COLUMNS = {"queries": ["qid", "split", "text"]}
 CHECKPOINT_FORMAT = 3  # 3: frozen parameters are left out of the checkpoint
 
 
-def spec_fingerprint(spec: Mapping[str, Any], seed: int) -> str:
-    """A hash of everything that determines the trained weights (runtime knobs excluded).
+def spec_fingerprint(spec: TrainSpec, seed: int) -> str:
+    """A hash of everything that determines the trained weights: the run's params (:func:`curricula.experiments.
+    spec.spec_params`; runtime-only knobs excluded), the seed and the checkpoint layout.
 
     The device is the spec's knob (``auto`` included), not the resolved one: the checkpoint records the device type
-    and autocast dtype apart (:class:`~curricula.training.checkpoints.Checkpointer`'s ``arithmetic``), so this hash,
-    and with it the checkpoints of runs interrupted before that was recorded, stays as it was. ``deterministic``
-    enters it only when true (a resolved spec leaves it out when false: :func:`curricula.experiments.specs.
-    drop_idle_knobs`), so a deterministic run never resumes a checkpoint of a run that was not."""
-    blob = json.dumps({"spec": job_params(spec), "seed": seed, "format": CHECKPOINT_FORMAT}, sort_keys=True,
+    and autocast dtype apart (:class:`~curricula.training.checkpoints.Checkpointer`'s ``arithmetic``).
+    ``deterministic`` enters the params only when true, so a deterministic run never resumes a checkpoint of a run
+    that was not."""
+    blob = json.dumps({"spec": spec_params(spec), "seed": seed, "format": CHECKPOINT_FORMAT}, sort_keys=True,
                       default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -95,34 +91,35 @@ def dev_pairs(data: Mapping[str, Any], dev_queries: int | None, seed: int, relev
     return pairs
 
 
-def dev_metric(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
+def dev_metric(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, evaluation: Evaluation, runtime: JobRuntime,
                relevant_min: int = 1, progress: bool = False, desc: str = "dev") -> float:
-    """The spec's ``eval_metric`` (higher = better) of the ranker on the dev pairs: what model selection reads (and,
+    """The run's ``eval_metric`` (higher = better) of the ranker on the dev pairs: what model selection reads (and,
     on the test pairs, the diagnostic ``test_value``)."""
-    return dev_metric_per_query(ranker, dev, qrels, spec, device, relevant_min, progress, desc)[0]
+    return dev_metric_per_query(ranker, dev, qrels, evaluation, runtime, relevant_min, progress, desc)[0]
 
 
-def dev_metric_per_query(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, spec: Mapping[str, Any], device,
-                         relevant_min: int = 1, progress: bool = False, desc: str = "dev"
+def dev_metric_per_query(ranker, dev: pl.DataFrame, qrels: pl.DataFrame, evaluation: Evaluation,
+                         runtime: JobRuntime, relevant_min: int = 1, progress: bool = False, desc: str = "dev"
                          ) -> tuple[float, list[float]]:
-    """The spec's ``eval_metric`` on the dev pairs (:func:`dev_metric`) and, from the same scores, its value per dev
+    """The run's ``eval_metric`` on the dev pairs (:func:`dev_metric`) and, from the same scores, its value per dev
     query, in qid order: a diagnostic run's ``dev_query_values``, from which a selection made on fewer dev queries is
-    replayed (:func:`curricula.study.selection_noise.subset_dev`)."""
-    metric = spec["eval_metric"]
-    pq = ranker_per_query(ranker, dev, qrels, [metric], batch_size=spec["score_batch_size"], device=device,
-                          precision=spec["precision"], relevant_min=relevant_min, progress=progress, desc=desc)
+    replayed."""
+    metric = evaluation.eval_metric
+    pq = ranker_per_query(ranker, dev, qrels, [metric], batch_size=evaluation.score_batch_size,
+                          device=runtime.device, precision=runtime.precision, relevant_min=relevant_min,
+                          progress=progress, desc=desc)
     per_query = pq.filter(pl.col("measure") == metric).sort("qid")["value"].to_list()
     return measure_means(pq, [metric])[metric], per_query
 
 
-def eval_pairs(data: Mapping[str, Any], spec: Mapping[str, Any], config_seed: int, relevant_min: int
+def eval_pairs(data: Mapping[str, Any], evaluation: Evaluation, config_seed: int, relevant_min: int
                ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """The dev pairs model selection reads (:func:`dev_pairs`) and, with the spec's ``diagnostic_test``, every test
-    candidate pair (else None); ValueError when either split has no candidates."""
-    dev = dev_pairs(data, spec["dev_queries"], config_seed, relevant_min)
+    """The dev pairs model selection reads (:func:`dev_pairs`) and, with ``diagnostic_test``, every test candidate
+    pair (else None); ValueError when either split has no candidates."""
+    dev = dev_pairs(data, evaluation.dev_queries, config_seed, relevant_min)
     if dev.height == 0:
         raise ValueError("no dev candidates: model selection on dev needs a dev split with candidates")
-    test = candidate_pairs(data, splits=("test",), relevant_min=relevant_min) if spec.get("diagnostic_test") else None
+    test = candidate_pairs(data, splits=("test",), relevant_min=relevant_min) if evaluation.diagnostic_test else None
     if test is not None and test.height == 0:
         raise ValueError("no test candidates: diagnostic_test scores the test split at every evaluation")
     return dev, test
@@ -141,8 +138,8 @@ class RankerSteps:
     the ranker, the positive and negative samplers, the loss weights (``ease``, None without ``weighting``), the
     texts (:func:`train_texts`) and the evaluation pairs (:func:`eval_pairs`)."""
 
-    spec: Mapping[str, Any]
-    device: torch.device
+    spec: TrainSpec
+    runtime: JobRuntime
     ranker: Ranker
     sampler: CurriculumSampler
     negs: NegativeSampler
@@ -157,32 +154,33 @@ class RankerSteps:
     def step_loss(self, step: int) -> torch.Tensor:
         """The loss of step ``step``: the batch's positives, ``m`` negatives each, the per-element loss of the
         (1 + m) pairs and its mean weighted by MacAvaney et al.'s W (eq. 3-4; unweighted without ``ease``)."""
-        spec, negs, device = self.spec, self.negs, self.device
+        objective, negs, device = self.spec.objective, self.negs, self.runtime.device
         batch = self.sampler.batch(step)
         qids = batch["qid"].to_list()
         pos = np.array([negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
         group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)  # (B, 1 + m)
         contexts = [self.context_of[q] for q in qids for _ in range(group.shape[1])]
         responses = [self.doc_texts[c] for c in group.reshape(-1)]
-        logits = self.ranker.pair_logits(contexts, responses, device, spec["precision"])
-        losses = element_losses(spec["loss"], logits.view(group.shape), spec["margin"])
+        logits = self.ranker.pair_logits(contexts, responses, device, self.runtime.precision)
+        losses = element_losses(objective.loss, logits.view(group.shape), objective.margin)
         w = None
         if self.ease is not None:
             q = np.array([negs.q_of[x] for x in qids], dtype=np.int64)
-            w = self.ease.weights(q, group, spec["loss"], step, fallback=negs.last_fallback)
+            w = self.ease.weights(q, group, objective.loss, step, fallback=negs.last_fallback)
             w = to_device(torch.from_numpy(w), device)  # pinned, non-blocking on CUDA
         return weighted_mean(losses, w)
 
     def evaluate(self, done: int) -> dict[str, Any]:
         """The dev curve row after ``done`` steps: the dev metric (``value``), the curriculum's ``allowed`` prefix and
         negative space, and with ``diagnostic_test`` the test metric and each dev query's value."""
-        spec, negs = self.spec, self.negs
-        value, per_query = dev_metric_per_query(self.ranker, self.dev, self.qrels, spec, self.device, self.relevant_min)
-        row = {"metric": spec["eval_metric"], "value": value, "allowed": self.sampler.allowed(done - 1),
+        evaluation, negs = self.spec.evaluation, self.negs
+        value, per_query = dev_metric_per_query(self.ranker, self.dev, self.qrels, evaluation, self.runtime,
+                                                self.relevant_min)
+        row = {"metric": evaluation.eval_metric, "value": value, "allowed": self.sampler.allowed(done - 1),
                "negatives_k": negs.space(done - 1) if negs.mode in ("neighbors", "bm25") else 0}
         if self.test is not None:  # diagnostic only: recorded, never compared (fit reads "value")
-            row["test_value"] = dev_metric(self.ranker, self.test, self.qrels, spec, self.device, self.relevant_min,
-                                           desc="test")
+            row["test_value"] = dev_metric(self.ranker, self.test, self.qrels, evaluation, self.runtime,
+                                           self.relevant_min, desc="test")
             row["dev_query_values"] = per_query  # selection on fewer dev queries is replayed from them
         return row
 
@@ -202,7 +200,7 @@ class RankerSteps:
 
 def train_ranker(
     data: Mapping[str, Any],
-    spec: Mapping[str, Any],
+    spec: TrainSpec,
     seed: int,
     *,
     curriculum_dir: str | Path,
@@ -217,38 +215,40 @@ def train_ranker(
     config_seed: int = 42,
     progress: bool = True,
     on_step=None,
+    runtime: JobRuntime | None = None,
 ) -> pl.DataFrame:
     """Train one ranker; save the best-on-dev model to ``model_out``; return the dev curve (DEV_CURVE rows, or
-    DEV_CURVE_TEST rows with the spec's ``diagnostic_test``).
+    DEV_CURVE_TEST rows with ``diagnostic_test``).
 
-    ``data`` holds the ingest frames (queries, docs, qrels, candidates); ``spec`` is a resolved experiment spec
-    (:func:`curricula.experiments.specs.experiment_specs`). ``on_step(step)`` is called after every optimiser step
-    (tests use it to simulate a killed job). With ``diagnostic_test`` every evaluation also scores all test
-    candidates and records the ``eval_metric`` there as ``test_value``; the dev value alone selects and stops.
+    ``data`` holds the ingest frames (queries, docs, qrels, candidates); ``spec`` is a run's typed spec
+    (:func:`curricula.experiments.specs.experiment_specs`); ``runtime`` the job's (:func:`curricula.models.runtime.
+    start_job` of ``spec.runtime`` when not given). ``on_step(step)`` is called after every optimiser step (tests
+    use it to simulate a killed job). With ``diagnostic_test`` every evaluation also scores all test candidates and
+    records the ``eval_metric`` there as ``test_value``; the dev value alone selects and stops.
     """
-    set_threads(spec.get("threads"))
-    use_deterministic(spec.get("deterministic"))  # before any CUDA work
-    device = select_device(spec.get("device", "auto"))
-    arm = resolve_arm(spec)  # the curriculum's every length decided once, in steps (the budget may be longer)
+    if runtime is None:
+        runtime = start_job(spec.runtime, ranker_class(spec.ranker.ranker).transformer, "training")
+    arm = spec.arm  # the curriculum's every length decided once, in steps (the budget may be longer)
     # patience counts only after min_steps: the grid's longest curriculum (experiment_runs sets it, so every arm
     # gets the same minimum budget), else once this arm's curriculum axes have ended (pacing and the loss weights)
-    cfg = FitConfig.from_spec(spec, length=spec.get("min_steps") or arm.end)
+    cfg = FitConfig.of(spec.fit, length=spec.fit.min_steps or arm.end)
     queries, docs = data["queries"], data["docs"]
-    sampler = CurriculumSampler(Curriculum(curriculum_dir), arm.pacing, spec["batch_size"], seed)
+    sampler = CurriculumSampler(Curriculum(curriculum_dir), arm.pacing, spec.objective.batch_size, seed)
     negs = NegativeSampler(arm.negatives, queries=queries, docs=docs, qrels=data["qrels"],
                            candidates=data["candidates"], relevant_min=relevant_min, neighbors=neighbors, run=run,
                            seed=seed, query_vectors=query_vectors, doc_vectors=doc_vectors)
     context_of, doc_texts = train_texts(queries, docs)
     ease = None
     if arm.weighting is not None:
+        if weights is None:  # the same TypeError PairEase met on None, named
+            raise TypeError(f"train_ranker: the arm weighs its loss by {arm.weighting.scoring!r}: pass that "
+                            f"function's difficulty table as weights")
         ease = PairEase.from_weighting(weights, arm.weighting, negs.q_of, negs.code_of, len(doc_texts))
-    dev, test = eval_pairs(data, spec, config_seed, relevant_min)
-    ranker = build_ranker(spec, seed).to(device)
-    steps = RankerSteps(spec, device, ranker, sampler, negs, ease, context_of, doc_texts, dev, test, data["qrels"],
+    dev, test = eval_pairs(data, spec.evaluation, config_seed, relevant_min)
+    ranker = build_ranker(spec.ranker, seed).to(runtime.device)
+    steps = RankerSteps(spec, runtime, ranker, sampler, negs, ease, context_of, doc_texts, dev, test, data["qrels"],
                         relevant_min)
-    dtype = autocast_dtype(device, spec["precision"], ranker.transformer)
-    log_device(device, dtype, "training")
-    ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed), arithmetic(device, dtype))
+    ckpt = Checkpointer(checkpoint_dir, spec_fingerprint(spec, seed), runtime.arithmetic)
     result = fit(ranker.module, steps.step_loss, cfg, seed=seed, evaluate=steps.evaluate, checkpoint=ckpt,
                  on_step=on_step, progress=progress, desc="train")
     ranker.save(model_out)
@@ -266,38 +266,3 @@ def curve_frame(result: FitResult) -> pl.DataFrame:
             for i, row in enumerate(result.curve)]
     spec = dev_curve_spec(result.curve[0] if result.curve else ())
     return pl.DataFrame([tuple(row[c] for c in spec.columns) for row in rows], schema=spec.columns, orient="row")
-
-
-def ran_on(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """What a ranker's job ran on, for its recorded config: the device used (``cpu``, ``cuda:0``; never ``auto``),
-    the GPU model, the autocast dtype and torch's build (:func:`curricula.models.device.device_record`)."""
-    device = select_device(spec.get("device", "auto"))
-    transformer = ranker_class(spec.get("ranker", "cross_encoder")).transformer
-    return device_record(device, autocast_dtype(device, spec["precision"], transformer))
-
-
-def train_stage(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path], spec: Mapping[str, Any],
-                seed: int, *, relevant_min: int = 1, config_seed: int = 42) -> pl.DataFrame:
-    """Rule ``train``: read the inputs one experiment needs, train, write model/, dev_curve.parquet, config.json.
-
-    ``inputs``: queries, docs, qrels, candidates, curriculum (folder) and, when the spec needs them, weights
-    (the weighting function's difficulty table), neighbors, run, query_vectors and doc_vectors (the dense stage's
-    embeddings, for the false-negative guard). The checkpoint folder is ``<model>.checkpoint``.
-    """
-    data = read_ingest(inputs, columns=TRAIN_COLUMNS)
-    names = set(inputs.keys())  # a Snakemake Namedlist's `in` looks at values, not names
-    extra = {}
-    if spec.get("weighting"):
-        extra["weights"] = read_table(inputs["weights"], difficulty_spec([spec["weighting"]["scoring"]]))
-    for name in ("neighbors", "run", "query_vectors", "doc_vectors"):  # read lazily / only the rows needed
-        if name in names:
-            extra[name] = Path(inputs[name])
-    model_out = Path(outputs["model"])
-    curve = train_ranker(data, spec, seed, curriculum_dir=inputs["curriculum"], model_out=model_out,
-                         checkpoint_dir=model_out.with_name(model_out.name + ".checkpoint"),
-                         relevant_min=relevant_min, config_seed=config_seed, **extra)
-    write_table(curve, outputs["dev_curve"], dev_curve_spec(curve.columns))
-    record = {"seed": seed, "spec": dict(spec), "ran_on": {**ran_on(spec), "cpu": cpu_class()},
-              "commit": project_commit()}
-    write_text_atomically(outputs["config"], json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-    return curve

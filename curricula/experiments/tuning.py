@@ -145,9 +145,9 @@ def link_tree(src: str | Path, dst: str | Path) -> None:
     shutil.copytree(src, dst, copy_function=link)
 
 
-def select_stage(curves: Mapping[str, str | Path], models: Mapping[str, str | Path],
-                 values: Mapping[str, Mapping[str, Any]], outputs: Mapping[str, str | Path]) -> pl.DataFrame:
-    """Rule ``select_tuned``: pick one experiment's best run on dev (for one seed); write ``selection.parquet`` and
+def select_best_run(curves: Mapping[str, str | Path], models: Mapping[str, str | Path],
+                    values: Mapping[str, Mapping[str, Any]], outputs: Mapping[str, str | Path]) -> pl.DataFrame:
+    """Pick one experiment's best run on dev (for one seed; rule ``select_tuned``): write ``selection.parquet`` and
     link the chosen run's ``model/`` and ``dev_curve.parquet`` into the experiment's folder.
 
     ``values`` (run -> tuned knobs) is in the tuning grid's order, which breaks ties."""

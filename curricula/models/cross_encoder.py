@@ -18,7 +18,8 @@ packaged mean-pooled MiniLM.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ import torch
 from curricula.models.base import Ranker
 from curricula.models.heads import MeanPooledCrossEncoder, load_cross_encoder, save_cross_encoder
 from curricula.models.hf import load_tokenizer, resolve_model_dir
+from curricula.training.spec import RankerSpec
 
 #: Hugging Face's side for cutting a pair (:func:`pair_lengths`), saved with every model folder
 TRUNCATION_SIDE = "left"
@@ -136,15 +138,15 @@ class CrossEncoderRanker(Ranker):
         return "mean" if isinstance(self.module, MeanPooledCrossEncoder) else "cls"
 
     @classmethod
-    def build(cls, spec, seed: int) -> CrossEncoderRanker:
-        """A new ranker from a train spec: ``model``, ``layers``, ``max_length``, ``pooling`` (null = the
+    def build(cls, spec: RankerSpec, seed: int) -> CrossEncoderRanker:
+        """A new ranker from a ranker spec: ``model``, ``layers``, ``max_length``, ``pooling`` (null = the
         checkpoint's own head, ``cls`` for a bare encoder; a new head is seeded with ``seed``)."""
-        model_dir = resolve_model_dir(spec["model"])
-        model = load_cross_encoder(model_dir, layers=spec.get("layers"), seed=seed, pooling=spec.get("pooling"))
-        return cls(model, load_tokenizer(model_dir), spec["max_length"])
+        model_dir = resolve_model_dir(spec.model)
+        model = load_cross_encoder(model_dir, layers=spec.layers, seed=seed, pooling=spec.pooling)
+        return cls(model, load_tokenizer(model_dir), spec.max_length)
 
     @classmethod
-    def load(cls, folder, config: dict | None, max_length: int | None = None) -> CrossEncoderRanker:
+    def load(cls, folder, config: Mapping[str, Any] | None, max_length: int | None = None) -> CrossEncoderRanker:
         """A saved ranker folder (``ranker.json`` gives max_length and pooling) or any trained HF or
         sentence-transformers cross-encoder checkpoint with ``max_length`` (its pooling read from its files)."""
         length = (config or {}).get("max_length", max_length)

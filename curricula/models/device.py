@@ -170,10 +170,3 @@ def log_device(device: torch.device, dtype: torch.dtype | None, what: str = "run
     log.info("%s on %s", what, describe(record))
     return record
 
-
-def log_job_device(device: torch.device, precision: str, transformer: bool, what: str) -> dict[str, Any]:
-    """:func:`log_device` with the dtype ``precision`` resolves to for this model kind on ``device``
-    (:func:`curricula.models.hf.autocast_dtype`)."""
-    from curricula.models.hf import autocast_dtype
-
-    return log_device(device, autocast_dtype(device, precision, transformer), what)

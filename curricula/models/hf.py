@@ -83,13 +83,6 @@ def resolve_model_dir(name_or_path: str | Path = DEFAULT_MODEL) -> Path:
     return path.resolve()
 
 
-def select_device(prefer: str | torch.device = "auto") -> torch.device:
-    """The job's device: :func:`curricula.models.device.select_device` (a GPU it was given and cannot use raises)."""
-    from curricula.models.device import select_device as choose
-
-    return choose(prefer)
-
-
 #: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) under which its kernels still multiply bf16 in hardware
 BF16_ISA_CAPS = ("ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10")
 
@@ -288,7 +281,8 @@ def load_encoder(
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor, normalize: bool = True) -> torch.Tensor:
     """Mean of the token states under the attention mask, in fp32; L2-normalised with ``normalize`` (as
-    sentence-transformers embeds), raw for a cross-encoder's head (:class:`MeanPooledCrossEncoder`)."""
+    sentence-transformers embeds), raw for a cross-encoder's head
+    (:class:`curricula.models.heads.MeanPooledCrossEncoder`)."""
     hidden = hidden.float()
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)

@@ -24,10 +24,11 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 
-from curricula.models import resolve_architecture
+
 from curricula.models.base import RANKER_FILE, Ranker
 from curricula.models.hf import input_embeddings, load_tokenizer, quiet_transformers, resolve_model_dir
 from curricula.plumbing.atomic import write_dir_atomically
+from curricula.training.spec import RankerSpec
 
 TOKENIZER_DIR = "tokenizer"
 WEIGHTS_FILE = "model.safetensors"
@@ -157,9 +158,11 @@ class TwoSidedRanker(Ranker):
         raise NotImplementedError
 
     @classmethod
-    def build(cls, spec: Mapping[str, Any], seed: int) -> TwoSidedRanker:
-        arch = resolve_architecture(cls.name, spec.get("architecture"))
-        model_dir = resolve_model_dir(spec["model"])
+    def build(cls, spec: RankerSpec, seed: int) -> TwoSidedRanker:
+        """A new ranker from a ranker spec: its resolved ``architecture`` over the word-piece embeddings of
+        ``model``; every random initialisation seeded with ``seed``."""
+        arch = spec.arch()
+        model_dir = resolve_model_dir(spec.model)
         tokenizer = load_tokenizer(model_dir)
         emb = embedding_matrix(arch["embeddings"], model_dir, tokenizer, seed)
         torch.manual_seed(seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from curricula.experiments.spec import TrainSpec
 from curricula.plumbing.gpus import visible_gpu_count
 from curricula.retrieval.gpu_search import neighbors_device
 
@@ -33,13 +34,13 @@ def gpus(device: str, visible: int | None = None) -> int:
     return 0
 
 
-def rule_devices(config: Mapping[str, Any], run_specs: Mapping[str, Mapping[str, Any]],
-                 active: Mapping[str, Any] | None) -> dict[str, set[str]]:
+def rule_devices(config: Mapping[str, Any], run_specs: Mapping[str, TrainSpec],
+                 active: TrainSpec | None) -> dict[str, set[str]]:
     """The ``device`` values each GPU-capable rule's jobs run with: train and evaluate take every training run's,
     the teacher's and the dense model's rules their section's (the neighbour search the dense model's in the CUDA 12
     environment only: :func:`curricula.retrieval.gpu_search.neighbors_device`), ``active`` the active-learning
     ranker's (when on)."""
-    runs = {str(spec["device"]) for spec in run_specs.values()}
+    runs = {spec.runtime.device for spec in run_specs.values()}
     devices = {"train": runs, "evaluate": runs,
                "teacher_train": {str(config["teacher"]["device"])},
                "teacher_score_shard": {str(config["teacher"]["device"])},
@@ -47,7 +48,7 @@ def rule_devices(config: Mapping[str, Any], run_specs: Mapping[str, Mapping[str,
                "dense_encode_shard": {str(config["dense"]["device"])},
                "dense_neighbors_shard": {neighbors_device(config)}}
     if active is not None:
-        devices["active"] = {str(active["device"])}
+        devices["active"] = {active.runtime.device}
     return devices
 
 

@@ -16,11 +16,12 @@ from typing import Any
 
 from curricula.difficulty import FUNCTIONS, function_knobs
 from curricula.evaluation.rerank import parse_rnk
-from curricula.experiments.specs import active_spec, experiment_runs, finetune_dense_model, job_params, tuned_values
+from curricula.experiments.spec import TrainSpec, spec_params
+from curricula.experiments.specs import active_spec, experiment_runs, finetune_dense_model, tuned_values
 from curricula.pipeline.checks import check_difficulty_functions, check_references
 from curricula.pipeline.devices import gpus
 from curricula.plumbing.layout import Layout
-from curricula.retrieval.stages import dense_max_length
+from curricula.retrieval.precompute import dense_max_length
 
 #: the teacher knobs only `teacher_score` reads: changing them keeps the trained model
 TEACHER_SCORE_ONLY = ("folds", "score_batch_size")
@@ -43,19 +44,19 @@ class DatasetPlan:
 
     config: Mapping[str, Any]
     layout: Layout
-    runs_of: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    runs_of: Mapping[str, Mapping[str, TrainSpec]]
     tuned: Mapping[str, Mapping[str, Mapping[str, Any]]]
     finetune_g: bool
     dense_max_length: int
-    active: Mapping[str, Any] | None
+    active: TrainSpec | None
 
     @property
-    def runs(self) -> dict[str, Mapping[str, Any]]:
+    def runs(self) -> dict[str, TrainSpec]:
         """Every training run's spec: an untuned experiment is one run of its own name, a tuned one a run per value."""
         return {run: spec for runs in self.runs_of.values() for run, spec in runs.items()}
 
     @property
-    def experiments(self) -> dict[str, Mapping[str, Any]]:
+    def experiments(self) -> dict[str, TrainSpec]:
         """The experiments the report shows; a tuned experiment's runtime knobs (threads, device, scoring) are its
         first run's."""
         return {name: next(iter(runs.values())) for name, runs in self.runs_of.items()}
@@ -69,7 +70,7 @@ class DatasetPlan:
     def seeds(self) -> list[int]:
         return list(self.config["seeds"])
 
-    def spec_of(self, name: str) -> Mapping[str, Any]:
+    def spec_of(self, name: str) -> TrainSpec:
         """The spec of a training run or of a (tuned) experiment."""
         runs = self.runs
         return runs[name] if name in runs else self.experiments[name]
@@ -103,22 +104,23 @@ class DatasetPlan:
 
     def train_params(self, run: str) -> dict[str, Any]:
         """A training run's spec without its runtime knobs."""
-        return job_params(self.runs[run])
+        return spec_params(self.runs[run])
 
     def experiment_params(self) -> dict[str, dict[str, Any]]:
         """Every experiment's spec without runtime knobs (params of rules that read all of them)."""
-        return {name: job_params(spec) for name, spec in self.experiments.items()}
+        return {name: spec_params(spec) for name, spec in self.experiments.items()}
 
     def experiment_gpus(self, name: str) -> int:
         """The ``gpu`` resource of a per-experiment job (its spec's device)."""
-        return gpus(self.spec_of(name)["device"])
+        return gpus(self.spec_of(name).runtime.device)
 
     def evaluate_knobs(self, name: str) -> dict[str, Any]:
         """The scoring knobs of an experiment's model (what changes its test scores); ``deterministic`` only when
-        true (a resolved spec holds it only then)."""
+        true."""
         spec = self.spec_of(name)
-        knobs = {k: spec[k] for k in ("score_batch_size", "precision", "device")}
-        return {**knobs, "deterministic": True} if spec.get("deterministic") else knobs
+        knobs = {"score_batch_size": spec.evaluation.score_batch_size, "precision": spec.runtime.precision,
+                 "device": spec.runtime.device}
+        return {**knobs, "deterministic": True} if spec.runtime.deterministic else knobs
 
     def additivity_params(self) -> dict[str, Any] | None:
         """The interpolation knobs of score additivity, or None when off."""
@@ -132,9 +134,9 @@ class DatasetPlan:
         (rule ``difficulty_test``), and the active-learning loop none."""
         used = set()
         for spec in self.runs.values():
-            used.add(spec["scoring"])
-            if spec.get("weighting"):
-                used.add(spec["weighting"]["scoring"])
+            used.add(spec.arm.scoring)
+            if spec.arm.weighting is not None:
+                used.add(spec.arm.weighting.scoring)
         return [name for name in FUNCTIONS if name in used]
 
     def difficulty_functions(self) -> list[str]:
@@ -152,12 +154,13 @@ class DatasetPlan:
         experiment's scoring function but random."""
         chosen = self.config["report"]["difficulty_functions"]
         if chosen is None:
-            chosen = sorted({spec["scoring"] for spec in self.experiments.values()} - {"random"})
+            chosen = sorted({spec.arm.scoring for spec in self.experiments.values()} - {"random"})
         return list(chosen)
 
     def active_params(self) -> dict[str, Any]:
-        """The active-learning ranker's spec without its thread count."""
-        return {k: v for k, v in self.active.items() if k != "threads"}
+        """The active-learning ranker's params (:func:`curricula.experiments.spec.spec_params`)."""
+        assert self.active is not None, "active learning is off"
+        return spec_params(self.active)
 
     def active_settings(self) -> dict[str, Any]:
         """The loop knobs of config `active` (what a job's curve depends on besides the ranker spec)."""
@@ -171,7 +174,7 @@ def dataset_plan(config: Mapping[str, Any], schema: Mapping[str, Any]) -> Datase
     runs_of = experiment_runs(config, schema)
     runs = {run: spec for specs in runs_of.values() for run, spec in specs.items()}
     finetune = finetune_dense_model(config, runs)
-    check_difficulty_functions(config)
+    check_difficulty_functions(config, runs_of)
     check_references(config)
     active = active_spec(config, schema) if config["active"]["enabled"] else None
     return DatasetPlan(config=config, layout=Layout.of(config), runs_of=runs_of, tuned=tuned_values(config),

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from curricula.plumbing.config import load_yaml, merge
+
+if TYPE_CHECKING:
+    from curricula.experiments.spec import TrainSpec
 from curricula.plumbing.layout import Layout, study_selection
 
 KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -58,6 +61,8 @@ def dataset_config(key: str, entry: Any, default: Mapping[str, Any], common: Map
     where = f"study.datasets.{key}"
     if not KEY.match(key):
         raise ValueError(f"{where}: a dataset key is a letter then letters, digits or _ (it names rules and folders)")
+    preset: dict[str, Any]
+    overrides: dict[str, Any]
     if entry is None:
         preset, overrides = {}, {}
     elif isinstance(entry, str):
@@ -189,16 +194,16 @@ def covered(key: str, factors: Sequence[str]) -> bool:
     return any(key == f or key.startswith(f"{f}.") for f in factors)
 
 
-def arm_spec(name: str, runs_of: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
+def arm_spec(name: str, runs_of: Mapping[str, Mapping[str, TrainSpec]]) -> dict[str, Any]:
     """The spec one arm of a claim trains with, flattened (:func:`flatten`, which leaves a flat spec as it is).
 
-    ``runs_of`` is :func:`curricula.experiments.specs.experiment_runs` of the dataset's config. An experiment's spec
-    without its runtime knobs (:func:`curricula.experiments.specs.job_params`); a tuned experiment's knob holds the list
+    ``runs_of`` is :func:`curricula.experiments.specs.experiment_runs` of the dataset's config. An experiment's
+    params (:func:`curricula.experiments.spec.spec_params`); a tuned experiment's knob holds the list
     of the values tuned on dev (the knobs its runs share keep their value); ``<experiment>+bm25`` adds
     ``additivity: bm25``; ``active:<method>@<round>`` stands for that method and round of the dataset's one
     active-learning loop (:data:`ACTIVE_KEYS`)."""
     from curricula.evaluation.comparisons import trained_experiment
-    from curricula.experiments.specs import job_params
+    from curricula.experiments.spec import spec_params
 
     active = parse_active_name(name)
     if active is not None:
@@ -206,7 +211,7 @@ def arm_spec(name: str, runs_of: Mapping[str, Mapping[str, Mapping[str, Any]]]) 
     base = trained_experiment(name)
     if base not in runs_of:
         raise ValueError(f"{name!r} is not an experiment of the grid (it has {sorted(runs_of)})")
-    runs = [flatten(job_params(spec)) for spec in runs_of[base].values()]
+    runs = [flatten(spec_params(spec)) for spec in runs_of[base].values()]
     flat: dict[str, Any] = {}
     for key in dict.fromkeys(k for run in runs for k in run):
         values = [run.get(key) for run in runs]

@@ -1,24 +1,14 @@
-"""Checks of a training spec that the config resolution (before any job) and the training core (in the job) share.
+"""Checks of a run's fit that the config resolution (before any job) and the training core (in the job) share.
 
 No torch here: :mod:`curricula.experiments.specs` runs them while Snakemake parses the workflow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-
-def averages(spec: Mapping[str, Any]) -> bool:
-    """Whether a spec averages its weights (``averaging`` other than ``none``;
-    :class:`curricula.training.core.FitConfig`)."""
-    return (spec.get("averaging") or "none") != "none"
-
 
 def check_keep(keep: str, patience: int | None) -> None:
     """ValueError when ``keep`` (:attr:`curricula.training.core.FitConfig.keep`) is ``last`` beside ``patience`` (None
-    or 0
-    = off): early stopping selects a model on dev, which keeping the weights after the whole budget forgoes."""
+    or 0 = off): early stopping selects a model on dev, which keeping the weights after the whole budget forgoes."""
     if keep == "last" and patience:
         raise ValueError(f"keep last with patience={patience}: early stopping selects a model on dev; set patience "
                          f"null to keep the weights after the whole budget")

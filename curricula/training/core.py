@@ -52,6 +52,7 @@ from curricula.training.budget import average_start, budget
 from curricula.training.checkpoints import Checkpointer, frozen_names, load_weights, state_dict_cpu
 from curricula.training.checks import check_keep
 from curricula.training.determinism import device_rng_state, restore_device_rng
+from curricula.training.spec import FitSpec
 from curricula.training.transfer import host_floats
 
 log = logging.getLogger(__name__)
@@ -151,26 +152,19 @@ class FitConfig:
                              f"averaging runs from one run of the trained weights; set averaging none")
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], length: int | None = None, **overrides: Any) -> FitConfig:
-        """The run of a resolved ranker spec (config ``train`` / an experiment; fused Adam, as the ranker uses).
+    def of(cls, fit: FitSpec, length: int | None = None, **overrides: Any) -> FitConfig:
+        """The run of a fit (:class:`~curricula.training.spec.FitSpec`; fused Adam, as the ranker uses).
 
         The budget is ``max_steps`` (null = ``steps``); with ``patience`` (null = off) evaluations count only after
-        the curriculum's ``length`` (default ``steps``; :func:`budget`). ``schedule`` is the spec's when present
-        (a spec resolved by :func:`curricula.experiments.specs.resolve_ranker` always has one), else ``linear``. A
-        spec's ``averaging`` (absent = ``none``) starts after the same ``length`` (:func:`average_start`), with its
-        ``ema_decay`` (absent = :data:`DEFAULT_EMA_DECAY`)."""
-        total, least = budget(spec, length)
-        knobs = {"steps": total, "lr": float(spec["lr"]), "optimizer": spec["optimizer"],
-                 "eps": float(spec["eps"]), "weight_decay": float(spec["weight_decay"]),
-                 "warmup": float(spec["warmup"]), "schedule": spec.get("schedule") or "linear",
-                 "eval_every": int(spec["eval_every"]),
-                 "checkpoint_every": int(spec.get("checkpoint_every") or 0), "fused": True,
-                 "patience": int(spec.get("patience") or 0), "min_steps": least,
-                 "averaging": spec.get("averaging") or "none",
-                 "ema_decay": float(spec.get("ema_decay") or DEFAULT_EMA_DECAY),
-                 "average_from": average_start(spec, length),
-                 "shadow_averages": tuple(spec.get("diagnostic_averages") or ()),
-                 "keep": spec.get("keep") or "best"}
+        the curriculum's ``length`` (default ``steps``; :func:`budget`). A fit's ``averaging`` starts after the same
+        ``length`` (:func:`average_start`), with its ``ema_decay``."""
+        total, least = budget(fit, length)
+        knobs = {"steps": total, "lr": float(fit.lr), "optimizer": fit.optimizer, "eps": float(fit.eps),
+                 "weight_decay": float(fit.weight_decay), "warmup": float(fit.warmup), "schedule": fit.schedule,
+                 "eval_every": fit.eval_every, "checkpoint_every": fit.checkpoint_every, "fused": True,
+                 "patience": int(fit.patience or 0), "min_steps": least, "averaging": fit.averaging,
+                 "ema_decay": float(fit.ema_decay), "average_from": average_start(fit, length),
+                 "shadow_averages": fit.diagnostic_averages, "keep": fit.keep}
         return cls(**{**knobs, **overrides})
 
 
@@ -328,8 +322,8 @@ class _Run:
         columns; a better dev value than the best so far (with ``keep`` ``best``) keeps the evaluated weights."""
         result, module = self.result, self.module
         since = result.curve[-1]["step"] if result.curve else 0  # the curve's train_loss: steps since then
-        averaged = self.average is not None and self.average.state is not None  # evaluate (and keep) the average
-        trained = swapped_in(module, self.average.state, self.frozen) if averaged else None
+        averaged = None if self.average is None else self.average.state  # evaluate (and keep) the average, if any
+        trained = swapped_in(module, averaged, self.frozen) if averaged is not None else None
         row = {"step": done, **evaluate(done), "train_loss": float(np.mean(self.flush_losses()[since:]))}
         if self.cfg.keep == "best" and row["value"] > result.best_value:
             self.best_state = state_dict_cpu(module, self.frozen)

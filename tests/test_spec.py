@@ -1,0 +1,146 @@
+"""The typed run spec: parsed once, written back by one generic rule, with every params value, plan and committed
+ledger digest as it was before it existed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from curricula.experiments import spec as spec_module
+from curricula.experiments.spec import (
+    CurriculumSpec,
+    TrainSpec,
+    parse_train_spec,
+    spec_params,
+)
+from curricula.experiments.specs import experiment_specs
+from curricula.plumbing.config import read_yaml
+from curricula.training.spec import PARTS, FitSpec, Runtime
+from tests.plan_snapshot import CONFIGS, PACKAGED, plan_digest
+from tests.workflow_run import REPO
+
+SCHEMA = read_yaml(REPO / "schemas" / "config.schema.yaml")
+#: fields whose schema default is null because the parser resolves them from the ranker (DEFAULT_LR, ...), or that
+#: are no ``train`` knob of the schema (the curriculum axes live under ``experiments``)
+RESOLVED = {"lr", "schedule"}
+
+
+def default_config() -> dict:
+    from curricula.plumbing.config import validate_config
+
+    config = read_yaml(REPO / "config.yaml")
+    validate_config(config, SCHEMA)
+    return config
+
+
+def test_part_defaults_are_the_schemas():
+    train = SCHEMA["properties"]["train"]["properties"]
+    checked = 0
+    for part in (*PARTS, CurriculumSpec):
+        for f in dataclasses.fields(part):
+            if f.name in RESOLVED or f.name == "threads" or f.name not in train and part is CurriculumSpec:
+                continue
+            default = train[f.name].get("default")
+            want = spec_module.freeze(default)
+            assert f.default == want, f"{part.__name__}.{f.name}: {f.default!r}, schema {default!r}"
+            checked += 1
+    assert checked >= 25
+    parsed = {f.name for part in (*PARTS, CurriculumSpec) for f in dataclasses.fields(part)}
+    assert set(train) - parsed == set(), "a train knob the parser does not read"
+
+
+def test_params_round_trip_through_the_parser():
+    specs = experiment_specs(default_config(), SCHEMA)
+    for name, spec in specs.items():
+        params = spec_params(spec)
+        again = parse_train_spec(params)
+        assert again.with_runtime(threads=spec.runtime.threads) == spec, name  # threads: runtime-only
+        assert spec_params(again) == params
+        assert list(spec_params(again)) == list(params), "the params keep their key order"
+
+
+def test_idle_added_knobs_stay_out_of_params_and_a_set_one_goes_in():
+    spec = experiment_specs(default_config(), SCHEMA)["baseline"]
+    params = spec_params(spec)
+    assert not {"averaging", "ema_decay", "keep", "diagnostic_averages", "diagnostic_test", "deterministic",
+                "threads", "spec_version"} & set(params)
+    assert spec_params(spec.with_fit(averaging="swa"))["averaging"] == "swa"
+    assert "ema_decay" not in spec_params(spec.with_fit(averaging="swa"))
+    assert spec_params(spec.with_runtime(deterministic=True))["deterministic"] is True
+    assert spec_params(spec.with_runtime(threads=7)) == params, "threads is runtime-only"
+    # an EMA-less run normalises ema_decay to the default, so setting it alone changes nothing
+    assert parse_train_spec({**params, "ema_decay": 0.9}) == parse_train_spec(params)
+
+
+def test_a_new_knob_needs_no_rule_of_its_own(monkeypatch):
+    """A field added with ``knob(..., added=True)`` leaves every existing run's params as they were, enters them
+    once set, and a spec version above 1 writes itself in so that every job re-runs."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Curriculum2(CurriculumSpec):
+        mixing: float = spec_module.knob(0.0, added=True)
+
+    parts = tuple((n, Curriculum2 if c is CurriculumSpec else c) for n, c in spec_module._PARTS)
+    monkeypatch.setattr(spec_module, "_PARTS", parts)
+    monkeypatch.setattr(spec_module, "KNOWN_KEYS", spec_module.KNOWN_KEYS | {"mixing"})
+    params = spec_params(experiment_specs(default_config(), SCHEMA)["baseline"])
+    spec = parse_train_spec(params)
+    assert spec_params(spec) == params
+    assert spec_params(parse_train_spec({**params, "mixing": 0.5}))["mixing"] == 0.5
+    monkeypatch.setattr(spec_module, "SPEC_VERSION", 2)
+    assert spec_params(parse_train_spec({**params, "spec_version": 2}))["spec_version"] == 2
+    with pytest.raises(ValueError, match="version 1; this pipeline reads version 2"):
+        parse_train_spec(params)
+
+
+def test_an_unknown_key_is_refused_naming_it():
+    params = spec_params(experiment_specs(default_config(), SCHEMA)["baseline"])
+    with pytest.raises(ValueError, match=r"train: unknown key\(s\) \['stepz'\]"):
+        parse_train_spec({**params, "stepz": 3}, "train")
+
+
+def test_parts_are_frozen_and_typed():
+    spec = experiment_specs(default_config(), SCHEMA)["baseline"]
+    assert isinstance(spec, TrainSpec) and isinstance(spec.fit, FitSpec) and isinstance(spec.runtime, Runtime)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(spec.fit, "steps", 3)
+    assert spec.arm.length == spec.fit.steps and spec.ranker.arch()["ngrams"] == [1, 2, 3]
+
+
+def ledger_records() -> dict[tuple[str, str], set[str]]:
+    from curricula.study.ledger import read_record
+
+    out: dict[tuple[str, str], set[str]] = {}
+    for path in sorted((REPO / "ledger").rglob("*.parquet")):
+        record = read_record(path, in_ledger=True)
+        out.setdefault((record["dataset"], record["arm"]), set()).add(record["spec_digest"])
+    return out
+
+
+@pytest.mark.slow
+def test_the_committed_ledgers_spec_digests_recompute_from_the_typed_spec():
+    from curricula.pipeline.ledger import spec_digest
+    from curricula.pipeline.study import study_plan_of
+
+    records = ledger_records()
+    assert records, "the committed ledger holds runs"
+    plan = study_plan_of([REPO / "configs" / "study.yaml", REPO / "configs" / "study_rounds.yaml"],
+                         {"study": {"only": ["dailydialog_pp"]}})
+    for (dataset, arm), digests in records.items():
+        assert digests == {spec_digest(plan.datasets[dataset], arm)}, (dataset, arm)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_the_dry_runs_plan_the_same_jobs_and_params_as_before_the_typed_spec(name):
+    """Each rule's jobs, their outputs, inputs and params (as Snakemake compares them) equal the snapshot taken on
+    the code before: no existing result re-runs."""
+    if name not in PACKAGED and not (REPO.parent / "shared" / "data").is_dir():
+        pytest.skip("this preset's dataset is not in ../shared/data")
+    snapshot = json.loads((REPO / "tests" / "data" / "plan_snapshot.json").read_text())[name]
+    if any(Path(p).exists() for p in (REPO / "results",)):
+        pytest.skip("a results/ folder changes what the study's ledger rules read; run on a clean checkout")
+    assert plan_digest(REPO, CONFIGS[name]) == snapshot
