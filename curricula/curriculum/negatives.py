@@ -182,10 +182,10 @@ class LazyRankedLists:
     def row(self, q: int) -> np.ndarray:
         qid = self.qids[q]
         parts = [self._group(i).get(qid) for i in self.reader.groups_of(qid)]
-        parts = [p for p in parts if p is not None]
-        if not parts:
+        found = [p for p in parts if p is not None]
+        if not found:
             return np.empty(0, dtype=np.int64)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return found[0] if len(found) == 1 else np.concatenate(found)
 
     def row_scores(self, q: int) -> np.ndarray:
         """The scores of :meth:`row`'s docs, in the same order (``with_scores`` only)."""
@@ -346,7 +346,8 @@ class NegativeSampler:
         counts = np.bincount(row_query[keep], minlength=n_q)
         offsets = np.zeros(n_q + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return RankedLists(offsets, lists.codes[keep], lists.scores[keep] if scored else None)
+        # ranked_lists keeps the scores exactly when ``scored`` asked for them
+        return RankedLists(offsets, lists.codes[keep], lists.scores[keep] if lists.scores is not None else None)
 
     # ------------------------------------------------------------------ sampling space
     def space(self, step: int) -> int:
@@ -419,6 +420,7 @@ class NegativeSampler:
             if self.mode == "random":
                 out[i] = self._from_pool(rng, self.m, exclude)
             elif self.mode == "candidates":
+                assert self.lists is not None  # __init__ builds the lists of every mode but random
                 row = self.lists.row(q)
                 if row.size == 0:
                     self.fallbacks += 1
@@ -426,9 +428,11 @@ class NegativeSampler:
                 else:
                     out[i] = rng.choice(row, self.m, replace=row.size < self.m)
             elif self.mode == "bm25":  # the run is the whole space: never beyond its depth
+                assert self.lists is not None
                 row = self.lists.row(q)
                 out[i] = self._from_list(rng, row, min(k, row.size), exclude)
             elif self.positive_score is None:
+                assert self.lists is not None
                 out[i] = self._from_list(rng, self.lists.row(q), k, exclude)
             else:
                 out[i] = self._guarded_from_list(rng, q, k, exclude)
@@ -443,6 +447,8 @@ class NegativeSampler:
         does not (every stored neighbour is guarded out), draws from past the list (unseen ranks or the fallback) are
         unchecked and counted in ``guard_unchecked``.
         """
+        # called in neighbors mode with the guard on: the lists are built, and the guard's scores with its ratio
+        assert self.lists is not None and self.positive_score is not None and self.guard_ratio is not None
         row, scores = self.lists.row(q), self.lists.row_scores(q)
         passes = false_negative_guard(scores, self.positive_score[q], float(self.guard_ratio))
         out = self._from_list(rng, row, k, exclude, guarded=row[~passes])

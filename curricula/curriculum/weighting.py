@@ -140,6 +140,7 @@ def resolve_weighting(section: Mapping[str, Any], where: str = "weighting") -> W
         raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; known: {list(_WEIGHTING_KEYS)}")
     scoring = section.get("scoring")
     check_names([scoring], f"{where}.scoring")
+    assert scoring is not None  # check_names refuses a missing one: None is no function's name
     try:
         m = m_value(section.get("m", DEFAULT_M))
     except ValueError as err:
@@ -202,9 +203,9 @@ class PairEase:
         (:attr:`curricula.curriculum.negatives.NegativeSampler.last_fallback`). For MacAvaney's heuristics such a
         negative may
         be outside the table (neither a candidate nor in the BM25 run): it is then a doc outside the ranked list D
-        with no BM25 score, whose h is 0 (eq. 5's 1/rank as the rank grows; :func:`macavaney_heuristics` maps a
-        missing score to 0), so raw 0 and difficulty 0 (D_point = 1 - h = 1, an easy negative). Any other missing
-        pair is a KeyError.
+        with no BM25 score, whose h is 0 (eq. 5's 1/rank as the rank grows;
+        :func:`curricula.difficulty.macavaney.macavaney_heuristics` maps a missing score to 0), so raw 0 and
+        difficulty 0 (D_point = 1 - h = 1, an easy negative). Any other missing pair is a KeyError.
         """
         width = docs.shape[1] if loss in POINTWISE else docs.shape[1] - 1
         if not self.pair_level:  # one value per query: the positive's row carries it

@@ -87,7 +87,7 @@ class RankingData:
         qids = self.queries["qid"]
         docids = self.docs["docid"]
         for name in ("qrels", "candidates"):
-            df: pl.DataFrame = getattr(self, name)
+            df = getattr(self, name)
             unknown_q = df.filter(~pl.col("qid").is_in(qids.implode()))
             if unknown_q.height:
                 raise InputFormatError(source, None, f"{name} name unknown qid {unknown_q['qid'][0]!r}")
@@ -152,6 +152,7 @@ class RankingColumns:
             if at is not None:
                 self._doc_at[docid] = (text, *at)
         elif known[0] != text:
+            assert at is not None  # known is None whenever at is None
             raise InputFormatError(at[0], at[1], f"{self.doc_label} {docid} has {self.text_label} {text!r} here but "
                                    f"{known[0]!r} at {known[1]}:{known[2]}")
         self.qrels["qid"].append(qid)

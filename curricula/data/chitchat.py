@@ -54,7 +54,7 @@ def conversation_turns(cid: str, messages: Any, path: Path) -> tuple[str, ...]:
     """
     if not isinstance(messages, list):
         raise InputFormatError(path, None, f"conversation {cid}: 'messages' must be a list of turns")
-    speakers: list[str] = []
+    speakers: list[object] = []  # the messages' sender values, only compared
     texts: list[str] = []
     for t, turn in enumerate(messages):
         if not isinstance(turn, list):

@@ -119,7 +119,7 @@ def read_contexts(path: Path, variant: str = "msdialog", group_size: int | None 
             starts = current is None or line.key != current.key
         else:
             starts = current is None or len(current.labels) == group_size
-            if not starts and line.key != current.key:
+            if current is not None and not starts and line.key != current.key:
                 raise InputFormatError(
                     path, number, f"context differs from the one on line {current.start}, but group_size "
                     f"{group_size} puts both lines in the same group"
@@ -128,6 +128,7 @@ def read_contexts(path: Path, variant: str = "msdialog", group_size: int | None 
             if current is not None:
                 yield current
             current = Context(line.number, line.key, line.turns)
+        assert current is not None  # set above when starts; starts is True whenever current is None
         current.labels.append(line.label)
         current.responses.append(line.response)
     if current is None:  # read_lines rejects empty files; this guards a file of nothing at all

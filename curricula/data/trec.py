@@ -54,12 +54,15 @@ import math
 from collections.abc import Iterator, Mapping
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from curricula.data.base import RankingData, parse_label, read_lines, split_roles
 from curricula.plumbing.errors import InputFormatError
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 CANDIDATE_MODES = ("auto", "run", "qrels", "none")
 FILE_ROLES = ("collection", "queries", "qrels", "run")
@@ -82,8 +85,8 @@ class Columns:
     constant ``src``, an index into the caller's list of source labels, so errors can name ``label:line``.
     """
 
-    def __init__(self, schema: Mapping[str, pl.DataType], src: int) -> None:
-        self.schema = {**schema, "line": pl.Int64}
+    def __init__(self, schema: Mapping[str, PolarsDataType], src: int) -> None:
+        self.schema: dict[str, PolarsDataType] = {**schema, "line": pl.Int64}
         self.src = src
         self.lists: list[list] = [[] for _ in self.schema]
         self.frames: list[pl.DataFrame] = []
@@ -198,12 +201,12 @@ def assemble(
 
     tables = {"qrels": qrels} if run is None else {"qrels": qrels, "run": run}
     for name, df in tables.items():
-        row = _first_unknown(df, "qid", queries["qid"])
-        if row:
-            fail(row, f"unknown qid in {name}: {row['qid']!r} is not in the queries")
-        row = _first_unknown(df, "docid", docs["docid"])
-        if row:
-            fail(row, f"unknown docid in {name}: {row['docid']!r} is not in the collection")
+        unknown = _first_unknown(df, "qid", queries["qid"])
+        if unknown:
+            fail(unknown, f"unknown qid in {name}: {unknown['qid']!r} is not in the queries")
+        unknown = _first_unknown(df, "docid", docs["docid"])
+        if unknown:
+            fail(unknown, f"unknown docid in {name}: {unknown['docid']!r} is not in the collection")
         found = _first_duplicate(df, ["qid", "docid"])
         if found:
             row, first = found

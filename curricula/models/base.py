@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -25,6 +25,9 @@ from tqdm.auto import tqdm
 from curricula.models.hf import autocast
 from curricula.plumbing.shards import WHOLE, Shard, batch_shard, length_batches, shard_rows
 from curricula.training.transfer import batch_to_device
+
+if TYPE_CHECKING:
+    from curricula.training.spec import RankerSpec
 
 #: the file a saved ranker folder describes itself with
 RANKER_FILE = "ranker.json"
@@ -66,6 +69,20 @@ class Ranker:
     def save(self, out_dir: str | Path) -> Path:
         """Write the ranker to ``out_dir`` atomically; :func:`curricula.models.load_ranker` reads it back."""
         raise NotImplementedError
+
+    if TYPE_CHECKING:
+        # the constructors every ranker class defines, which curricula.models.build_ranker and load_ranker call on
+        # the class a name gives (a type[Ranker]); declared for the type checker only, so that a class without them
+        # still fails as before (AttributeError)
+        @classmethod
+        def build(cls, spec: RankerSpec, seed: int) -> Ranker:
+            """A new, untrained ranker of a ranker spec, its random initialisation seeded with ``seed``."""
+            ...
+
+        @classmethod
+        def load(cls, folder: Path, config: Mapping[str, Any]) -> Ranker:
+            """The ranker saved in ``folder`` whose ``ranker.json`` holds ``config``."""
+            ...
 
     # ---------------------------------------------------------------- shared behaviour
     def to(self, device: torch.device | str) -> Ranker:

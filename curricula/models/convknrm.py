@@ -253,6 +253,9 @@ class ConvKNRMModule(torch.nn.Module):
         once, when a batch first needs one of its ids (a dev evaluation of 5,000 pairs touches a few thousand
         distinct word pieces; the padded positions number about 100,000)."""
         cache = self.token_cache
+        # called only in a scoring pass (features' context_cache branch), whose caches are set together (both {} in
+        # TextRanker's scoring context)
+        assert cache is not None
         blocks = torch.unique(torch.div(ids, self.TAP_BLOCK, rounding_mode="floor")).tolist()
         missing = [b for b in blocks if b not in cache.setdefault("blocks", set())]
         vocab = self.embedding.num_embeddings
@@ -271,6 +274,7 @@ class ConvKNRMModule(torch.nn.Module):
         beyond its tokens are zeros instead of vectors of padding (they are masked out either way). The keys come
         from one device-to-host copy of the ids and lengths of the whole batch, not one per row."""
         cache = self.context_cache
+        assert cache is not None  # called only from features' branch for a non-None context_cache
         host = torch.cat([q, q_mask.sum(dim=1, keepdim=True).to(q.dtype)], dim=1).cpu().numpy()
         lengths = [int(n) for n in host[:, -1]]
         keys = [host[i, :n].tobytes() for i, n in enumerate(lengths)]

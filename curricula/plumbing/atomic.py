@@ -35,7 +35,7 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
     return stale
 
 
-def write_file_atomically(path: str | Path, write: Callable[[str], None]) -> Path:
+def write_file_atomically(path: str | Path, write: Callable[[str], object]) -> Path:
     """Call ``write(tmp)`` on a hidden temporary file beside ``path``, fsync it and rename it to ``path``: the
     atomic write of the tables, TREC runs, text files and the report's CSV and Parquet files.
 

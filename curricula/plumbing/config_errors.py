@@ -80,7 +80,7 @@ def did_you_mean(key: str, candidates: Sequence[str]) -> str:
 
 
 def _type_names(expected: Any) -> str:
-    names = expected if isinstance(expected, list) else [expected]
+    names: list[str] = expected if isinstance(expected, list) else [expected]
     words = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
              "object": "a mapping", "array": "a list", "null": "null"}
     return " or ".join(words.get(name, name) for name in names)
@@ -138,7 +138,7 @@ def config_errors(config: dict[str, Any], schema: Mapping[str, Any],
                   layers: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> list[str]:
     """One line per way ``config`` breaks ``schema``, ``<key path>: <what is wrong> (set in <file>)``, sorted by
     key path; an empty list for a valid config, whose schema defaults are then filled in place."""
-    lines = {}
+    lines: dict[str, str] = {}
     for error in DefaultFillingValidator(schema).iter_errors(config):
         for path, what in error_lines(error):
             source = key_source(path, layers) or key_source(path[:-1], layers)

@@ -9,11 +9,15 @@ behind. Large query-keyed tables are written and read in row groups of whole que
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 from curricula.plumbing.atomic import write_file_atomically
 from curricula.plumbing.errors import SchemaError
@@ -29,7 +33,7 @@ class TableSpec:
     """Column names (in order) and dtypes of one table, with its key and value constraints."""
 
     name: str
-    columns: dict[str, pl.DataType]
+    columns: Mapping[str, PolarsDataType]
     key: tuple[str, ...] = ()
     nullable: frozenset[str] = field(default_factory=frozenset)
     allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -67,17 +71,17 @@ DEV_CURVE = TableSpec(
     allowed={"stopped": STOP_REASONS},
 )
 #: the dev curve of a run with ``train.diagnostic_test`` (issue 45): also the eval metric on the test queries at every
-#: evaluation (``test_value``), read by the selection-noise analysis (:mod:`curricula.study.selection_noise`) and
+#: evaluation (``test_value``), read by the selection-noise analysis (:mod:`analyses.selection_noise_lib`) and
 #: nothing else
 DEV_CURVE_TEST = TableSpec("dev_curve", {**DEV_CURVE.columns, "test_value": pl.Float64}, key=DEV_CURVE.key,
                            nullable=DEV_CURVE.nullable, allowed=DEV_CURVE.allowed)
 #: a diagnostic curve's per-query dev values (the eval metric of each dev query, in qid order; their mean is
 #: ``value``): selection on a subset of the dev queries is replayed from them
-#: (:func:`curricula.study.selection_noise.subset_dev`)
+#: (:func:`analyses.selection_noise_lib.subset_dev`)
 DEV_QUERY_VALUES = ("dev_query_values", pl.List(pl.Float64))
 #: the weight averages a run with ``train.diagnostic_averages`` evaluates beside its trained weights, each adding the
 #: columns ``<kind>_value`` (and ``<kind>_test_value``, ``<kind>_dev_query_values`` with ``test_value``;
-#: :func:`curricula.training.core.shadow_columns`)
+#: :func:`curricula.training.averaging.shadow_columns`)
 SHADOW_KINDS = ("ema", "swa")
 #: the dev-curve keys a shadow average's evaluation records, as ``<kind>_<key>`` (the dev value, the diagnostic test
 #: value and per-query dev values; the others, e.g. the curriculum's ``allowed``, are the trained run's)
@@ -118,7 +122,7 @@ NEIGHBORS = TableSpec(
 )
 
 
-def _dtype_matches(actual: pl.DataType, expected: pl.DataType) -> bool:
+def _dtype_matches(actual: pl.DataType, expected: PolarsDataType) -> bool:
     if expected is VECTOR:
         return isinstance(actual, pl.Array) and actual.inner == pl.Float32
     return actual == expected

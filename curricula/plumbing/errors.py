@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 
 class InputFormatError(ValueError):
@@ -35,7 +35,10 @@ class DeviceError(RuntimeError):
 def whole_number(value: Any, what: str, minimum: int = 1) -> int:
     """``value`` as an int when it is a whole number >= ``minimum`` (``3`` or ``3.0``; never a bool); otherwise a
     ValueError naming ``what``, the config key or argument (``experiments.x.negatives.m``, ``iteration_steps``)."""
+    # the same object, for int(): it reaches int() only as a finite numbers.Real, which int() takes (through
+    # __int__ or __trunc__), but typeshed's numbers.Real declares neither as returning an int
+    number = cast(SupportsInt, value)
     if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
-            or int(value) != value or value < minimum):
+            or int(number) != value or value < minimum):
         raise ValueError(f"{what}: need an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return int(number)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def job_gpus() -> JobGpus:
 
 
 @contextlib.contextmanager
-def planned_job(resources: Mapping[str, object] | None, config: Mapping[str, object] | None) -> Iterator[JobGpus]:
+def planned_job(resources: Mapping[str, Any] | None, config: Mapping[str, object] | None) -> Iterator[JobGpus]:
     """A workflow script's GPU context: what the plan gave its job (``snakemake.resources``' ``gpu``) and the run's
     ``gpus`` settings (``snakemake.config``), recorded for :func:`job_gpus` while the job runs, logged once."""
     global _job

@@ -7,6 +7,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from curricula.plumbing.errors import DeviceError, InputFormatError, SchemaError
 
@@ -53,7 +54,7 @@ class logged:
         setup_logging(self.log_file)
         return logging.getLogger(self.name)
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc is not None:
             logging.getLogger(self.name).error("%s: %s", exc_type.__name__, exc)
         for handler in logging.getLogger().handlers:

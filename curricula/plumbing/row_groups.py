@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -117,7 +118,8 @@ def iter_row_groups(path: str | Path, spec: TableSpec, columns: list[str] | None
 
 def _read_row_group(pf, i: int, path: Path, spec: TableSpec) -> pl.DataFrame:
     """Row group ``i`` of the open Parquet file ``pf``, checked against ``spec``."""
-    frame = pl.from_arrow(pf.read_row_group(i))
+    # a row group is a pyarrow Table, which from_arrow makes a DataFrame (a Series only comes of an Array)
+    frame = cast(pl.DataFrame, pl.from_arrow(pf.read_row_group(i)))
     return check_table(conform(frame, spec), spec, f"{path} (row group {i})")
 
 

@@ -29,11 +29,9 @@ from curricula.plumbing.contracts import TableSpec, check_table, read_table
 _ITEM = re.compile(r"^([0-9]+)-of-([0-9]+)$")
 
 
-class Shard(NamedTuple):
-    """Shard ``index`` (0-based) of ``count``."""
-
-    index: int
-    count: int
+# the functional form: in a class body, mypy takes the fields index and count for overrides of tuple's methods
+Shard = NamedTuple("Shard", [("index", int), ("count", int)])
+Shard.__doc__ = """Shard ``index`` (0-based) of ``count``."""
 
 
 WHOLE = Shard(0, 1)

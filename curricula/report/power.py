@@ -13,6 +13,7 @@ per dataset (:func:`curricula.study.findings.dataset_plans`).
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import polars as pl
 
@@ -61,6 +62,7 @@ def power_table(metrics: pl.DataFrame, measure: str, *, test: str = "ttest", per
         c = result.components if result is not None else None
         try:
             if inference == "seed_aware":
+                assert result is not None and c is not None  # seed_aware_result raises, never gives None, here
                 mde_abs = seed_aware_mde(result, alpha, power)
                 needed = design_queries((c.var_seed, c.var_query, c.var_resid), effect, c.seeds, alpha, power)
             else:
@@ -120,21 +122,22 @@ def mde_sentence(power: pl.DataFrame, measure: str, alpha: float = 0.05, power_l
     mdes = power["mde"].drop_nans().drop_nulls()
     if mdes.is_empty():
         return ""
-    n = math.ceil(float(power["queries"].median()))
+    # each median below is of a non-empty numeric column, so a float (polars types median() as any literal or None)
+    n = math.ceil(float(cast(float, power["queries"].median())))
     pct = power["mde_pct"].drop_nans().drop_nulls()
     bases = {(b, m) for b, m in power.select("baseline", "baseline_mean").iter_rows()}
     whose = f"the baseline's {next(iter(bases))[1]:.4f}" if len(bases) == 1 else "the baseline's mean"
-    share = f" ({float(pct.median()):.1f}% of {whose}; median over experiments)" if not pct.is_empty() else \
-        " (median over experiments)"
+    share = (f" ({float(cast(float, pct.median())):.1f}% of {whose}; median over experiments)"
+             if not pct.is_empty() else " (median over experiments)")
     needed = power["queries_2pct"].drop_nulls()
-    need = (f"; a {RELATIVE_EFFECT:.0%} effect would need {math.ceil(float(needed.median())):,} queries"
+    need = (f"; a {RELATIVE_EFFECT:.0%} effect would need {math.ceil(float(cast(float, needed.median()))):,} queries"
             if not needed.is_empty() else "")
     if inference == "seed_aware":
         seeds = power["seeds"].drop_nulls()
-        what = f"and {int(seeds.median())} seeds the seed-aware comparison" if not seeds.is_empty() else \
+        what = f"and {int(cast(float, seeds.median()))} seeds the seed-aware comparison" if not seeds.is_empty() else \
             "the seed-aware comparison"
         need += " with as many seeds" if need else ""
     else:
         what = "the seed-averaged paired comparison"
     return (f"With {n:,} test queries {what} detects (alpha {alpha:g}, power "
-            f"{power_level:g}) differences of {measure} ≥ {float(mdes.median()):.3f}{share}{need}.")
+            f"{power_level:g}) differences of {measure} ≥ {float(cast(float, mdes.median())):.3f}{share}{need}.")

@@ -24,7 +24,7 @@ in, with the boundaries at the looks solved so that the probability of ever cros
 - Equivalence sequentially: two one-sided tests (Schuirmann 1987), each one-sided at level alpha with its own
   spending (Jennison & Turnbull 2000, ch. 6), i.e. one-sided boundaries (``sides=1``); equivalence is shown at a look
   where both one-sided p values are below that look's one-sided threshold.
-- Calibration of the small df (measured by :func:`curricula.statistics.sequential_simulation.simulate_sequential`;
+- Calibration of the small df (measured by :func:`analyses.sequential_simulation.simulate_sequential`;
   ``docs/sequential.md``): the seed-aware t at look k has few df (at least S_k - 1). Its own p (Student's t with its
   df; ``calibration="t"``) is compared with the look's threshold. Normal-theory thresholds
   (:func:`spending_boundaries`; the "significance level approach" of Jennison & Turnbull 2000, ch. 3) then spend

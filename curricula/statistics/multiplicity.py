@@ -16,7 +16,7 @@ from scipy.stats import false_discovery_control
 MULTIPLICITY = ("holm", "bh", "none")
 
 
-def holm(pvalues: Sequence[float], groups: Sequence[Any] | None = None) -> list[float]:
+def holm(pvalues: Sequence[float] | np.ndarray, groups: Sequence[Any] | None = None) -> list[float]:
     """Holm-Bonferroni adjusted p values (step-down, monotone, capped at 1), in the input order.
 
     ``groups`` (one label per p value) declares hypotheses that cannot be true together: at most one null per group

@@ -25,14 +25,14 @@ TESTS = ("ttest", "wilcoxon", "randomization")
 _CHUNK = 1 << 21  # sign-flip matrix elements per chunk of the randomization test (16 MiB as float64)
 
 
-def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
+def _differences(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> np.ndarray:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired test needs two vectors of equal length, got {a.shape} and {b.shape}")
     return a - b
 
 
-def paired_ttest(a: Sequence[float], b: Sequence[float]) -> float:
+def paired_ttest(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided paired t-test p value of a vs b (scipy ``ttest_rel``); 1.0 when the differences are all equal."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
@@ -42,8 +42,8 @@ def paired_ttest(a: Sequence[float], b: Sequence[float]) -> float:
     return float(ttest_rel(a, b).pvalue)
 
 
-def paired_randomization(a: Sequence[float], b: Sequence[float], *, permutations: int = 10_000,
-                         seed: int = 0) -> float:
+def paired_randomization(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
+                         permutations: int = 10_000, seed: int = 0) -> float:
     """Two-sided p value of Fisher's paired randomization test of a vs b (Smucker et al. 2007, CIKM).
 
     Under H0 each per-query pair is exchangeable, i.e. each difference ``d_i = a_i - b_i`` keeps or flips its sign
@@ -78,7 +78,7 @@ def paired_randomization(a: Sequence[float], b: Sequence[float], *, permutations
     return (1 + hits) / (1 + permutations)
 
 
-def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> float:
+def paired_wilcoxon(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided Wilcoxon signed-rank p value of a vs b (scipy ``wilcoxon``, ``zero_method="wilcox"``: zero
     differences are dropped before ranking, Wilcoxon's original treatment; scipy's default exact/normal choice).
     1.0 when all differences are zero."""
@@ -88,8 +88,8 @@ def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> float:
     return float(wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
-def paired_pvalue(a: Sequence[float], b: Sequence[float], test: str, *, permutations: int = 10_000,
-                  seed: int = 0) -> float:
+def paired_pvalue(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, test: str, *,
+                  permutations: int = 10_000, seed: int = 0) -> float:
     """Two-sided paired p value of a vs b by ``test``: ``ttest`` (:func:`paired_ttest`), ``wilcoxon``
     (:func:`paired_wilcoxon`) or ``randomization`` (:func:`paired_randomization` with ``permutations`` and ``seed``).
     """
@@ -102,7 +102,7 @@ def paired_pvalue(a: Sequence[float], b: Sequence[float], test: str, *, permutat
     raise ValueError(f"unknown paired test {test!r}; expected one of {', '.join(TESTS)}")
 
 
-def confidence_interval(differences: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+def confidence_interval(differences: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
     """The two-sided ``level`` confidence interval of the mean of paired differences (Student's t, n - 1 degrees of
     freedom): mean -/+ t_{(1+level)/2, n-1} * sd / sqrt(n). (nan, nan) for fewer than 2 differences."""
     d = np.asarray(differences, dtype=np.float64)
@@ -124,7 +124,8 @@ class VarianceRatio:
     level: float
 
 
-def pitman_morgan(x: Sequence[float], y: Sequence[float], level: float = 0.95) -> VarianceRatio:
+def pitman_morgan(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray,
+                  level: float = 0.95) -> VarianceRatio:
     """The Pitman-Morgan test of equal variances of two *paired* samples (Pitman 1939, Biometrika 31; Morgan 1939,
     Biometrika 31): ``Var(x) = Var(y)`` exactly when ``x + y`` and ``x - y`` are uncorrelated, so the test is the
     t test of their Pearson correlation ``r`` on ``n - 2`` df (exact for bivariate normal pairs at any

@@ -108,7 +108,8 @@ def pool_components(parts: Sequence[tuple[float, float, float]]) -> tuple[float,
     list."""
     if not parts:
         raise ValueError("no comparisons to pool variance components over")
-    return tuple(max(0.0, float(np.mean([part[i] for part in parts]))) for i in range(3))  # type: ignore[return-value]
+    s2_seed, s2_query, s2_resid = (max(0.0, float(np.mean([part[i] for part in parts]))) for i in range(3))
+    return s2_seed, s2_query, s2_resid
 
 
 def _expected_mean_squares(components: tuple[float, float, float], seeds: int,
@@ -187,7 +188,8 @@ def seed_sd_interval(components: tuple[float, float, float], seeds: int, queries
     ms_seed, _, ms_resid = _expected_mean_squares(components, seeds, queries)
     df = seeds - 1
     low, high = (ms_seed * df / chi2.ppf(q, df) for q in ((1 + level) / 2, (1 - level) / 2))
-    return tuple(math.sqrt(max(0.0, (x - ms_resid) / queries)) for x in (low, high))  # type: ignore[return-value]
+    sd_low, sd_high = (math.sqrt(max(0.0, (x - ms_resid) / queries)) for x in (low, high))
+    return sd_low, sd_high
 
 
 def with_seed_sd(components: tuple[float, float, float], sd_seed: float) -> tuple[float, float, float]:
@@ -216,6 +218,7 @@ def cheapest(needed: Mapping[int, int | None]) -> tuple[int, int] | None:
     expensive part; a test query costs only its evaluation) that reach the effect, with their queries; None when
     none does."""
     for s in sorted(needed):
-        if needed[s] is not None:
-            return s, needed[s]
+        queries = needed[s]
+        if queries is not None:
+            return s, queries
     return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 from scipy.stats import chi2
@@ -110,8 +111,19 @@ def seed_query_components(d: np.ndarray) -> SeedQueryComponents:
                                ms_resid if math.isfinite(ms_resid) else 0.0)
 
 
+@overload
 def mean_variance(ms_seed: float, ms_query: float, ms_resid: float, seeds: int, queries: int,
-                  confidence: float = SEED_DF_CONFIDENCE) -> tuple[float, float]:
+                  confidence: float = ...) -> tuple[float, float]: ...
+
+
+@overload
+def mean_variance(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray, seeds: int, queries: int,
+                  confidence: float = ...) -> tuple[np.ndarray | float, np.ndarray | float]: ...
+
+
+def mean_variance(ms_seed: float | np.ndarray, ms_query: float | np.ndarray, ms_resid: float | np.ndarray,
+                  seeds: int, queries: int,
+                  confidence: float = SEED_DF_CONFIDENCE) -> tuple[float | np.ndarray, float | np.ndarray]:
     """(S * Q * Var(mean d), its degrees of freedom) of the seed-aware test from the three mean squares.
 
     The variance is the plug-in of the clipped components (:func:`seed_query_components`):

@@ -51,7 +51,7 @@ def sequential_decision(results_by_look: Sequence[SeedAwareResult], design: Sequ
     also cross there, else ``equivalent``. Without a crossing: ``continue`` while looks remain, ``inconclusive`` at
     the last one. The p values are the seed-aware test's own (Student's t with its df), compared with the
     normal-theory thresholds as they are (``calibration="t"`` of
-    :func:`curricula.statistics.sequential_simulation.simulate_sequential`, which keeps the type-I error at alpha)."""
+    :func:`analyses.sequential_simulation.simulate_sequential`, which keeps the type-I error at alpha)."""
     if not results_by_look:
         raise ValueError("no look reached yet: run the first look's seeds first")
     if len(results_by_look) > len(design.looks):
@@ -132,7 +132,7 @@ def holm_design(cells: Sequence[Sequence[LookTests]], looks: Sequence[int], alph
     most T alpha / T (Bonferroni), since each hypothesis's thresholds form a group-sequential test at their level
     whatever the other cells do and a cell that stops early only loses looks. Re-testing earlier looks at the larger
     level is part of Maurer & Bretz's procedure. Simulated at the study's family size by
-    :func:`~curricula.statistics.sequential_simulation.simulate_family` (docs/sequential.md)."""
+    :func:`~analyses.sequential_simulation.simulate_family` (docs/sequential.md)."""
     if not cells:
         raise ValueError("no cells to adjust over")
     remaining = len(cells)

@@ -23,9 +23,12 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import ColumnNameOrSelector, PolarsDataType
 
 from curricula.plumbing.atomic import write_file_atomically
 from curricula.plumbing.errors import InputFormatError
@@ -35,7 +38,8 @@ VERSION = 1
 #: The Parquet metadata key holding an entry's record.
 RECORD_KEY = b"curricula.ledger"
 #: An entry's table: one row per (experiment form, query, measure).
-ENTRY_SCHEMA = {"experiment": pl.String, "qid": pl.String, "measure": pl.String, "value": pl.Float32}
+ENTRY_SCHEMA: dict[str, PolarsDataType] = {"experiment": pl.String, "qid": pl.String, "measure": pl.String,
+                                           "value": pl.Float32}
 #: The record fields that are the run's results (a second entry with the same run id must agree on them).
 RESULT_FIELDS = ("kept_step", "best_dev", "stopped")
 #: The record fields every entry has.
@@ -86,7 +90,10 @@ def entry_path(root: str | Path, record: Mapping[str, Any]) -> Path:
 
 def entry_frame(values: pl.DataFrame) -> pl.DataFrame:
     """``values`` (experiment, qid, measure, value) in the entry's types and order (float32 values, sorted)."""
-    return values.select(list(ENTRY_SCHEMA)).cast(ENTRY_SCHEMA).sort("experiment", "qid", "measure")
+    # the same dict under the key type polars' DataFrame.cast declares (names, selectors or dtypes): a Mapping is
+    # invariant in its key, so no dict keyed by column names alone matches it
+    dtypes = cast("Mapping[ColumnNameOrSelector | PolarsDataType, PolarsDataType]", ENTRY_SCHEMA)
+    return values.select(list(ENTRY_SCHEMA)).cast(dtypes).sort("experiment", "qid", "measure")
 
 
 def write_entry(path: str | Path, entry: Entry) -> Path:
@@ -119,7 +126,8 @@ def read_entry(path: str | Path, in_ledger: bool = False) -> Entry:
     except Exception as err:  # pyarrow's and json's errors on a truncated or corrupted file
         raise InputFormatError(path, None, f"unreadable ledger entry ({type(err).__name__}: {err}); restore it from "
                                f"the ledger it came from, or delete it and run the study again") from None
-    values = pl.from_arrow(table)
+    # pq.read_table gives a pyarrow Table, which from_arrow makes a DataFrame (a Series only comes of an Array)
+    values = cast(pl.DataFrame, pl.from_arrow(table))
     missing = [f for f in RECORD_FIELDS if f not in record]
     if missing or dict(values.schema) != ENTRY_SCHEMA:
         raise InputFormatError(path, None, f"ledger entry of another format (record lacks {missing or 'nothing'}, "
