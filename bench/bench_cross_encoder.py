@@ -117,7 +117,8 @@ def main() -> None:
     from curricula.evaluation.metrics import mean_metrics
     from curricula.evaluation.rerank import ranker_metrics
     from curricula.experiments.train import dev_pairs
-    from curricula.models.hf import autocast_dtype, set_threads
+    from curricula.models.hf import autocast_dtype
+    from curricula.models.runtime import set_threads
     from curricula.models.runtime import start_job
     from curricula.models.teacher import TeacherConfig, balanced_batches, train_cross_encoder, training_texts
     from curricula.plumbing.layout import Layout

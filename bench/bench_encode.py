@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from curricula.models.hf import PRECISIONS, autocast_dtype, load_encoder, load_tokenizer, set_threads  # noqa: E402
+from curricula.models.hf import PRECISIONS, autocast_dtype, load_encoder, load_tokenizer  # noqa: E402
+from curricula.models.runtime import set_threads  # noqa: E402
 from curricula.retrieval.dense import encode  # noqa: E402
 from curricula.retrieval.similarity import vectors_to_numpy  # noqa: E402
 

@@ -47,7 +47,7 @@ def main() -> None:
     from curricula.experiments.specs import resolve_ranker
     from curricula.models import build_ranker
     from curricula.models.base import mc_dropout_probabilities
-    from curricula.models.hf import set_threads
+    from curricula.models.runtime import set_threads
     from curricula.plumbing.layout import Layout
 
     set_threads(1)

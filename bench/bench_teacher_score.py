@@ -44,7 +44,8 @@ def main() -> None:
     from curricula.data.ingest import candidate_pairs, read_ingest
     from curricula.models import load_ranker, score_pairs
     from curricula.models.cross_encoder import CrossEncoderRanker
-    from curricula.models.hf import autocast_dtype, set_threads
+    from curricula.models.hf import autocast_dtype
+    from curricula.models.runtime import set_threads
     from curricula.models.runtime import start_job
     from curricula.models.teacher import TeacherConfig, train_cross_encoder, training_texts
     from curricula.training.spec import RankerSpec

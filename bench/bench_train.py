@@ -53,7 +53,7 @@ from curricula.experiments.spec import TrainSpec, parse_train_spec  # noqa: E402
 from curricula.experiments.specs import merge_experiment, resolve_ranker  # noqa: E402
 from curricula.experiments.train import dev_pairs, train_ranker  # noqa: E402
 from curricula.models import build_ranker  # noqa: E402
-from curricula.models.hf import set_threads  # noqa: E402
+from curricula.models.runtime import set_threads  # noqa: E402
 
 CONFIG_SEED = 42
 

@@ -68,15 +68,15 @@ from curricula.experiments.specs import experiment_specs, finetune_dense_model  
 from curricula.experiments.train import dev_pairs  # noqa: E402
 from curricula.models import build_ranker, load_ranker, score_pairs  # noqa: E402
 from curricula.models.cross_encoder import CrossEncoderRanker  # noqa: E402
-from curricula.models.hf import (  # noqa: E402  # noqa: E402
+from curricula.models.hf import (  # noqa: E402
     autocast,
     autocast_dtype,
     cpu_has_native_bf16,
     load_encoder,
     load_tokenizer,
     resolve_model_dir,
-    set_threads,
 )
+from curricula.models.runtime import set_threads  # noqa: E402
 from curricula.models.teacher import balanced_batches, teacher_config  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.plumbing.layout import Layout  # noqa: E402

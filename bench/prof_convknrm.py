@@ -40,7 +40,7 @@ from curricula.experiments.spec import TrainSpec, parse_train_spec, spec_params 
 from curricula.experiments.specs import experiment_specs  # noqa: E402
 from curricula.experiments.train import dev_pairs  # noqa: E402
 from curricula.models import build_ranker, score_pair_frame  # noqa: E402
-from curricula.models.hf import set_threads  # noqa: E402
+from curricula.models.runtime import set_threads  # noqa: E402
 from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.training.core import FitConfig, make_optimizer  # noqa: E402
 from curricula.training.losses import element_losses, weighted_mean  # noqa: E402

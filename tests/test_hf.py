@@ -18,9 +18,9 @@ from curricula.models.hf import (
     load_tokenizer,
     resolve_model_dir,
     save_model,
-    set_threads,
     write_dir_atomically,
 )
+from curricula.models.runtime import set_threads
 
 
 def test_packaged_minilm_resolves_offline():

@@ -14,14 +14,15 @@ import torch
 from curricula.experiments.spec import parse_train_spec, spec_params
 from curricula.experiments.specs import merge_experiment
 from curricula.experiments.train import spec_fingerprint
+from curricula.models import runtime
 from curricula.models.hf import autocast_dtype
+from curricula.models.runtime import use_deterministic
 from curricula.models.teacher import TeacherConfig
 from curricula.pipeline.plan import dataset_plan
 from curricula.plumbing.config import SCHEMA, merge, read_yaml, validate_config
-from curricula.training import determinism
 from curricula.training.checkpoints import Checkpointer
 from curricula.training.core import FitConfig, fit
-from curricula.training.determinism import arithmetic, device_rng_state, restore_device_rng, use_deterministic
+from curricula.training.determinism import arithmetic, device_rng_state, restore_device_rng
 from curricula.training.transfer import batch_to_device, host_floats, to_device
 
 DATA = torch.from_numpy(np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32))
@@ -153,7 +154,7 @@ def test_deterministic_mode_sets_the_torch_flags_and_the_cublas_workspace(torch_
     torch.backends.cudnn.benchmark = True
     assert use_deterministic(True)
     assert torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.benchmark
-    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == determinism.CUBLAS_WORKSPACE == ":4096:8"
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == runtime.CUBLAS_WORKSPACE == ":4096:8"
 
 
 def test_deterministic_mode_keeps_a_deterministic_workspace_the_user_chose(torch_flags, monkeypatch):

@@ -195,13 +195,6 @@ def autocast(device: torch.device | str, precision: str = "auto", transformer: b
             yield
 
 
-def set_threads(n: int | None) -> int:
-    """Use ``n`` CPU threads for torch's intra-op work (``None`` or < 1: leave as is); return the count in use."""
-    if n is not None and n >= 1:
-        torch.set_num_threads(int(n))
-    return torch.get_num_threads()
-
-
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """Silence transformers' load report and its loading/saving bars (the loaders check the loading info)."""

@@ -9,17 +9,58 @@ passes the :class:`JobRuntime` on; nothing below resolves a device or a precisio
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from curricula.models.device import describe, device_record, select_device
-from curricula.models.hf import autocast_dtype, set_threads
-from curricula.training.determinism import arithmetic, use_deterministic
+from curricula.models.hf import autocast_dtype
+from curricula.training.determinism import arithmetic
 from curricula.training.spec import Runtime
 
 log = logging.getLogger(__name__)
+
+#: cuBLAS's deterministic workspace (NVIDIA's documented values are ``:4096:8`` and ``:16:8``); 4096 KiB x 8
+#: buffers (32 MiB of GPU memory per stream) keep cuBLAS fast, ``:16:8`` saves the memory at some speed
+CUBLAS_WORKSPACE = ":4096:8"
+CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
+
+
+def use_deterministic(enabled: bool | None) -> bool:
+    """Switch torch to deterministic algorithms when ``enabled`` (config ``deterministic``); return whether it did.
+
+    Sets ``CUBLAS_WORKSPACE_CONFIG`` to :data:`CUBLAS_WORKSPACE` (unless it already holds one of NVIDIA's
+    deterministic values; it must be set before the first cuBLAS call, so call this before any CUDA work),
+    ``torch.use_deterministic_algorithms(True)`` (an op with no deterministic CUDA kernel then raises a
+    RuntimeError naming it, rather than silently breaking reproducibility) and ``torch.backends.cudnn.benchmark =
+    False`` (no timing-based choice of convolution kernels). The cost is speed on CUDA (deterministic backward
+    kernels serialise what atomic adds did in parallel; how much slower a step gets depends on the model and is not
+    measured yet: nothing of the CUDA path has run) and 32 MiB of GPU memory per stream for cuBLAS's workspace; on
+    the CPU nothing changes (its kernels are deterministic already).
+
+    ``enabled`` false or None (the default) changes nothing: torch's process-wide settings stay as they are.
+    """
+    if not enabled:
+        return False
+    if os.environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_DETERMINISTIC:
+        if torch.cuda.is_initialized():
+            log.warning("deterministic mode: CUDA is initialised already, so CUBLAS_WORKSPACE_CONFIG=%s may come too "
+                        "late for cuBLAS handles created before", CUBLAS_WORKSPACE)
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    log.info("deterministic mode: deterministic torch algorithms, cudnn.benchmark off, CUBLAS_WORKSPACE_CONFIG=%s",
+             os.environ["CUBLAS_WORKSPACE_CONFIG"])
+    return True
+
+
+def set_threads(n: int | None) -> int:
+    """Use ``n`` CPU threads for torch's intra-op work (``None`` or < 1: leave as is); return the count in use."""
+    if n is not None and n >= 1:
+        torch.set_num_threads(int(n))
+    return int(torch.get_num_threads())
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TeacherConfig:
     """Knobs of the teacher (config section ``teacher``). Paper scale: 12-layer BERT, length 512, lr 5e-5.
-    ``deterministic``: deterministic CUDA kernels (:func:`curricula.training.determinism.use_deterministic`)."""
+    ``deterministic``: deterministic CUDA kernels (:func:`curricula.models.runtime.use_deterministic`)."""
 
     model: str = "minilm"
     layers: int | None = 2

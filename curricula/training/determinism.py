@@ -1,56 +1,19 @@
-"""Reproducibility on a GPU: the opt-in deterministic mode, the one device's RNG state a checkpoint keeps, and the
+"""Reproducibility on a GPU: the one device's RNG state a checkpoint keeps, and the
 arithmetic (device type and autocast dtype) a checkpoint records.
 
 On the CPU a re-run or a killed-and-resumed run of a config ends with the same bytes as the first, uninterrupted
 one (same machine class and threads; ``tests/test_workflow.py``, ``tests/test_train.py``). On CUDA several kernels
 do not (atomic adds in the backward of indexed gathers such as ConvKNRM's, the memory-efficient attention backward,
 cuBLAS's split reductions): two runs of one config differ in their last bits, and a killed-and-resumed run ends with
-other weights than an uninterrupted one. :func:`use_deterministic` (config ``deterministic: true``) trades speed
-for bit-identical re-runs there.
+other weights than an uninterrupted one. :func:`curricula.models.runtime.use_deterministic` (config ``deterministic:
+true``, switched on at a job's start) trades speed for bit-identical re-runs there.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Sequence
 
 import torch
-
-log = logging.getLogger(__name__)
-
-#: cuBLAS's deterministic workspace (NVIDIA's documented values are ``:4096:8`` and ``:16:8``); 4096 KiB x 8
-#: buffers (32 MiB of GPU memory per stream) keep cuBLAS fast, ``:16:8`` saves the memory at some speed
-CUBLAS_WORKSPACE = ":4096:8"
-CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
-
-
-def use_deterministic(enabled: bool | None) -> bool:
-    """Switch torch to deterministic algorithms when ``enabled`` (config ``deterministic``); return whether it did.
-
-    Sets ``CUBLAS_WORKSPACE_CONFIG`` to :data:`CUBLAS_WORKSPACE` (unless it already holds one of NVIDIA's
-    deterministic values; it must be set before the first cuBLAS call, so call this before any CUDA work),
-    ``torch.use_deterministic_algorithms(True)`` (an op with no deterministic CUDA kernel then raises a
-    RuntimeError naming it, rather than silently breaking reproducibility) and ``torch.backends.cudnn.benchmark =
-    False`` (no timing-based choice of convolution kernels). The cost is speed on CUDA (deterministic backward
-    kernels serialise what atomic adds did in parallel; how much slower a step gets depends on the model and is not
-    measured yet: nothing of the CUDA path has run) and 32 MiB of GPU memory per stream for cuBLAS's workspace; on
-    the CPU nothing changes (its kernels are deterministic already).
-
-    ``enabled`` false or None (the default) changes nothing: torch's process-wide settings stay as they are.
-    """
-    if not enabled:
-        return False
-    if os.environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_DETERMINISTIC:
-        if torch.cuda.is_initialized():
-            log.warning("deterministic mode: CUDA is initialised already, so CUBLAS_WORKSPACE_CONFIG=%s may come too "
-                        "late for cuBLAS handles created before", CUBLAS_WORKSPACE)
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
-    log.info("deterministic mode: deterministic torch algorithms, cudnn.benchmark off, CUBLAS_WORKSPACE_CONFIG=%s",
-             os.environ["CUBLAS_WORKSPACE_CONFIG"])
-    return True
 
 
 def device_rng_state(device: torch.device) -> torch.Tensor | None:

@@ -138,8 +138,8 @@ def training_checks(report: Report, device: torch.device, sizes: Sizes, ref: dic
 
 @contextlib.contextmanager
 def deterministic() -> Iterator[None]:
-    """Deterministic algorithms inside (:func:`curricula.training.determinism.use_deterministic`), off after."""
-    from curricula.training.determinism import use_deterministic
+    """Deterministic algorithms inside (:func:`curricula.models.runtime.use_deterministic`), off after."""
+    from curricula.models.runtime import use_deterministic
 
     use_deterministic(True)
     try:
