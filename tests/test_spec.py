@@ -18,7 +18,7 @@ from curricula.experiments.spec import (
 )
 from curricula.experiments.specs import experiment_specs
 from curricula.plumbing.config import read_yaml
-from curricula.training.spec import PARTS, FitSpec, Runtime
+from curricula.training.spec import FitSpec, Runtime
 from tests.plan_snapshot import CONFIGS, PACKAGED, plan_digest
 from tests.workflow_run import REPO
 
@@ -39,7 +39,7 @@ def default_config() -> dict:
 def test_part_defaults_are_the_schemas():
     train = SCHEMA["properties"]["train"]["properties"]
     checked = 0
-    for part in (*PARTS, CurriculumSpec):
+    for part in spec_module.PARTS.values():
         for f in dataclasses.fields(part):
             if f.name in RESOLVED or f.name == "threads" or f.name not in train and part is CurriculumSpec:
                 continue
@@ -48,7 +48,7 @@ def test_part_defaults_are_the_schemas():
             assert f.default == want, f"{part.__name__}.{f.name}: {f.default!r}, schema {default!r}"
             checked += 1
     assert checked >= 25
-    parsed = {f.name for part in (*PARTS, CurriculumSpec) for f in dataclasses.fields(part)}
+    parsed = {f.name for part in spec_module.PARTS.values() for f in dataclasses.fields(part)}
     assert set(train) - parsed == set(), "a train knob the parser does not read"
 
 
@@ -83,8 +83,8 @@ def test_a_new_knob_needs_no_rule_of_its_own(monkeypatch):
     class Curriculum2(CurriculumSpec):
         mixing: float = spec_module.knob(0.0, added=True)
 
-    parts = tuple((n, Curriculum2 if c is CurriculumSpec else c) for n, c in spec_module._PARTS)
-    monkeypatch.setattr(spec_module, "_PARTS", parts)
+    parts = {n: Curriculum2 if c is CurriculumSpec else c for n, c in spec_module.PARTS.items()}
+    monkeypatch.setattr(spec_module, "PARTS", parts)
     monkeypatch.setattr(spec_module, "KNOWN_KEYS", spec_module.KNOWN_KEYS | {"mixing"})
     params = spec_params(experiment_specs(default_config(), SCHEMA)["baseline"])
     spec = parse_train_spec(params)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, get_type_hints
 
 from curricula.curriculum.negatives import Negatives, resolve_negatives
 from curricula.curriculum.pacing import Pacing, resolve_pacing
 from curricula.curriculum.weighting import Weighting, resolve_weighting
-from curricula.training.spec import PARTS, Evaluation, FitSpec, Objective, RankerSpec, Runtime, knob
+from curricula.training.spec import Evaluation, FitSpec, Objective, RankerSpec, Runtime, knob
 
 #: counts deliberate changes of what a spec's fields mean; written into params (``spec_version``) once above 1, so a
 #: change of meaning re-runs every job instead of pairing results of both meanings
@@ -139,13 +139,10 @@ class TrainSpec:
         return replace(self, runtime=replace(self.runtime, **changes))
 
 
-#: the parts of a :class:`TrainSpec` in the order their fields are written, and their attribute on it
-_PARTS: tuple[tuple[str, type], ...] = (("ranker", RankerSpec), ("objective", Objective),
-                                        ("evaluation", Evaluation), ("fit", FitSpec), ("runtime", Runtime),
-                                        ("curriculum", CurriculumSpec))
-assert tuple(cls for _, cls in _PARTS[:-1]) == PARTS
+#: the parts of a :class:`TrainSpec` (its compared fields), by attribute, in the order their fields are written
+PARTS: dict[str, type] = {f.name: get_type_hints(TrainSpec)[f.name] for f in fields(TrainSpec) if f.compare}
 #: every field name a run mapping may hold, and the spec version's key
-KNOWN_KEYS = frozenset(f.name for _, cls in _PARTS for f in fields(cls)) | {"spec_version"}
+KNOWN_KEYS = frozenset(f.name for cls in PARTS.values() for f in fields(cls)) | {"spec_version"}
 
 
 def _part(cls: type, values: Mapping[str, Any]) -> Any:
@@ -171,7 +168,7 @@ def parse_train_spec(values: Mapping[str, Any], where: str = "experiment") -> Tr
     version = values.get("spec_version", 1)
     if version != SPEC_VERSION:
         raise ValueError(f"{where}: a spec of version {version}; this pipeline reads version {SPEC_VERSION}")
-    parts = {name: _part(cls, values) for name, cls in _PARTS}
+    parts = {name: _part(cls, values) for name, cls in PARTS.items()}
     arm = resolve_arm(parts["curriculum"], parts["fit"].steps, where)
     return TrainSpec(**parts, arm=arm, order=tuple(values))
 
@@ -189,7 +186,7 @@ def spec_params(spec: TrainSpec) -> dict[str, Any]:
     """A run's params: what its outputs depend on, by the one rule of the module docstring, in the order of the
     mapping it was parsed from (then field order)."""
     flat: dict[str, Any] = {}
-    for name, _ in _PARTS:
+    for name in PARTS:
         part = getattr(spec, name)
         for f in fields(part):
             if _written(part, f):
@@ -205,5 +202,5 @@ def spec_record(spec: TrainSpec) -> dict[str, Any]:
     return {**spec_params(spec), "threads": spec.runtime.threads}
 
 
-__all__ = ["Arm", "CurriculumSpec", "SPEC_VERSION", "Section", "TrainSpec", "freeze", "parse_train_spec",
+__all__ = ["Arm", "CurriculumSpec", "PARTS", "SPEC_VERSION", "Section", "TrainSpec", "freeze", "parse_train_spec",
            "resolve_arm", "spec_params", "spec_record", "thaw"]

@@ -42,13 +42,13 @@ def difficulty_function_inputs(plan: DatasetPlan, function: str) -> dict[str, st
 def train_inputs(plan: DatasetPlan, run: str) -> dict[str, str]:
     """Ingest tables, the run's curriculum shards, and only the extra tables its axes read."""
     spec = plan.runs[run]
-    dense = plan.layout.dense()
-    weighting = spec.arm.weighting
-    extra = {"weights": lambda: plan.layout.difficulty_function(weighting.scoring if weighting else ""),
-             "neighbors": lambda: dense["neighbors"], "run": lambda: plan.layout.bm25()["run"],
-             "query_vectors": lambda: dense["queries"], "doc_vectors": lambda: dense["docs"]}
-    return {**ingest_outputs(plan), "curriculum": plan.layout.curriculum(spec.arm.scoring),
-            **{name: extra[name]() for name in sorted(needed_tables(spec))}}
+    arm, dense = spec.arm, plan.layout.dense()
+    extra = {"neighbors": dense["neighbors"], "run": plan.layout.bm25()["run"], "query_vectors": dense["queries"],
+             "doc_vectors": dense["docs"]}
+    if arm.weighting is not None:
+        extra["weights"] = plan.layout.difficulty_function(arm.weighting.scoring)
+    return {**ingest_outputs(plan), "curriculum": plan.layout.curriculum(arm.scoring),
+            **{name: extra[name] for name in sorted(needed_tables(spec))}}
 
 
 def tuned_inputs(plan: DatasetPlan, experiment: str, seed: int | str) -> dict[str, str]:

@@ -140,12 +140,6 @@ SHIPPED_DENSE_LENGTH = 128
 FINETUNE_DENSE_LENGTH = 64
 
 
-def dense_runtime(cfg: Mapping[str, Any]) -> Runtime:
-    """How a dense job runs, from the config's ``dense`` section (with the job's ``threads``)."""
-    return Runtime(device=cfg.get("device", "auto"), precision=cfg.get("precision", "auto"),
-                   threads=cfg.get("threads"))
-
-
 def finetune_g(queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame, out_dir: str | Path,
                cfg: Mapping[str, Any], seed: int) -> dict:
     """Fine-tune context and response encoders on the train split's positive pairs (Su et al. 2021 eq. 4) into
@@ -153,7 +147,7 @@ def finetune_g(queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame, o
     from curricula.models.runtime import start_job
     from curricula.retrieval.biencoder import finetune_biencoder
 
-    runtime = start_job(dense_runtime(cfg), True, "fine-tuning G")
+    runtime = start_job(Runtime.of_section(cfg, cfg.get("threads")), True, "fine-tuning G")
     ft = cfg.get("finetune") or {}
     pairs = positive_pairs(queries, docs, qrels)
     log.info("bi-encoder fine-tuning on %d positive train pairs", pairs.height)
@@ -161,7 +155,6 @@ def finetune_g(queries: pl.DataFrame, docs: pl.DataFrame, qrels: pl.DataFrame, o
         pairs["context"].to_list(), pairs["response"].to_list(), cfg.get("model", "minilm"), out_dir,
         steps=ft.get("steps", 500), batch_size=ft.get("batch_size", 32), lr=ft.get("lr", 2e-5),
         max_length=ft.get("max_length", FINETUNE_DENSE_LENGTH), layers=ft.get("layers"), seed=seed,
-        device=cfg.get("device", "auto"), precision=cfg.get("precision", "auto"),
         context_truncation_side=cfg.get("query_truncation", "left"), runtime=runtime,
     )
 
@@ -217,13 +210,13 @@ def encode_texts(kind: str, texts: pl.DataFrame, cfg: Mapping[str, Any], biencod
     from curricula.retrieval import dense
 
     _kind_table(kind)
-    runtime = start_job(dense_runtime(cfg), True, "encoding")
+    runtime = start_job(Runtime.of_section(cfg, cfg.get("threads")), True, "encoding")
     side = cfg.get("query_truncation", "left") if kind == "queries" else "right"
     return dense.encode(
         texts["text"].to_list(), texts["id"].to_list(), encoder_dir(cfg, kind, biencoder_dir),
         max_length=dense_max_length({"dense": cfg}, biencoder_dir is not None), batch_size=cfg.get("batch_size", 64),
-        layers=None if biencoder_dir else cfg.get("layers"), device=cfg.get("device", "auto"),
-        precision=cfg.get("precision", "auto"), truncation_side=side, progress=True, shard=shard, runtime=runtime,
+        layers=None if biencoder_dir else cfg.get("layers"), truncation_side=side, progress=True, shard=shard,
+        runtime=runtime,
     )
 
 

@@ -15,13 +15,6 @@ from curricula.stages import Files
 from curricula.training.spec import Runtime
 
 
-def scoring_runtime(knobs: Mapping[str, Any], threads: int | None) -> Runtime:
-    """The runtime of an evaluation job from its rule's scoring knobs (device, precision, deterministic when true)
-    and threads (:meth:`curricula.pipeline.plan.DatasetPlan.evaluate_knobs`)."""
-    return Runtime(device=knobs.get("device", "auto"), precision=knobs.get("precision", "auto"), threads=threads,
-                   deterministic=bool(knobs.get("deterministic", False)))
-
-
 def evaluate(inputs: Files, outputs: Files, *, wildcards: Mapping[str, str], measures: Sequence[str],
              relevant_min: int, seed: int, knobs: Mapping[str, Any] | None = None,
              additivity: Mapping[str, Any] | None = None, threads: int | None = None) -> pl.DataFrame:
@@ -34,7 +27,7 @@ def evaluate(inputs: Files, outputs: Files, *, wildcards: Mapping[str, str], mea
     data = read_ingest(inputs)
     pairs = evaluation_pairs(data, relevant_min, additive=bool(additivity))
     if "model" in set(inputs.keys()):  # a Snakemake Namedlist's `in` looks at its values
-        scored = model_scores(inputs["model"], pairs, scoring_runtime(knobs or {}, threads),
+        scored = model_scores(inputs["model"], pairs, Runtime.of_section(knobs or {}, threads),
                               (knobs or {}).get("score_batch_size", 128), (knobs or {}).get("max_length"))
     else:
         scored = reference_scores(inputs["scores"], pairs)

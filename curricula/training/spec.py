@@ -14,12 +14,9 @@ differs from its default, so adding a knob re-runs nothing; a field read only in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field
 from typing import Any
-
-#: knobs of a ranker spec whose value changes how fast a job runs but not what it computes (never in params)
-RUNTIME_ONLY = ("threads",)
-
 
 def knob(default: Any = MISSING, *, added: bool = False, params: bool = True, used_when: str | None = None) -> Any:
     """A spec field with its (schema) default; ``added``: introduced after the first params format, so a job's
@@ -133,8 +130,12 @@ class Runtime:
     threads: int | None = knob(None, params=False)
     deterministic: bool = knob(False, added=True)
 
+    @classmethod
+    def of_section(cls, section: Mapping[str, Any], threads: int | None = None) -> Runtime:
+        """The runtime of a job configured by a config section or a rule's knobs (``device``, ``precision``,
+        ``deterministic``; each absent one its default) and run on ``threads``."""
+        return cls(device=section.get("device", "auto"), precision=section.get("precision", "auto"),
+                   threads=threads, deterministic=bool(section.get("deterministic", False)))
 
-#: the parts every ranker spec has, in the order their fields are written
-PARTS: tuple[type, ...] = (RankerSpec, Objective, Evaluation, FitSpec, Runtime)
 
-__all__ = ["PARTS", "RUNTIME_ONLY", "Evaluation", "FitSpec", "Objective", "RankerSpec", "Runtime", "knob"]
+__all__ = ["Evaluation", "FitSpec", "Objective", "RankerSpec", "Runtime", "knob"]
