@@ -172,6 +172,18 @@ def test_prof_convknrm_times_each_component_of_a_step(tiny_tree):
 
 
 @pytest.mark.slow
+def test_bench_convknrm_times_both_codes_on_the_same_batches_and_prints_their_ratios(tiny_tree):
+    """Against the committed code (HEAD) on the same batches: a table row per variant, a ratio per measured part,
+    and the agreement of the two variants' losses and dev scores."""
+    out = run_script("bench/bench_convknrm", "--root", tiny_tree, "--steps", 2, "--rounds", 2, "--dev-queries", 2)
+    assert {r[0] for r in table_rows(out)} >= {"base HEAD", "this checkout"}
+    for part in ("training step", "dev evaluation"):
+        assert re.search(rf"speed ratio base HEAD / this checkout, {part} \(thread CPU time\): " + RATIO, out)
+    assert re.search(r"max \|loss difference\| over 2 steps: \S+; max \|dev score difference\| over \d+ pairs", out)
+    assert "CPU flags:" in out
+
+
+@pytest.mark.slow
 def test_plan_cluster_prints_every_stage_and_the_slurm_requests(tiny_tree):
     rows = table_rows(run_script("bench/plan_cluster", "--run", tiny_tree))
     assert {"ingest", "dense_neighbors (k=1000)", "teacher_score"} <= {r[0] for r in rows}

@@ -114,7 +114,7 @@ def test_kernel_ladder_equals_one_exp_per_kernel(count):
     mus, sigmas = kernel_mus(count), kernel_sigmas(count)
     s = torch.linspace(-1, 1, 2001).reshape(23, 87)
     assert ladder_applies(mus, sigmas, -1.0, 1.0)
-    got = kernel_ladder(s, mus, sigmas)
+    got = kernel_ladder(s, mus, sigmas).permute(1, 0, 2)  # kernel-major -> (N, K, Lq)
     want = torch.exp((-((s.double()[:, None, :] - torch.tensor(mus, dtype=torch.double)[None, :, None]) ** 2)
                       / (2 * torch.tensor(sigmas, dtype=torch.double) ** 2)[None, :, None]).clamp(min=EXP_FLOOR))
     normal = want > 1e-37
@@ -245,7 +245,7 @@ def test_convknrm_step_on_context_blocks_matches_the_per_pair_computation(rows):
     _assert_same_logits_and_gradients(fast, slow, (q, q_mask, d, d_mask), seed=1)
 
 
-@pytest.mark.parametrize("name", FAST)
+@pytest.mark.parametrize("name", [n for n in FAST if n != "convknrm"])
 def test_two_sided_scoring_batches_responses_of_about_the_same_length(name):
     """The batching key orders pairs by response length, then context length: a response's width decides most of
     a two-sided ranker's padded work, while contexts are mostly cut at the same length."""
@@ -253,6 +253,19 @@ def test_two_sided_scoring_batches_responses_of_about_the_same_length(name):
     items = [([1] * 60, [2] * 30), ([1] * 5, [2] * 31), ([1] * 64, [2] * 3), ([1] * 10, [2] * 3)]
     order = sorted(range(len(items)), key=lambda i: ranker.length(items[i]))
     assert order == [3, 2, 0, 1]
+
+
+def test_convknrm_scoring_batches_hold_a_context_with_its_candidates():
+    """ConvKNRM's batching key puts the pairs of one context next to each other (its matches are one product per
+    context), by response length within the context."""
+    ranker = build_ranker(parse_train_spec(resolve_ranker(spec("convknrm"))).ranker, seed=0)
+    a, b = [1] * 60, [1, 5] * 4
+    items = [(a, [2] * 30), (b, [2] * 31), (a, [2] * 3), (b, [2] * 3), (a, [2] * 9)]
+    order = sorted(range(len(items)), key=lambda i: ranker.length(items[i]))
+    runs = [[i for i in order if items[i][0] == ctx] for ctx in (a, b)]
+    assert runs[0] == [2, 4, 0] and runs[1] == [3, 1]  # within a context, shortest response first
+    first = runs[0] if order[0] in runs[0] else runs[1]
+    assert order[: len(first)] == first  # each context's pairs in one run
 
 
 def test_context_block_is_the_common_run_length_of_a_batchs_contexts():
@@ -360,19 +373,20 @@ def test_with_dropout_on_the_masks_are_drawn_per_pair_and_side_as_before(name):
 
 
 def test_a_scoring_pass_computes_each_context_once_with_the_same_scores(monkeypatch):
-    """ConvKNRM keeps each context's h-gram vectors for one scoring pass (a context's candidates land in several
-    length-sorted batches): the scores are those of computing them in every batch, and nothing outlives the pass."""
+    """ConvKNRM scores whole contexts per batch on the CPU, so a context's h-gram vectors are computed once per
+    scoring pass when a batch holds its candidates: the scores are those of computing each pair on its own and
+    of other batchings, and nothing outlives the pass."""
     ranker = build_ranker(parse_train_spec(resolve_ranker(spec("convknrm"))).ranker, seed=2)
     contexts = [c for c in CONTEXTS for _ in range(3)]
     responses = [r + " " + "more words " * i for i in range(3) for r in RESPONSES]
     computed = []
-    grams = ranker.module.grams_from_taps
-    monkeypatch.setattr(ranker.module, "grams_from_taps", lambda taps, rows, mask: (
-        computed.append(rows.shape[0]), grams(taps, rows, mask))[1])
-    cached = score_pairs(ranker, contexts, responses, batch_size=2, progress=False)
+    packed = ranker.module.packed_features
+    monkeypatch.setattr(ranker.module, "packed_features", lambda taps, q, *rest: (
+        computed.append(q.shape[0]), packed(taps, q, *rest))[1])
+    cached = score_pairs(ranker, contexts, responses, batch_size=3, progress=False)
     assert ranker.module.context_cache is None and ranker.module.token_cache is None
-    assert sum(computed) == len(responses) + len(set(CONTEXTS))  # every response once, every context once
-    monkeypatch.setattr(ranker, "scoring_cache", lambda: contextlib.nullcontext())
+    assert sum(computed) == len(set(CONTEXTS)) and len(computed) == len(set(CONTEXTS))  # one batch per context
+    monkeypatch.setattr(ranker, "scoring_cache", lambda items=(): contextlib.nullcontext())
     np.testing.assert_allclose(cached, score_pairs(ranker, contexts, responses, batch_size=2, progress=False),
                                rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(cached, score_pairs(ranker, contexts, responses, batch_size=12, progress=False),
@@ -393,24 +407,23 @@ def test_convknrm_through_token_taps_equals_the_convolutions_values_and_gradient
     _assert_same_logits_and_gradients(fast, slow, (q, q_mask, d, d_mask), seed=5)
 
 
-def test_a_scoring_pass_computes_the_taps_of_fixed_vocabulary_blocks_once(monkeypatch):
-    """Inside a scoring pass each block of TAP_BLOCK vocabulary rows gets its taps once, when a batch first needs
-    one of its ids; a block's taps are the same bits whichever batch needed it first, so the scores do not depend
-    on the batching, and they equal the convolution's."""
+def test_a_scoring_pass_computes_the_taps_of_its_distinct_tokens_once(monkeypatch):
+    """Inside a scoring pass the taps of every distinct token id of all the pass's pairs are computed once, in one
+    product, before the first batch; every shard of the pass computes that same product, so the scores are the
+    same bits however the pairs are sharded, and they equal the convolution's."""
     ranker = build_ranker(parse_train_spec(resolve_ranker(spec("convknrm"))).ranker, seed=2)
-    monkeypatch.setattr(type(ranker.module), "TAP_BLOCK", 4096)
     contexts = [c for c in CONTEXTS for _ in range(3)]
     responses = [r + " " + "more words " * i for i in range(3) for r in RESPONSES]
-    blocks = []
+    products = []
     taps = ranker.module.token_taps
-    monkeypatch.setattr(ranker.module, "token_taps", lambda ids: (blocks.append(int(ids[0]) // 4096), taps(ids))[1])
-    small = score_pairs(ranker, contexts, responses, batch_size=2, progress=False)
-    used = {i // 4096 for item in ranker.encode(contexts, responses) for side in item for i in side}
-    assert sorted(blocks) == sorted(used)  # each needed block once, no other
+    monkeypatch.setattr(ranker.module, "token_taps", lambda ids: (products.append(ids.tolist()), taps(ids))[1])
+    small = score_pair_rows(ranker, contexts, responses, batch_size=2, progress=False)[1]
+    used = sorted({i for item in ranker.encode(contexts, responses) for side in item for i in side})
+    assert products == [used]  # one product, over exactly the distinct ids the pairs read
     rows, parts = zip(*(score_pair_rows(ranker, contexts, responses, batch_size=2, progress=False,
-                                        shard=Shard(i, 3)) for i in range(3)))  # each shard needs other blocks first
+                                        shard=Shard(i, 3)) for i in range(3)))
     assert np.array_equal(np.concatenate(parts)[np.argsort(np.concatenate(rows))], small)
-    monkeypatch.setattr(ranker, "scoring_cache", lambda: contextlib.nullcontext())
+    monkeypatch.setattr(ranker, "scoring_cache", lambda items=(): contextlib.nullcontext())
     monkeypatch.setattr(ranker.module, "features", lambda q, qm, d, dm: torch.cat(
         [kernel_pooling(qh @ dh.transpose(1, 2), qmm, dmm, ranker.module.mus, ranker.module.sigmas)
          for qh, qmm in ranker.module.grams(q, qm) for dh, dmm in ranker.module.grams(d, dm)], dim=1))
@@ -484,11 +497,12 @@ def test_without_embedding_dropout_mc_passes_featurise_once_and_draw_the_masks_f
         assert once.shape == (4, 3) and not torch.allclose(once[0], once[1])
     calls = []
     module = _modules(0.5, embedding_dropout=0.0)[name].train()
-    encoder = module.grams_from_taps if name == "convknrm" else module.side
-    setattr(module, "grams_from_taps" if name == "convknrm" else "side",
-            lambda *a, **k: (calls.append(1), encoder(*a, **k))[1])
+    # ConvKNRM computes both sides' n-grams in one packed call on the CPU; the others encode each side once
+    part, expected = ("packed_features", 1) if name == "convknrm" else ("side", 2)
+    encoder = getattr(module, part)
+    setattr(module, part, lambda *a, **k: (calls.append(1), encoder(*a, **k))[1])
     module.mc_forward(batch, 5)
-    assert len(calls) == 2  # the context side and the response side, once each for all 5 passes
+    assert len(calls) == expected  # once for all 5 passes
 
 
 def test_mc_dropout_probabilities_use_the_ranker_passes_and_keep_input_order():

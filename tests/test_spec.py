@@ -19,13 +19,13 @@ from curricula.experiments.spec import (
 from curricula.experiments.specs import experiment_specs
 from curricula.plumbing.config import read_yaml
 from curricula.training.spec import FitSpec, Runtime
-from tests.plan_snapshot import CONFIGS, PACKAGED, plan_digest
+from tests.plan_snapshot import CONFIGS, PACKAGED, job_lines, plan_digest
 from tests.workflow_run import REPO
 
 SCHEMA = read_yaml(REPO / "schemas" / "config.schema.yaml")
-#: fields whose schema default is null because the parser resolves them from the ranker (DEFAULT_LR, ...), or that
+#: fields the parser resolves from the ranker (DEFAULT_LR, ..., the arithmetic version; no schema default), or that
 #: are no ``train`` knob of the schema (the curriculum axes live under ``experiments``)
-RESOLVED = {"lr", "schedule"}
+RESOLVED = {"lr", "schedule", "arithmetic"}
 
 
 def default_config() -> dict:
@@ -120,27 +120,79 @@ def ledger_records() -> dict[tuple[str, str], set[str]]:
     return out
 
 
+@pytest.fixture
+def first_arithmetic(monkeypatch):
+    """ConvKNRM's arithmetic as the code computed it when the plan snapshot and the committed ledger were made
+    (version 1): the registry entry replaced for the test."""
+    from curricula.models.registry import REGISTRY
+
+    monkeypatch.setitem(REGISTRY, "convknrm", dataclasses.replace(REGISTRY["convknrm"], arithmetic=1))
+
+
 @pytest.mark.slow
-def test_the_committed_ledgers_spec_digests_recompute_from_the_typed_spec():
-    from curricula.pipeline.ledger import spec_digest
+def test_the_committed_ledgers_spec_digests_recompute_from_the_typed_spec(monkeypatch):
+    """Under ConvKNRM's first arithmetic every arm of the committed ledger recomputes its spec digest; under the
+    current one every arm that trains a ConvKNRM gets another digest (no run of the new arithmetic pairs with a
+    committed run), and the others keep theirs."""
+    from curricula.study.grid import ACTIVE_PREFIX
+    from curricula.models.registry import REGISTRY
+    from curricula.pipeline.ledger import arm_runs, spec_digest
     from curricula.pipeline.study import study_plan_of
+
+    def plan():
+        return study_plan_of([REPO / "configs" / "study.yaml", REPO / "configs" / "study_rounds.yaml"],
+                             {"study": {"only": ["dailydialog_pp"]}})
+
+    def rankers(dataset, arm: str) -> set[str]:
+        if arm.startswith(ACTIVE_PREFIX):
+            return {dataset.active.ranker.ranker}
+        return {dataset.runs[run].ranker.ranker for run in arm_runs(dataset, arm)}
 
     records = ledger_records()
     assert records, "the committed ledger holds runs"
-    plan = study_plan_of([REPO / "configs" / "study.yaml", REPO / "configs" / "study_rounds.yaml"],
-                         {"study": {"only": ["dailydialog_pp"]}})
-    for (dataset, arm), digests in records.items():
-        assert digests == {spec_digest(plan.datasets[dataset], arm)}, (dataset, arm)
+    assert REGISTRY["convknrm"].arithmetic > 1
+    now = plan()
+    current = {key: spec_digest(now.datasets[key[0]], key[1]) for key in records}
+    monkeypatch.setitem(REGISTRY, "convknrm", dataclasses.replace(REGISTRY["convknrm"], arithmetic=1))
+    first = {key: spec_digest(plan().datasets[key[0]], key[1]) for key in records}
+    convknrm = {key for key in records if "convknrm" in rankers(now.datasets[key[0]], key[1])}
+    assert len(convknrm) >= 10  # the study's curricula train ConvKNRM; its active loop trains lstm_qa
+    for key, held in records.items():
+        assert held == {first[key]}, key
+        assert (current[key] not in held) == (key in convknrm), key
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_the_dry_runs_plan_the_same_jobs_and_params_as_before_the_typed_spec(name):
+def test_the_dry_runs_plan_the_same_jobs_and_params_as_before_the_typed_spec(name, first_arithmetic):
     """Each rule's jobs, their outputs, inputs and params (as Snakemake compares them) equal the snapshot taken on
-    the code before: no existing result re-runs."""
+    the code before, under the ConvKNRM arithmetic of that code: nothing else of a plan changed."""
     if name not in PACKAGED and not (REPO.parent / "shared" / "data").is_dir():
         pytest.skip("this preset's dataset is not in ../shared/data")
     snapshot = json.loads((REPO / "tests" / "data" / "plan_snapshot.json").read_text())[name]
     if any(Path(p).exists() for p in (REPO / "results",)):
         pytest.skip("a results/ folder changes what the study's ledger rules read; run on a clean checkout")
     assert plan_digest(REPO, CONFIGS[name]) == snapshot
+
+
+@pytest.mark.slow
+def test_a_change_of_arithmetic_changes_exactly_the_params_of_the_jobs_that_compute_with_it(monkeypatch):
+    """The default plan under ConvKNRM's current arithmetic differs from the plan under its first one exactly in
+    the params of the jobs that train or score a ConvKNRM (each gains ``arithmetic``), so Snakemake re-runs those
+    and nothing upstream (BM25, embeddings, the teacher)."""
+    from curricula.models.registry import REGISTRY
+
+    if (REPO / "results").exists():
+        pytest.skip("a results/ folder changes what the study's ledger rules read; run on a clean checkout")
+    current = job_lines(REPO, [])
+    version = REGISTRY["convknrm"].arithmetic
+    monkeypatch.setitem(REGISTRY, "convknrm", dataclasses.replace(REGISTRY["convknrm"], arithmetic=1))
+    first = job_lines(REPO, [])
+    changed = {rule for rule in current if sorted(current[rule]) != sorted(first[rule])}
+    assert changed and changed <= {"train", "evaluate", "select_tuned", "train_summary", "report_table"} | {
+        rule for rule in current if "convknrm" in " ".join(current[rule])}
+    assert not changed & {"bm25_index", "bm25_search", "dense_encode", "teacher_train", "teacher_score", "ingest"}
+    for rule in changed:
+        stripped = sorted(line.replace(f"'arithmetic': {version}, ", "").replace(f", 'arithmetic': {version}", "")
+                          for line in current[rule])
+        assert stripped == sorted(first[rule]), rule

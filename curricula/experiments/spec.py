@@ -22,6 +22,7 @@ from typing import Any, get_type_hints
 from curricula.curriculum.negatives import Negatives, resolve_negatives
 from curricula.curriculum.pacing import Pacing, resolve_pacing
 from curricula.curriculum.weighting import Weighting, resolve_weighting
+from curricula.models.registry import arithmetic_version
 from curricula.training.spec import Evaluation, FitSpec, Objective, RankerSpec, Runtime, knob
 
 #: counts deliberate changes of what a spec's fields mean; written into params (``spec_version``) once above 1, so a
@@ -169,8 +170,19 @@ def parse_train_spec(values: Mapping[str, Any], where: str = "experiment") -> Tr
     if version != SPEC_VERSION:
         raise ValueError(f"{where}: a spec of version {version}; this pipeline reads version {SPEC_VERSION}")
     parts = {name: _part(cls, values) for name, cls in PARTS.items()}
+    parts["ranker"] = _current_arithmetic(parts["ranker"], values.get("arithmetic"), where)
     arm = resolve_arm(parts["curriculum"], parts["fit"].steps, where)
     return TrainSpec(**parts, arm=arm, order=tuple(values))
+
+
+def _current_arithmetic(ranker: RankerSpec, given: Any, where: str) -> RankerSpec:
+    """``ranker`` with the registry's arithmetic version of its ranker (:func:`arithmetic_version`). ValueError
+    naming ``where`` when the mapping holds another version: params planned by code that computed otherwise."""
+    current = arithmetic_version(ranker.ranker)
+    if given is not None and given != current:
+        raise ValueError(f"{where}: planned for arithmetic version {given} of ranker {ranker.ranker!r}; this "
+                         f"pipeline computes version {current}: plan the run again")
+    return replace(ranker, arithmetic=current)
 
 
 def _written(part: Any, f: Field[Any]) -> bool:

@@ -24,6 +24,7 @@ from curricula.models.registry import (
     RankerEntry,
     RegistryNames,
     RegistryView,
+    arithmetic_version,
     lookup_ranker,
     register_ranker,
     unregister_ranker,
@@ -46,10 +47,13 @@ _TWO_SIDED = {"embeddings": "model", "freeze_embeddings": False, "query_length":
 register_ranker("cross_encoder", "curricula.models.cross_encoder:CrossEncoderRanker", lr=5.0e-5, schedule="linear",
                 citation="Penha & Hauff 2020; MacAvaney et al. 2020 (Vanilla BERT); Su et al. 2021",
                 spec_knobs=("model", "layers", "max_length"))
+# arithmetic 2: the kernel ladder's exponentials as powers of 2 and its upward ratio as a reciprocal, kernel-major
+# sums, the n-gram vectors at token windows only, scoring batches of whole contexts, the scoring pass's taps of its
+# distinct tokens in one product (docs/performance.md)
 register_ranker("convknrm", "curricula.models.convknrm:ConvKNRMRanker", lr=1.0e-3, schedule="constant",
                 knobs={**_TWO_SIDED, "ngrams": [1, 2, 3], "channels": 128, "kernels": 11, "hidden": 128,
                        "dropout": 0.0, "embedding_dropout": None},
-                citation="Dai et al. 2018; MacAvaney et al. 2020 §4")
+                citation="Dai et al. 2018; MacAvaney et al. 2020 §4", arithmetic=2)
 register_ranker("cnn_qa", "curricula.models.qa:CNNQARanker", lr=1.0e-3, schedule="linear",
                 knobs={**_TWO_SIDED, "channels": 128, "hidden": 128, "width": 5, "dropout": 0.5,
                        "embedding_dropout": None},
@@ -68,7 +72,7 @@ DEFAULT_SCHEDULE: Mapping[str, str] = RegistryView(lambda entry: entry.schedule)
 RANKERS: Sequence[str] = RegistryNames()
 
 __all__ = ["ARCHITECTURES", "DEFAULT_LR", "DEFAULT_SCHEDULE", "RANKERS", "Knob", "Ranker", "RankerEntry",
-           "build_ranker", "load_ranker", "lookup_ranker", "ranker_class", "register_ranker", "resolve_architecture",
+           "arithmetic_version", "build_ranker", "load_ranker", "lookup_ranker", "ranker_class", "register_ranker", "resolve_architecture",
            "score_pair_frame", "score_pair_rows", "score_pairs", "unregister_ranker"]
 
 

@@ -129,9 +129,11 @@ class Ranker:
         """Logits of pairs in input order, with gradients (one training batch)."""
         return self.logits(self.collate(self.encode(contexts, responses)), device, precision)
 
-    def scoring_cache(self) -> contextlib.AbstractContextManager:
+    def scoring_cache(self, items: Sequence[Any] = ()) -> contextlib.AbstractContextManager:
         """A context in which the ranker may keep per-text work across the batches of one scoring pass (the weights
-        do not change inside it); :func:`score_pair_rows` scores inside one. Default: nothing kept."""
+        do not change inside it); :func:`score_pair_rows` scores inside one. ``items``: every encoded pair of the
+        pass, all shards' (work shared between pairs is then done the same way in every shard). Default: nothing
+        kept."""
         return contextlib.nullcontext()
 
     @contextlib.contextmanager
@@ -192,7 +194,7 @@ def score_pair_rows(ranker: Ranker, contexts: Sequence[str], responses: Sequence
     if not stochastic:
         ranker.eval()
     try:
-        with ctx, ranker.scoring_cache():
+        with ctx, ranker.scoring_cache(items):
             for idx in tqdm(batches, desc=desc, disable=not progress, unit="batch"):
                 batch = ranker.collate([items[i] for i in idx])
                 scores[idx] = ranker.logits(batch, device, precision).cpu().numpy()
@@ -225,7 +227,7 @@ def mc_dropout_probabilities(ranker: Ranker, contexts: Sequence[str], responses:
     items = ranker.encode(contexts, responses)
     order = np.argsort([ranker.length(x) for x in items], kind="stable")
     out = np.empty((passes, len(items)), dtype=np.float32)
-    with ranker.mc_dropout(), ranker.scoring_cache():
+    with ranker.mc_dropout(), ranker.scoring_cache(items):
         for start in tqdm(range(0, len(items), batch_size), desc=desc, disable=not progress, unit="batch"):
             idx = order[start : start + batch_size]
             batch = batch_to_device(ranker.collate([items[i] for i in idx]), device)

@@ -14,13 +14,17 @@ first-stage score.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from curricula.models.kernel_pooling import RowKernelSum, kernel_mus, kernel_pooling, kernel_sigmas, masked_logs
+from curricula.models.packed import Windows, packed_context_matches, padded_vectors, tap_table, token_windows, \
+    window_vectors
 from curricula.models.text import TwoSidedRanker, distinct_rows, dropout_active
 
 
@@ -180,8 +184,13 @@ class ConvKNRMModule(torch.nn.Module):
             rows = torch.arange(q.shape[0], device=q.device)
         elif self.context_cache is not None and not torch.is_grad_enabled():
             q, q_mask, rows = distinct_rows(q, q_mask)
+            if q.device.type == "cpu":  # the pass's taps, both sides at token windows only
+                taps, at = self.cached_token_taps(torch.cat([q.reshape(-1), d.reshape(-1)]))
+                return self.packed_features(taps, at[: q.numel()].view(q.shape), q_mask, at[q.numel():].view(d.shape),
+                                            d_mask, rows)
             qg = self.cached_context_grams(q, q_mask)
-            dg = self.grams_from_taps(self.cached_token_taps(d), d, d_mask)
+            taps, at = self.cached_token_taps(d)
+            dg = self.grams_from_taps(taps, at, d_mask)
         else:
             # each distinct context once (a training batch repeats it for its 1 + m responses) and the taps of each
             # distinct token of both sides once (one product for the whole batch): the same numbers up to the
@@ -189,9 +198,46 @@ class ConvKNRMModule(torch.nn.Module):
             q, q_mask, rows = distinct_rows(q, q_mask)
             uniq, index = torch.unique(torch.cat([q.reshape(-1), d.reshape(-1)]), return_inverse=True)
             taps = self.token_taps(uniq)
-            qg = self.grams_from_taps(taps, index[: q.numel()].view(q.shape), q_mask)
-            dg = self.grams_from_taps(taps, index[q.numel():].view(d.shape), d_mask)
+            q_at, d_at = index[: q.numel()].view(q.shape), index[q.numel():].view(d.shape)
+            if q.device.type == "cpu":
+                return self.packed_features(taps, q_at, q_mask, d_at, d_mask, rows)
+            qg = self.grams_from_taps(taps, q_at, q_mask)
+            dg = self.grams_from_taps(taps, d_at, d_mask)
         return self.cross_features(qg, dg, rows)
+
+    def packed_features(self, taps: torch.Tensor, q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor,
+                        d_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """:meth:`cross_features` with the n-gram vectors computed at token windows only (:mod:`.packed`): ``taps``
+        (tokens, T, C) of the batch's distinct tokens, ``q`` (contexts, Lq) and ``d`` (B, Ld) each position's row in
+        ``taps``, ``rows`` (B,) each pair's context. Both sides' windows take one gather from the tap table, and the
+        contexts' vectors go back to a padded (contexts, sum of Lq_h, C) layout (zeros where no window lies) for one
+        product per context against its pairs' document windows. The CPU training path: measured in
+        ``bench/bench_convknrm.py``."""
+        table, zero, bias = tap_table(taps, [conv.bias for conv in self.convs])
+        count = taps.shape[1]
+        q_windows = token_windows(q, q_mask, self.ngrams, count, zero, bias)
+        d_windows = token_windows(d, d_mask, self.ngrams, count, zero, bias)
+        vectors = window_vectors(table, Windows(*(torch.cat([a, b]) for a, b in zip(q_windows, d_windows))))
+        split = q_windows.index.shape[0]
+        widths = [q.shape[1] - h + 1 for h in self.ngrams]
+        q_vectors = padded_vectors(vectors[:split], q_windows, q.shape[0], widths)
+        batch = d.shape[0]
+        match_rows, group = packed_context_matches(q_vectors, vectors[split:], d_windows, rows, batch)
+        soft = RowKernelSum.apply(match_rows, group, len(self.ngrams) * batch, self.mus, self.sigmas)
+        q_mask = torch.cat([window_mask(q_mask, h)[rows] for h in self.ngrams], dim=1)  # (B, sum Lq_h)
+        return self.pooled_logs(soft, q_mask, widths, batch)
+
+    def pooled_logs(self, soft: torch.Tensor, q_mask: torch.Tensor, widths: Sequence[int], batch: int) -> torch.Tensor:
+        """K-NRM eq. 4 for every cross at once, (B, n_grams^2 * K): the masked logs of the soft-TF ``soft``
+        (T * B, K, sum Lq_h) summed over each query h-gram's positions (``widths`` of them; one product with
+        their indicator), laid out query h-gram, then document h-gram, then kernel, as per cross."""
+        sides = soft.shape[0] // batch
+        logs = masked_logs(soft.reshape(sides, batch, -1, q_mask.shape[1]), q_mask)  # (T, B, K, sum Lq_h)
+        segment = torch.repeat_interleave(torch.arange(len(widths), device=q_mask.device),
+                                          torch.tensor(list(widths), device=q_mask.device))
+        indicator = F.one_hot(segment, len(widths)).to(logs.dtype)  # (sum Lq_h, query h-grams)
+        pooled = (logs @ indicator).permute(1, 3, 0, 2)  # (B, query h-grams, T, K)
+        return pooled.reshape(batch, -1)
 
     def cross_features(self, qg: Sequence[tuple[torch.Tensor, torch.Tensor]],
                        dg: Sequence[tuple[torch.Tensor, torch.Tensor]], rows: torch.Tensor) -> torch.Tensor:
@@ -219,15 +265,8 @@ class ConvKNRMModule(torch.nn.Module):
         match_rows, group = (context_match_rows if per_context else pair_match_rows)(
             torch.cat([qh for qh, _ in qg], dim=1), dg, rows)
         soft = RowKernelSum.apply(match_rows, group, sides * batch, self.mus, self.sigmas)  # (T * B, K, sum Lq_h)
-        # K-NRM eq. 4 for every cross at once: the masked logs summed over each query h-gram's positions (one
-        # product with their indicator), laid out query h-gram, then document h-gram, then kernel, as per cross
         q_mask = torch.cat([qm[rows] for _, qm in qg], dim=1)  # (B, sum Lq_h)
-        logs = masked_logs(soft.view(sides, batch, -1, q_mask.shape[1]), q_mask)  # (T, B, K, sum Lq_h)
-        segment = torch.repeat_interleave(torch.arange(len(qg), device=q_mask.device),
-                                          torch.tensor([qh.shape[1] for qh, _ in qg], device=q_mask.device))
-        indicator = F.one_hot(segment, len(qg)).to(logs.dtype)  # (sum Lq_h, query h-grams)
-        pooled = (logs @ indicator).permute(1, 3, 0, 2)  # (B, query h-grams, T, K)
-        return pooled.reshape(batch, -1)
+        return self.pooled_logs(soft, q_mask, [qh.shape[1] for qh, _ in qg], batch)
 
     def forward(self, q, q_mask, d, d_mask) -> torch.Tensor:
         return self.combine(self.dropout(self.features(q, q_mask, d, d_mask))).squeeze(-1)
@@ -243,30 +282,28 @@ class ConvKNRMModule(torch.nn.Module):
 
     #: contexts a scoring pass keeps (each ~100 KB at 64 word pieces); beyond, contexts are computed per batch
     CONTEXT_CACHE_LIMIT = 2000
-    #: vocabulary rows whose taps a scoring pass computes together (a fixed block, so a token's taps do not depend
-    #: on which batch or shard first needed them: the same bits however the pairs are batched)
-    TAP_BLOCK = 1024
+    def prepare_scoring(self, ids: torch.Tensor) -> None:
+        """Keep, for one scoring pass, the taps (:meth:`token_taps`) of ``ids``: the distinct token ids of every pair
+        the pass scores (all its shards' pairs, so that each shard computes them in the same product and a
+        token's taps are the same bits in every shard). One product over the distinct tokens a pass reads (a dev
+        evaluation of 5,000 pairs reads about 6,900 of the vocabulary's 30,522 word pieces)."""
+        cache = self.token_cache
+        assert cache is not None  # inside TextRanker's scoring context, which sets both caches to {}
+        ids = ids.to(self.embedding.weight.device)
+        lookup = torch.zeros(self.embedding.num_embeddings, dtype=torch.long, device=ids.device)
+        lookup[ids] = torch.arange(ids.numel(), device=ids.device)
+        cache["lookup"], cache["taps"] = lookup, self.token_taps(ids)
 
-    def cached_token_taps(self, ids: torch.Tensor) -> torch.Tensor:
-        """(vocabulary, T, C) :meth:`token_taps` of the whole vocabulary, valid at every row of ``ids``: inside a
-        scoring pass the weights do not change, so each block of :attr:`TAP_BLOCK` vocabulary rows is computed
-        once, when a batch first needs one of its ids (a dev evaluation of 5,000 pairs touches a few thousand
-        distinct word pieces; the padded positions number about 100,000)."""
+    def cached_token_taps(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(taps (tokens, T, C), the row of each of ``ids`` in it) inside a scoring pass: the taps kept by
+        :meth:`prepare_scoring`; when the pass did not prepare them, those of the whole vocabulary (one product)."""
         cache = self.token_cache
         # called only in a scoring pass (features' context_cache branch), whose caches are set together (both {} in
         # TextRanker's scoring context)
         assert cache is not None
-        blocks = torch.unique(torch.div(ids, self.TAP_BLOCK, rounding_mode="floor")).tolist()
-        missing = [b for b in blocks if b not in cache.setdefault("blocks", set())]
-        vocab = self.embedding.num_embeddings
-        for b in missing:
-            rows = torch.arange(b * self.TAP_BLOCK, min(vocab, (b + 1) * self.TAP_BLOCK), device=ids.device)
-            taps = self.token_taps(rows)
-            if "taps" not in cache:
-                cache["taps"] = taps.new_zeros((vocab, *taps.shape[1:]))
-            cache["taps"][rows] = taps
-            cache["blocks"].add(b)
-        return cache["taps"]
+        if "taps" not in cache:
+            self.prepare_scoring(torch.arange(self.embedding.num_embeddings, device=ids.device))
+        return cache["taps"], cache["lookup"][ids]
 
     def cached_context_grams(self, q: torch.Tensor, q_mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """:meth:`grams` of distinct context rows, each computed once per scoring pass: a context's h-gram vectors
@@ -282,7 +319,8 @@ class ConvKNRMModule(torch.nn.Module):
         fresh: dict[bytes, list[torch.Tensor]] = {}
         if missing:
             at = torch.tensor(missing, device=q.device)
-            computed = self.grams_from_taps(self.cached_token_taps(q[at]), q[at], q_mask[at])
+            taps, rows = self.cached_token_taps(q[at])
+            computed = self.grams_from_taps(taps, rows, q_mask[at])
             for j, i in enumerate(missing):
                 fresh[keys[i]] = [g[j, : max(0, lengths[i] - h + 1)] for h, (g, _) in zip(self.ngrams, computed)]
             if len(cache) < self.CONTEXT_CACHE_LIMIT:
@@ -308,3 +346,10 @@ class ConvKNRMRanker(TwoSidedRanker):
 
     def min_width(self) -> int:
         return max(self.arch["ngrams"])
+
+    def length(self, item) -> int:
+        """Context first (a checksum of its ids), then response length: a scoring batch holds whole contexts with
+        their candidates, so the matches are one product per context (the CPU path computes both sides at token
+        windows only, where a response's length no longer sets a batch's work). Measured in
+        ``bench/bench_convknrm.py`` (the dev evaluation)."""
+        return zlib.crc32(np.asarray(item[0], dtype=np.int32).tobytes()) * self._SIDE + len(item[1])

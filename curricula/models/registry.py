@@ -49,6 +49,7 @@ class RankerEntry:
     schedule: str
     citation: str = ""
     spec_knobs: tuple[str, ...] = ()
+    arithmetic: int = 1
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -88,6 +89,13 @@ class RankerEntry:
 REGISTRY: dict[str, RankerEntry] = {}
 
 
+def arithmetic_version(name: str) -> int:
+    """The arithmetic version of registered ranker ``name`` (:func:`register_ranker`); 1 for a name not registered
+    (another check refuses it)."""
+    entry = REGISTRY.get(name)
+    return entry.arithmetic if entry is not None else 1
+
+
 def register_ranker(
     name: str,
     cls: type | str,
@@ -97,6 +105,7 @@ def register_ranker(
     schedule: str,
     citation: str = "",
     spec_knobs: Sequence[str] = (),
+    arithmetic: int = 1,
 ) -> RankerEntry:
     """Register a ranker under ``name`` (a config ``train.ranker``); returns its entry.
 
@@ -112,6 +121,9 @@ def register_ranker(
       :func:`curricula.training.core.schedule_factor`).
     * ``citation``: the paper and section it follows; ``spec_knobs``: the ``train`` keys outside ``architecture``
       it reads instead (the cross-encoder's ``model``, ``layers``, ``max_length``), named when a knob is refused.
+    * ``arithmetic``: the version of the ranker's arithmetic, counted up whenever a change of its code changes its
+      numbers (the last bits included). A version above 1 enters every run's params (``arithmetic``), so a run
+      computed by the new code never shares a digest, a checkpoint or a ledger pairing with one of the old.
 
     A name registered twice is a ValueError (:func:`unregister_ranker` first).
     """
@@ -123,8 +135,10 @@ def register_ranker(
         raise ValueError(f"ranker {name}: lr must be a number > 0, got {lr!r}")
     if not isinstance(schedule, str) or not schedule:
         raise ValueError(f"ranker {name}: schedule must be a schedule's name, got {schedule!r}")
+    if isinstance(arithmetic, bool) or not isinstance(arithmetic, int) or arithmetic < 1:
+        raise ValueError(f"ranker {name}: arithmetic must be an integer >= 1, got {arithmetic!r}")
     entry = RankerEntry(name, cls, tuple(Knob(k, v) for k, v in (knobs or {}).items()), float(lr), schedule,
-                        citation, tuple(spec_knobs))
+                        citation, tuple(spec_knobs), arithmetic)
     REGISTRY[name] = entry
     return entry
 

@@ -77,6 +77,12 @@ def distinct_rows(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, 
     return uniq[:, :width].to(ids.dtype), uniq[:, width:].to(mask.dtype), index
 
 
+def distinct_ids(items: Sequence[tuple[Sequence[int], Sequence[int]]]) -> torch.Tensor:
+    """The sorted distinct token ids of both sides of every (context ids, response ids) item."""
+    sides = [np.asarray(side, dtype=np.int64) for item in items for side in item]
+    return torch.from_numpy(np.unique(np.concatenate(sides)))
+
+
 def dropout_active(dropout: torch.nn.Module) -> bool:
     """Whether a dropout layer draws random masks now (training or MC-dropout mode, rate > 0)."""
     return dropout.training and dropout.p > 0
@@ -208,18 +214,21 @@ class TwoSidedRanker(Ranker):
     def forward(self, batch):
         return self.module(batch["q"], batch["q_mask"], batch["d"], batch["d_mask"])
 
-    def scoring_cache(self):
+    def scoring_cache(self, items=()):
         """Modules with a ``context_cache`` (ConvKNRM) compute each distinct context's side once per scoring pass
-        instead of once per batch it appears in (length-sorted batches scatter a context's candidates)."""
+        instead of once per batch it appears in (length-sorted batches scatter a context's candidates), and, with a
+        ``prepare_scoring``, the per-token work of every token id of ``items`` up front."""
         if not hasattr(self.module, "context_cache"):
             return contextlib.nullcontext()
-        return self._context_cache()
+        return self._context_cache(items)
 
     @contextlib.contextmanager
-    def _context_cache(self):
+    def _context_cache(self, items):
         self.module.context_cache = {}
         if hasattr(self.module, "token_cache"):
             self.module.token_cache = {}
+        if items and hasattr(self.module, "prepare_scoring"):
+            self.module.prepare_scoring(distinct_ids(items))
         try:
             yield
         finally:

@@ -35,7 +35,9 @@ class RankerSpec:
     """The ranker a run trains: ``ranker`` (a registered name, :data:`curricula.models.RANKERS`), the packaged
     transformer ``model`` whose weights or word-piece embeddings it starts from, the cross-encoder's ``layers`` (None =
     all), ``pooling`` (None = the model's) and ``max_length`` (word pieces per pair), and ``architecture``: the
-    resolved knobs of a non-transformer ranker as ordered (name, value) pairs (:func:`arch`)."""
+    resolved knobs of a non-transformer ranker as ordered (name, value) pairs (:func:`arch`). ``arithmetic``: the
+    version of the ranker's arithmetic the run computes with, set by the parser from the ranker registry (never by a
+    config; :func:`curricula.models.registry.register_ranker`), in params only above 1."""
 
     ranker: str = knob("cross_encoder")
     model: str = knob("minilm")
@@ -43,6 +45,7 @@ class RankerSpec:
     pooling: str | None = knob(None)
     max_length: int = knob(64)
     architecture: tuple[tuple[str, Any], ...] = knob(())
+    arithmetic: int = knob(1, added=True)
 
     def arch(self) -> dict[str, Any]:
         """The architecture knobs as a dict (lists where the config wrote lists, e.g. ``ngrams``)."""

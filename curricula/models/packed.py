@@ -1,0 +1,113 @@
+"""ConvKNRM's n-gram vectors computed at token windows only (packed), for its CPU training path
+(:meth:`curricula.models.convknrm.ConvKNRMModule.features`).
+
+A padded side computes an h-gram vector at every position of its widest row; a training batch's responses are
+about one third tokens (chitchat's default run: 32 responses padded to 64 word pieces, about 21 of them tokens), so
+two thirds of the response side's gathers, ReLUs, normalisations and their backward passes were spent on padding.
+Here every h-gram that lies wholly on tokens is one row of a packed table, and each row is computed by one gather
+from a table of the convolution taps (:meth:`ConvKNRMModule.token_taps`) that also holds a zero row and each
+convolution's bias: conv_h(x)[t] = b_h + sum_o W_{h,o} x_{t+o} is the sum of h + 1 table rows (padded to the
+widest n-gram with the zero row), so all n-gram sizes of a side take one gather, one sum, one ReLU and one
+normalisation. The rows are the same numbers as the padded path's at the windows on tokens up to the order of the
+float sums.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import torch
+import torch.nn.functional as F
+
+
+class Windows(NamedTuple):
+    """The token windows of a padded side, one row each, n-gram size by size, then row by row, then position:
+    ``index`` (n, max h + 1) the tap-table rows whose sum is the window's convolution, ``side`` (n,) the n-gram's
+    index in ``ngrams``, ``row`` (n,) the padded row and ``position`` (n,) the window's first position."""
+
+    index: torch.Tensor
+    side: torch.Tensor
+    row: torch.Tensor
+    position: torch.Tensor
+
+
+def tap_table(taps: torch.Tensor, biases: Sequence[torch.Tensor]) -> tuple[torch.Tensor, int, int]:
+    """(table, zero row, first bias row): ``taps`` (tokens, T, C) flattened to (tokens * T, C), then a row of zeros,
+    then one row per convolution bias (C,), in n-gram order."""
+    channels = taps.shape[2]
+    flat = taps.reshape(-1, channels)
+    zero = flat.new_zeros(1, channels)
+    return torch.cat([flat, zero, torch.stack(list(biases))]), flat.shape[0], flat.shape[0] + 1
+
+
+def token_windows(ids: torch.Tensor, mask: torch.Tensor, ngrams: Sequence[int], taps_per_token: int,
+                  zero_row: int, bias_row: int) -> Windows:
+    """The :class:`Windows` of a padded side: ``ids`` (B, L) each position's token row in the tap table's tokens,
+    ``mask`` (B, L) 1 at tokens. A window of size h starting at position j of row b is taken when positions
+    j .. j + h - 1 are all tokens; its index row holds tap o of n-gram h for token ids[b, j + o] (the taps of the
+    n-gram sizes lie side by side: ``taps_per_token`` = sum of ``ngrams``), the zero row up to the widest size, and
+    the n-gram's bias row."""
+    batch, length = ids.shape
+    widest = max(ngrams)
+    flat_ids = ids.reshape(-1)
+    parts: list[tuple[torch.Tensor, ...]] = []
+    tap = 0
+    for t, h in enumerate(ngrams):
+        width = length - h + 1
+        full = mask.unfold(1, h, 1).min(dim=-1).values if width > 0 else mask[:, :0]
+        at = (full.reshape(-1) > 0).nonzero().squeeze(1)
+        row = torch.div(at, max(width, 1), rounding_mode="floor")
+        position = at - row * width
+        offsets = torch.arange(h, device=ids.device)
+        taps = flat_ids[(row * length + position)[:, None] + offsets] * taps_per_token + (tap + offsets)
+        pad = taps.new_full((at.numel(), widest - h), zero_row)
+        bias = taps.new_full((at.numel(), 1), bias_row + t)
+        parts.append((torch.cat([taps, pad, bias], dim=1), torch.full_like(at, t), row, position))
+        tap += h
+    return Windows(*(torch.cat([p[i] for p in parts]) for i in range(4)))
+
+
+def window_vectors(table: torch.Tensor, windows: Windows) -> torch.Tensor:
+    """(n, C) the unit-length n-gram vectors of ``windows``: ReLU of the summed tap-table rows, L2-normalised."""
+    # gathered (max h + 1, n, C) and summed over the outer axis: whole rows added (measured, one thread: about
+    # twice as fast as the (n, max h + 1, C) gather summed over its middle axis)
+    return F.normalize(F.relu(F.embedding(windows.index.t(), table).sum(dim=0)), dim=-1)
+
+
+def padded_vectors(vectors: torch.Tensor, windows: Windows, rows: int, widths: Sequence[int]) -> torch.Tensor:
+    """(rows, sum of ``widths``, C) the packed ``vectors`` put back in a padded layout, n-gram sizes side by side
+    (size t's windows at offset sum(widths[:t])); positions without a window are zeros."""
+    offsets = torch.tensor([0, *widths[:-1]], device=vectors.device).cumsum(0)
+    total = sum(widths)
+    at = windows.row * total + offsets[windows.side] + windows.position
+    out = vectors.new_zeros(rows * total, vectors.shape[1]).index_copy(0, at, vectors)
+    return out.view(rows, total, vectors.shape[1])
+
+
+def packed_context_matches(q: torch.Tensor, vectors: torch.Tensor, windows: Windows, owner: torch.Tensor,
+                           batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cosine match rows (n, Lq) of every packed document window against its pair's context, and each row's group
+    t * B + b (n-gram size t, pair b): ``q`` (contexts, Lq, C) the distinct contexts' vectors, ``owner`` (B,) each
+    pair's context. Rows come context by context, and within a context size by size, pair by pair, position by
+    position; one product per context, (windows, C) @ (C, Lq)."""
+    group = windows.side * batch + windows.row
+    context = owner[windows.row]
+    order = torch.sort(context, stable=True).indices
+    tokens = vectors.index_select(0, order)
+    counts = torch.bincount(context, minlength=q.shape[0]).tolist()
+    contexts = q.unbind(0)  # one backward (a stack) for all contexts, not one zero-filled copy of q per context
+    parts = torch.split(tokens, counts)
+    if not (torch.is_grad_enabled() and (q.requires_grad or vectors.requires_grad)):
+        # no graph to build: each product straight into its rows (no concatenation)
+        out = tokens.new_empty(tokens.shape[0], q.shape[1])
+        for c, (part, rows) in enumerate(zip(parts, torch.split(out, counts))):
+            if counts[c]:
+                torch.mm(part, contexts[c].t(), out=rows)
+        return out, group[order]
+    matches = [part @ contexts[c].t() for c, part in enumerate(parts) if counts[c]]
+    if not matches:
+        return tokens.new_zeros(0, q.shape[1]), group
+    return torch.cat(matches), group[order]
+
+
+__all__ = ["Windows", "packed_context_matches", "padded_vectors", "tap_table", "token_windows", "window_vectors"]
