@@ -19,9 +19,10 @@ from tests.workflow_run import REPO
 PACKAGE = REPO / "curricula"
 #: lowest first; ``plugins`` is the top-level module curricula/plugins.py (it imports nothing of the library; the
 #: registries import it), ``cli`` the top-level module curricula/cli.py, ``stages`` the top of the library below it
-#: (it may import every other layer, and only ``cli`` imports it)
+#: (it may import every other layer, and only ``cli`` imports it); ``ecosystem`` (the PyTerrier and
+#: sentence-transformers adapters) sits above them all: only a user's code and the tests import it, never the pipeline
 LAYERS = ("plugins", "plumbing", "statistics", "data", "training", "models", "evaluation", "retrieval", "difficulty",
-          "curriculum", "experiments", "active", "report", "study", "pipeline", "stages", "cli")
+          "curriculum", "experiments", "active", "report", "study", "pipeline", "stages", "cli", "ecosystem")
 TORCH_FREE = ("plugins", "plumbing", "statistics")
 #: the folders beside the package that import it and that it must never import: the tooling and the analyses
 OUTSIDE = ("tools", "analyses")
