@@ -131,7 +131,11 @@ def test_cross_encoder_loop_and_sentence_transformers_trainer_on_the_same_batche
     out = run_script("bench/bench_cross_encoder", "--root", tiny_tree, "--dataset", "tiny", "--layers", 1,
                      "--steps", 2, "--warmup", 1, "--dev-queries", 2, "--precision", "fp32", "--scratch",
                      tiny_tree / "scratch")
-    assert "project / peer" in out
+    rows = {r[0]: r for r in table_rows(out)[1:]}
+    assert set(rows) == {"project", "sentence-transformers"}, out
+    # both loops trained on the batches (an untrained binary head starts near ln 2) and scored the dev queries
+    assert all(0.5 < float(r[4]) < 0.9 and 0.0 < float(r[6]) <= 1.0 for r in rows.values()), out
+    assert re.search(r"fp32: project / sentence-transformers throughput = " + RATIO, out)
 
 
 @pytest.mark.slow

@@ -181,9 +181,12 @@ def test_pt_experiment_ap_equals_the_evaluate_stage_and_scores_equal_score_pairs
         assert np.array_equal(scored["score"].to_numpy(), direct.astype(np.float64)), name
         assert scored["score"].std() > 0, name  # scores that separate the pairs, not a constant
         assert (scored.groupby("qid")["rank"].min() == 0).all()
-        if name != "teacher":  # the evaluate stage scored the test candidates alone: its scores, bit for bit
+        if name != "teacher":  # the evaluate stage scored the test candidates alone: the same scores
             stage = trec_run(layout.evaluate(name, 1)["run"])
-            assert np.array_equal(stage["score"].to_numpy(), direct.astype(np.float32).astype(np.float64)), name
+            # to float32 round-off, not bit for bit: score_pairs batches pairs by length in input order, the stage's
+            # order differs, and on some CPUs a matrix product's last bit depends on which rows share its batch
+            gap = np.abs(stage["score"].to_numpy() - direct.astype(np.float32).astype(np.float64)).max()
+            assert gap <= 1e-5, (name, gap)
 
 
 @pytest.mark.slow
