@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 import torch
 
-from curricula.models.hf import load_encoder, load_tokenizer
+from curricula.models.hf import autocast, load_encoder, load_tokenizer
 from curricula.plumbing.contracts import NEIGHBORS, VECTORS, check_table, read_table, write_table
+from curricula.plumbing.shards import Shard, length_batches
 from curricula.retrieval.biencoder import (
     CONTEXT_DIR,
     RESPONSE_DIR,
@@ -24,10 +25,14 @@ from curricula.retrieval.dense import (
     POSITIVE_RANKS,
     embed_batch,
     encode,
+    encode_rows,
     neighbors,
     pad_batch,
+    pad_rows,
     positive_rank_summary,
     positive_ranks,
+    token_lengths,
+    token_table,
     tokenize_texts,
     vectors_frame,
 )
@@ -116,6 +121,66 @@ def test_text_is_its_own_nearest_neighbour(vecs):
     # and a question is closer to its answer than to an unrelated question
     s = dict(zip(*neighbors(vecs.slice(0, 1), vecs, len(TEXTS), progress=False).select("docid", "score")))
     assert s["t5"] > s["t7"]
+
+
+class CountingTokenizer:
+    """A tokenizer that records the texts it is asked to tokenise (``calls``, one list per call)."""
+
+    def __init__(self, tok):
+        self.tok, self.calls = tok, []
+
+    def __call__(self, texts, **kw):
+        self.calls.append(list(texts))
+        return self.tok(texts, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.tok, name)
+
+    def __setattr__(self, name, value):
+        if name in ("tok", "calls"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.tok, name, value)
+
+
+REPEATED = TEXTS + ["ok", TEXTS[0], "", TEXTS[5]]  # texts that occur twice
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_token_table_tokenises_each_distinct_text_once_and_pads_the_tensors_of_each_batch(minilm, side):
+    counting = CountingTokenizer(minilm[0])
+    table = token_table(counting, REPEATED, 16, side)
+    assert sorted(t for call in counting.calls for t in call) == sorted(set(REPEATED))  # each distinct text once
+    assert table.lengths.tolist() == [len(x) for x in tokenize_texts(minilm[0], REPEATED, 16, side)["input_ids"]]
+    assert np.array_equal(token_lengths(minilm[0], REPEATED, 16, side), table.lengths)
+    rng = np.random.default_rng(0)
+    for rows in (rng.permutation(len(REPEATED))[:5], np.arange(len(REPEATED)), np.array([3]), np.array([6, 6])):
+        fresh = tokenize_texts(minilm[0], [REPEATED[i] for i in rows], 16, side)  # the batch tokenised anew
+        want = pad_batch(fresh, range(len(rows)), 0, "cpu")
+        got = pad_rows(table, rows, 0, "cpu")
+        assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want), rows
+        assert all(got[k].dtype == torch.int64 for k in got)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_encode_rows_tokenises_once_and_gives_bitwise_the_vectors_of_tokenising_each_batch(precision):
+    """The vectors of the batches the encoder ran before texts were tokenised once: each length-sorted batch
+    tokenised anew (and padded by pad_batch), bit for bit, under either arithmetic; in input order, also by shard."""
+    tok, model = load_tokenizer("minilm"), load_encoder("minilm", layers=1).eval()
+    counting = CountingTokenizer(tok)
+    rows, got = encode_rows(REPEATED, model, counting, max_length=16, batch_size=3, precision=precision,
+                            progress=False, truncation_side="left")
+    assert sum(map(len, counting.calls)) == len(set(REPEATED)) and rows.tolist() == list(range(len(REPEATED)))
+    lengths = [len(x) for x in tokenize_texts(tok, REPEATED, 16, "left")["input_ids"]]
+    want = np.empty_like(got)
+    with torch.inference_mode(), autocast("cpu", precision, transformer=True):
+        for batch in length_batches(lengths, 3, longest_first=True):
+            tokens = tokenize_texts(tok, [REPEATED[i] for i in batch], 16, "left")
+            want[batch] = embed_batch(model, pad_batch(tokens, range(len(batch)), tok.pad_token_id, "cpu")).numpy()
+    assert np.array_equal(got, want)
+    shard_rows, part = encode_rows(REPEATED, model, tok, max_length=16, batch_size=3, precision=precision,
+                                   progress=False, truncation_side="left", shard=Shard(1, 2))
+    assert 0 < len(shard_rows) < len(REPEATED) and np.array_equal(part, want[shard_rows])
 
 
 def test_encode_options_and_bad_input():
@@ -331,11 +396,11 @@ def test_embed_in_chunks_gives_each_text_the_vector_of_the_whole_padded_batch():
     tokenizer = load_tokenizer("minilm")
     model = load_encoder("minilm", layers=1).eval()
     texts = TEXTS * 2 + ["yes", "no"]
-    tokens = tokenize_texts(tokenizer, texts, 64)
+    tokens = token_table(tokenizer, texts, 64)
     rows = np.random.default_rng(0).permutation(len(texts))
-    assert len(length_chunks([len(tokens["input_ids"][i]) for i in rows])) > 1  # the chunked path is taken
+    assert len(length_chunks(tokens.lengths[rows])) > 1  # the chunked path is taken
     with torch.no_grad():
-        whole = embed_batch(model, pad_batch(tokens, rows, tokenizer.pad_token_id, "cpu"))
+        whole = embed_batch(model, pad_rows(tokens, rows, tokenizer.pad_token_id, "cpu"))
         chunked = embed_in_chunks(model, tokens, rows, tokenizer.pad_token_id, "cpu")
     assert chunked.shape == whole.shape
     torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-5)

@@ -100,6 +100,53 @@ def test_pair_inputs_tokenise_each_distinct_text_once_with_the_same_ids():
     assert pair_token_ids(tok, [], [], max_length=16) == []
 
 
+def test_a_cache_carries_each_texts_ids_across_calls():
+    """With a cache, a text is tokenised the first time a call brings it and never again (contexts and responses
+    share it), and the ids are those of tokenising every call anew."""
+    tok = load_tokenizer("minilm")
+    calls = []
+
+    class Counting:
+        def __call__(self, texts, **kw):
+            calls.append(list(texts))
+            return tok(texts, **kw)
+
+        def __getattr__(self, name):
+            return getattr(tok, name)
+
+    counting, cache = Counting(), {}
+    first = (["how are you " * 5 + "today", "where now"], ["fine", "where now"])
+    second = (["where now", "a new context"], ["fine", "not bad"])
+    assert pair_token_ids(counting, *first, max_length=16, cache=cache) == pair_token_ids(tok, *first, max_length=16)
+    assert pair_token_ids(counting, *second, max_length=16, cache=cache) == pair_token_ids(tok, *second, 16)
+    assert sorted(t for call in calls for t in call) == sorted(set(first[0] + first[1] + second[0] + second[1]))
+    assert set(cache) == set(first[0] + first[1] + second[0] + second[1])
+
+
+@pytest.mark.slow
+def test_training_tokenises_each_drawn_text_once_and_trains_as_tokenising_every_batch(data, monkeypatch):
+    """The teacher's job-long token cache: the same losses and weights, bit for bit, as tokenising every batch."""
+    import torch
+
+    from curricula.models import cross_encoder
+    from curricula.models.runtime import start_job
+
+    pairs = candidate_pairs(dict(zip(INGEST_TABLES, frames(data))), splits=("train",))
+    cfg = teacher.teacher_config(CFG, seed=3)
+    runtime = start_job(cfg.runtime, True, "test")
+    cache: dict[str, list[int]] = {}
+    cached, cached_losses = teacher.train_cross_encoder(*teacher.training_texts(pairs), cfg, runtime, False, cache)
+    drawn = np.concatenate(list(teacher.balanced_batches(teacher.training_texts(pairs)[2], cfg.steps,
+                                                         cfg.batch_size, np.random.default_rng(cfg.seed))))
+    assert set(cache) == set(pairs["context"].gather(drawn)) | set(pairs["response"].gather(drawn))
+    plain_ids = cross_encoder.pair_token_ids
+    monkeypatch.setattr(cross_encoder, "pair_token_ids", lambda tok, c, r, n, cache=None: plain_ids(tok, c, r, n))
+    plain, plain_losses = teacher.train_cross_encoder(*teacher.training_texts(pairs), cfg, runtime, False)
+    assert cached_losses == plain_losses
+    want = plain.module.state_dict()
+    assert all(torch.equal(value, want[key]) for key, value in cached.module.state_dict().items())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("max_length", [8, 9, 16, 33, 64])
 def test_pair_inputs_are_hugging_faces_left_longest_first_cut_of_real_pairs(max_length):

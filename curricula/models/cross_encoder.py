@@ -49,14 +49,16 @@ def pair_lengths(n_context: int, n_response: int, budget: int) -> tuple[int, int
     return min(long_keep, n_context), min(short_keep, n_response)
 
 
-def pair_token_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str], max_length: int) -> list[list[int]]:
+def pair_token_ids(tokenizer, contexts: Sequence[str], responses: Sequence[str], max_length: int,
+                   cache: dict[str, list[int]] | None = None) -> list[list[int]]:
     """Token ids ``[CLS] ctx [SEP] resp [SEP]`` per pair, each at most ``max_length`` long: the ids that
     ``tokenizer(contexts, responses, truncation="longest_first", max_length=max_length)`` gives with
-    ``truncation_side="left"`` (:func:`pair_lengths`), from each distinct text tokenised once."""
+    ``truncation_side="left"`` (:func:`pair_lengths`), from each distinct text tokenised once (once across calls
+    with a ``cache``: :func:`distinct_token_ids`)."""
     if max_length < 8:
         raise ValueError("max_length must be at least 8")
-    ctx_ids = distinct_token_ids(tokenizer, contexts)
-    rsp_ids = distinct_token_ids(tokenizer, responses)
+    ctx_ids = distinct_token_ids(tokenizer, contexts, cache)
+    rsp_ids = distinct_token_ids(tokenizer, responses, cache)
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     out = []
     for c, r in zip(ctx_ids, rsp_ids):
@@ -73,12 +75,18 @@ def carry_truncation(tokenizer, max_length: int):
     return tokenizer
 
 
-def distinct_token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+def distinct_token_ids(tokenizer, texts: Sequence[str], cache: dict[str, list[int]] | None = None
+                       ) -> list[list[int]]:
     """Word-piece ids (no special tokens, no truncation) of each text; each distinct text is tokenised once (a
-    context comes with all its candidates). Repeated texts share one id list: read it, never modify it."""
-    uniq = list(dict.fromkeys(texts))
-    ids = tokenizer(uniq, add_special_tokens=False, truncation=False, verbose=False)["input_ids"] if uniq else []
-    of = dict(zip(uniq, ids))
+    context comes with all its candidates). Repeated texts share one id list: read it, never modify it.
+
+    ``cache`` (text -> ids, filled in place) carries the ids across calls, so that a job drawing the same texts
+    batch after batch (the teacher's training steps) tokenises each once: only texts it lacks are tokenised. A
+    text's ids do not depend on the other texts of a call, nor on whether it is a context or a response."""
+    of = {} if cache is None else cache
+    new = [t for t in dict.fromkeys(texts) if t not in of]
+    if new:
+        of.update(zip(new, tokenizer(new, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]))
     return [of[t] for t in texts]
 
 
@@ -130,6 +138,9 @@ class CrossEncoderRanker(Ranker):
         super().__init__(model)
         self.tokenizer = carry_truncation(tokenizer, max_length)
         self.max_length = int(max_length)
+        #: text -> word-piece ids kept across :meth:`encode` calls when set (a dict; None keeps nothing): a job that
+        #: draws the same texts again and again (the teacher's steps) sets one for its life (:func:`distinct_token_ids`)
+        self.token_cache: dict[str, list[int]] | None = None
 
     @property
     def pooling(self) -> str:
@@ -156,7 +167,7 @@ class CrossEncoderRanker(Ranker):
         return cls(model, load_tokenizer(folder), length)
 
     def encode(self, contexts, responses):
-        return pair_token_ids(self.tokenizer, contexts, responses, self.max_length)
+        return pair_token_ids(self.tokenizer, contexts, responses, self.max_length, self.token_cache)
 
     def length(self, item) -> int:
         return len(item)

@@ -28,7 +28,7 @@ from curricula.models.hf import (
 from curricula.models.runtime import JobRuntime, start_job
 from curricula.plumbing.atomic import write_dir_atomically
 from curricula.plumbing.shards import length_batches
-from curricula.retrieval.dense import embed_batch, pad_batch, tokenize_texts
+from curricula.retrieval.dense import TokenTable, embed_batch, pad_rows, token_table
 from curricula.training.core import FitConfig, fit
 from curricula.training.spec import Runtime
 from curricula.training.transfer import to_device
@@ -91,13 +91,13 @@ def length_chunks(lengths: Sequence[int] | np.ndarray, rows: int = CHUNK_ROWS,
     return groups if padded <= gain * lengths.size * int(lengths.max()) else whole
 
 
-def embed_in_chunks(model, tokens: dict[str, list[list[int]]], rows: np.ndarray, pad_id: int, device) -> torch.Tensor:
-    """:func:`curricula.retrieval.dense.embed_batch` of ``rows``, each :func:`length_chunks` group padded on its own;
-    the vectors come back in the order of ``rows``."""
-    groups = length_chunks([len(tokens["input_ids"][i]) for i in rows])
+def embed_in_chunks(model, tokens: TokenTable, rows: np.ndarray, pad_id: int, device) -> torch.Tensor:
+    """:func:`curricula.retrieval.dense.embed_batch` of texts ``rows`` of ``tokens``, each :func:`length_chunks`
+    group padded on its own; the vectors come back in the order of ``rows``."""
+    groups = length_chunks(tokens.lengths[rows])
     if len(groups) == 1:
-        return embed_batch(model, pad_batch(tokens, rows, pad_id, device))
-    parts = torch.cat([embed_batch(model, pad_batch(tokens, rows[g], pad_id, device)) for g in groups])
+        return embed_batch(model, pad_rows(tokens, rows, pad_id, device))
+    parts = torch.cat([embed_batch(model, pad_rows(tokens, rows[g], pad_id, device)) for g in groups])
     at = np.empty(rows.size, dtype=np.int64)
     at[np.concatenate(groups)] = np.arange(rows.size)
     return parts[torch.from_numpy(at).to(parts.device)]
@@ -175,8 +175,8 @@ def finetune_biencoder(
     path = resolve_model_dir(model_dir)
     tokenizer = load_tokenizer(path)
     enc_c, enc_r = (load_encoder(path, layers=layers, device=dev) for _ in range(2))  # same start (eq. 4)
-    ctx_tok, resp_tok = (tokenize_texts(tokenizer, contexts, max_length, context_truncation_side),
-                         tokenize_texts(tokenizer, responses, max_length, "right"))
+    ctx_tok, resp_tok = (token_table(tokenizer, contexts, max_length, context_truncation_side),  # once per job
+                         token_table(tokenizer, responses, max_length, "right"))
     pad_id, ctx_code, resp_code = tokenizer.pad_token_id or 0, _codes(contexts), _codes(responses)  # pad None -> 0
     n = len(contexts)
     bs = fitting_batch_size(batch_size, n)

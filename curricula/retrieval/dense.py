@@ -1,8 +1,9 @@
 """Dense representations and exact nearest neighbours: the "fast ranking model" of Su et al. (2021), §3.4.
 
 * :func:`encode` turns texts into L2-normalised mean-pooled vectors (all-MiniLM-L6-v2's own recipe), as a
-  ``VECTORS`` table. Texts are tokenised once and batched by length (about 3x faster than batching in input
-  order on CPU); rows come back in input order. The same input gives the same vectors on the same machine.
+  ``VECTORS`` table. Each distinct text is tokenised once per job into flat arrays (:func:`token_table`) and texts
+  are batched by length (about 3x faster than batching in input order on CPU); rows come back in input order. The
+  same input gives the same vectors on the same machine.
 * :func:`neighbors` is the all-pairs similarity G(c, r) = E_c(c)^T E_r(r) (eq. 4) reduced to what the curricula
   need: for every query the top-k documents by inner product (exact, FAISS ``IndexFlatIP`` on the CPU; with a CUDA
   ``device`` and a FAISS GPU build, fp32 on the GPU: :mod:`curricula.retrieval.gpu_search`), searched in chunks of
@@ -22,6 +23,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import cast
 
@@ -73,13 +76,66 @@ def tokenize_texts(
 LENGTH_CHUNK = 16_384
 
 
+@dataclass(frozen=True)
+class TokenTable:
+    """The truncated word-piece ids of many texts in flat arrays (as Python lists the 131,548 chitchat contexts' ids
+    took 6 GB; here 4 bytes a piece): text ``i`` is ``ids[starts[i] : starts[i] + lengths[i]]``, its token type
+    ids the same run of ``types`` (None when the tokenizer gives none). Repeated texts share one run."""
+
+    ids: np.ndarray  # int32, the runs of the distinct texts one after another
+    types: np.ndarray | None  # int8, aligned with ids
+    starts: np.ndarray  # int64 per text: where its run begins
+    lengths: np.ndarray  # int64 per text: word pieces, special tokens included
+
+
+def _flat(lists: list[list[int]], dtype: type) -> np.ndarray:
+    """The concatenation of integer lists as one numpy array of ``dtype``."""
+    return np.fromiter(chain.from_iterable(lists), dtype=dtype, count=sum(map(len, lists)))
+
+
+def token_table(tokenizer, texts: Sequence[str], max_length: int, truncation_side: str = "right") -> TokenTable:
+    """:func:`tokenize_texts` of every text as a :class:`TokenTable`: each distinct text tokenised once,
+    ``LENGTH_CHUNK`` at a time (the same ids as tokenising every text, in any batch)."""
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"text #{bad} is {type(texts[bad]).__name__}, expected str")
+    uniq = list(dict.fromkeys(texts))
+    ids, types, lengths = [], [], []
+    for start in range(0, len(uniq), LENGTH_CHUNK):
+        enc = tokenize_texts(tokenizer, uniq[start : start + LENGTH_CHUNK], max_length, truncation_side)
+        lengths.append(np.fromiter(map(len, enc["input_ids"]), dtype=np.int64, count=len(enc["input_ids"])))
+        ids.append(_flat(enc["input_ids"], np.int32))
+        if "token_type_ids" in enc:
+            types.append(_flat(enc["token_type_ids"], np.int8))
+    ulen = np.concatenate(lengths) if lengths else np.empty(0, dtype=np.int64)
+    ustart = np.cumsum(ulen) - ulen
+    of = {text: i for i, text in enumerate(uniq)}
+    at = np.fromiter((of[t] for t in texts), dtype=np.int64, count=len(texts))
+    return TokenTable(np.concatenate(ids) if ids else np.empty(0, dtype=np.int32),
+                      np.concatenate(types) if types else None, ustart[at], ulen[at])
+
+
 def token_lengths(tokenizer, texts: Sequence[str], max_length: int, truncation_side: str = "right") -> np.ndarray:
-    """Word pieces per text after truncation (special tokens included), tokenising ``LENGTH_CHUNK`` at a time."""
-    out = np.empty(len(texts), dtype=np.int64)
-    for start in range(0, len(texts), LENGTH_CHUNK):
-        ids = tokenize_texts(tokenizer, texts[start : start + LENGTH_CHUNK], max_length, truncation_side)["input_ids"]
-        out[start : start + len(ids)] = [len(x) for x in ids]
-    return out
+    """Word pieces per text after truncation (special tokens included): the lengths of :func:`token_table`."""
+    return token_table(tokenizer, texts, max_length, truncation_side).lengths
+
+
+def pad_rows(table: TokenTable, rows: Sequence[int] | np.ndarray, pad_id: int, device) -> dict[str, torch.Tensor]:
+    """The model inputs of texts ``rows`` of ``table``, right-padded to their longest member: the tensors
+    :func:`pad_batch` makes of the same ids (int64 ids, attention mask, token types where the table has them)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    lengths = table.lengths[rows]
+    positions = np.arange(int(lengths.max()))
+    mask = positions[None, :] < lengths[:, None]
+    at = (table.starts[rows][:, None] + positions[None, :])[mask]  # the tokens' places in the flat arrays
+    input_ids = np.full(mask.shape, pad_id, dtype=np.int64)
+    input_ids[mask] = table.ids[at]
+    batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask.astype(np.int64))}
+    if table.types is not None:
+        types = np.zeros(mask.shape, dtype=np.int64)
+        types[mask] = table.types[at]
+        batch["token_type_ids"] = torch.from_numpy(types)
+    return batch_to_device(batch, device)  # pinned, non-blocking on CUDA
 
 
 def pad_batch(tokens: dict[str, list[list[int]]], rows: Sequence[int] | np.ndarray, pad_id: int,
@@ -122,8 +178,9 @@ def encode_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows, vectors) of the texts shard ``shard`` encodes, rows in input order (:mod:`curricula.plumbing.shards`).
 
-    Texts are batched longest first; a shard takes a contiguous run of whole batches, so each vector is bitwise
-    the one the unsharded job computes.
+    Each distinct text is tokenised once (:func:`token_table`; the batches' tensors are those of tokenising each
+    batch anew). Texts are batched longest first; a shard takes a contiguous run of whole batches, so each vector is
+    bitwise the one the unsharded job computes.
     """
     if batch_size < 1 or max_length < 2:
         raise ValueError(f"batch_size={batch_size}, max_length={max_length}: expected >= 1 and >= 2")
@@ -131,8 +188,8 @@ def encode_rows(
     dim = model.config.hidden_size
     if not len(texts):
         return np.empty(0, dtype=np.int64), np.empty((0, dim), dtype=np.float32)
-    lengths = token_lengths(tokenizer, texts, max_length, truncation_side)
-    batches = batch_shard(length_batches(lengths, batch_size, longest_first=True), shard)
+    table = token_table(tokenizer, texts, max_length, truncation_side)  # every text once, as the old lengths pass
+    batches = batch_shard(length_batches(table.lengths, batch_size, longest_first=True), shard)
     rows = shard_rows(batches)
     out = np.empty((len(texts), dim), dtype=np.float32)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -141,11 +198,7 @@ def encode_rows(
     try:
         with torch.inference_mode(), autocast(device, precision, transformer=True):
             for batch in tqdm(batches, desc=desc, unit="batch", disable=not progress, mininterval=2.0):
-                # each batch is tokenised when it runs: the whole corpus's word-piece ids as Python lists took
-                # 6 GB for the 131,548 chitchat contexts (a text's ids do not depend on its batch)
-                tokens = tokenize_texts(tokenizer, [texts[i] for i in batch], max_length, truncation_side)
-                vecs = embed_batch(model, pad_batch(tokens, range(len(batch)), pad_id, device))
-                out[batch] = vecs.float().cpu().numpy()
+                out[batch] = embed_batch(model, pad_rows(table, batch, pad_id, device)).float().cpu().numpy()
     finally:
         model.train(was_training)
     return rows, np.ascontiguousarray(out[rows])
