@@ -19,6 +19,12 @@ ORIGINAL_CUDA_VISIBLE_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")
 # Every other test runs on the CPU, a GPU host's too (their reference outputs are the CPU's): no card is visible to
 # this process or to the Snakemake runs and scripts it starts, whatever a config's `device: auto` would pick.
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
+# OpenMP threads that wait for work sleep instead of spinning, here and in the Snakemake runs and scripts the tests
+# start (set before torch loads libgomp). The suite runs a test per core (pytest-xdist), each with its own torch
+# threads, so a spinning thread takes the core another process's thread needs: measured on 2 cores, a 6-layer
+# MiniLM forward and backward cost 6-9x the CPU time of one thread with the default policy and 1.1x with this one.
+# The arithmetic (the threads and how work is split between them) is the same either way.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def original_environment() -> dict[str, str]:
@@ -83,13 +89,16 @@ def shared_file(shared_data: Path, *parts: str) -> Path:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """One finished run of the whole tiny workflow (tests.workflow_run.TINY_PRECOMPUTE: ingest -> ... -> report),
-    shared by the end-to-end tests that compare against it. Tests must not change it: ``copy_run`` it first."""
+    built once per test session (tests.built_once: one worker builds it, the others wait for it) and shared by the
+    end-to-end tests that compare against it. Tests must not change it: ``copy_run`` it first."""
+    from tests.built_once import built_once
     from tests.workflow_run import TINY_PRECOMPUTE, snakemake
 
-    workdir = tmp_path_factory.mktemp("tiny_run")
-    out = snakemake(workdir, config=TINY_PRECOMPUTE)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return workdir
+    def build(workdir: Path) -> None:
+        out = snakemake(workdir, config=TINY_PRECOMPUTE)
+        assert out.returncode == 0, out.stderr[-3000:]
+
+    return built_once(tmp_path_factory, "tiny_run", build)
 
 
 @pytest.fixture(scope="session")
@@ -97,19 +106,48 @@ def tiny_tree(tiny_run, tmp_path_factory) -> Path:
     """A copy of the tiny run for the bench and analysis scripts that read a finished run, with what they read and
     the tiny grid does not make: Penha's BERT_pred difficulty table, ``results/chitchat`` and ``benchmarks/chitchat``
     (links to the tiny dataset's folders, for the scripts that read the default dataset by its name) and the merged
-    config as ``tiny.yaml``."""
-    import yaml
-
-    from curricula.plumbing.config import merge, read_yaml
+    config as ``tiny.yaml``. The table is computed once per session; each worker gets its own copy (some scripts
+    write beside the run)."""
     from curricula.plumbing.layout import Layout
-    from tests.workflow_run import TINY_PRECOMPUTE, copy_run, snakemake
+    from tests.built_once import built_once
+    from tests.workflow_run import TINY_PRECOMPUTE, copy_run
 
-    tree = copy_run(tiny_run, tmp_path_factory.mktemp("tiny_tree") / "run")
     tiny = Layout(dataset=TINY_PRECOMPUTE["dataset"]["name"])
-    out = snakemake(tree, tiny.difficulty_function("bert_pred"), config=TINY_PRECOMPUTE)
-    assert out.returncode == 0, out.stderr[-3000:]
+    master = built_once(tmp_path_factory, "tiny_tree", lambda folder: _tiny_tree(tiny_run, folder / "run", tiny))
+    tree = copy_run(master / "run", tmp_path_factory.mktemp("tiny_tree") / "run")
     chitchat = Layout(dataset="chitchat")
     for link, target in ((chitchat.root, tiny.root), (chitchat.benchmarks, tiny.benchmarks)):
         (tree / link).symlink_to(tree / target, target_is_directory=True)
-    (tree / "tiny.yaml").write_text(yaml.safe_dump(merge(read_yaml(REPO / "config.yaml"), TINY_PRECOMPUTE)))
     return tree
+
+
+def _tiny_tree(tiny_run: Path, tree: Path, tiny) -> None:
+    """``tree``: a copy of the tiny run with Penha's BERT_pred difficulty table and the merged config as tiny.yaml."""
+    import yaml
+
+    from curricula.plumbing.config import merge, read_yaml
+    from tests.workflow_run import TINY_PRECOMPUTE, copy_run, snakemake
+
+    copy_run(tiny_run, tree)
+    out = snakemake(tree, tiny.difficulty_function("bert_pred"), config=TINY_PRECOMPUTE)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (tree / "tiny.yaml").write_text(yaml.safe_dump(merge(read_yaml(REPO / "config.yaml"), TINY_PRECOMPUTE)))
+
+
+@pytest.fixture(scope="session")
+def tiny_plans(tmp_path_factory) -> dict[str, str]:
+    """The standard output of a dry run (``snakemake -n``) in an empty folder of each config of
+    tests.workflow_run.PLANNED (the tiny config, and the same with G's fine-tuning on), made once per session for the
+    tests that read which jobs such a run plans."""
+    from tests.built_once import built_once
+    from tests.workflow_run import PLANNED, snakemake
+
+    def build(folder: Path) -> None:
+        for name, config in PLANNED.items():
+            (folder / name).mkdir()
+            out = snakemake(folder / name, "-n", config=config)
+            assert out.returncode == 0, out.stderr[-3000:]
+            (folder / f"{name}.out").write_text(out.stdout)
+
+    folder = built_once(tmp_path_factory, "tiny_plans", build)
+    return {name: (folder / f"{name}.out").read_text() for name in PLANNED}

@@ -232,6 +232,7 @@ def test_loop_grows_the_labeled_set_by_the_budget_and_resumes(tiny, tmp_path, me
     assert resumed.test_metrics.equals(done.test_metrics)  # the resumed job kept round 0's per-query values
 
 
+@pytest.mark.slow  # trains the ranker of every round
 def test_dasl_with_a_lambda0_quantile_pseudo_labels_that_share_of_the_unlabeled_queries(tiny, caplog):
     import re
 
@@ -254,6 +255,7 @@ def test_dasl_with_a_lambda0_quantile_pseudo_labels_that_share_of_the_unlabeled_
         assert row["pseudo_labeled"] == ((n - row["labeled"]) // 2 + 1 if row["spl_iterations"] == 2 else 0)
 
 
+@pytest.mark.slow  # trains the ranker of every round
 def test_dasl_requiring_agreement_pseudo_labels_only_queries_whose_passes_agree(tiny, caplog):
     """Wang et al.'s code pseudo-labels a query only when all its MC-dropout passes pick the same top answer."""
     import re
@@ -287,6 +289,7 @@ def test_dasl_defaults_are_the_quantile_rule_with_agreement_in_code_and_schema()
     assert ActiveSettings.from_config({"lambda0_quantile": None, "lambda0": 0.01}).lambda0_quantile is None
 
 
+@pytest.mark.slow  # trains the ranker of every round
 def test_all_data_is_one_round_with_every_query_labeled(tiny, tmp_path):
     from curricula.active.loop import ActiveSettings, run_active
 

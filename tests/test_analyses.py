@@ -17,6 +17,7 @@ from tests.test_bench import table_rows
 PERCENT = r"\d+\.\d%"
 
 
+@pytest.mark.slow  # runs the analysis script's simulation
 def test_seed_aware_size_prints_a_row_per_number_of_seeds_for_each_rule():
     out = run_script("analyses/seed_aware_size", "--draws", 20)
     rows = table_rows(out)
@@ -27,6 +28,7 @@ def test_seed_aware_size_prints_a_row_per_number_of_seeds_for_each_rule():
         assert all(0 <= float(c) <= 1 for c in row[2::2])
 
 
+@pytest.mark.slow  # runs the analysis script's simulation
 def test_sequential_seeds_prints_the_boundaries_the_cost_and_the_calibration():
     out = run_script("analyses/sequential_seeds", "--draws", 20, "--queries", 20, "--calibration-sds", "0,0.05")
     sections = [line for line in out.splitlines() if line.startswith("## ")]
@@ -38,6 +40,7 @@ def test_sequential_seeds_prints_the_boundaries_the_cost_and_the_calibration():
     assert len(calibration) == 2 and all(re.fullmatch(PERCENT, c) for r in calibration for c in r[1:])
 
 
+@pytest.mark.slow  # runs the analysis script's simulation
 def test_sequential_family_prints_every_rule_for_every_scenario():
     out = run_script("analyses/sequential_family", "--cells", 2, "--draws", 5, "--queries", 20, "--thresholds",
                      "normal")
@@ -47,6 +50,7 @@ def test_sequential_family_prints_every_rule_for_every_scenario():
     assert all(re.fullmatch(PERCENT, r[3]) and r[4].endswith(" of 2") for r in rows)
 
 
+@pytest.mark.slow  # runs the analysis script's simulation
 def test_variance_ratio_power_prints_a_row_per_ratio_and_a_column_per_number_of_seeds():
     rows = table_rows(run_script("analyses/variance_ratio_power", "--rho", 0.5, "--ratios", "1,0.5", "--seeds", "4,8",
                                  "--draws", 20))

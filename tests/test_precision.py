@@ -168,7 +168,10 @@ def _rankers():
     return [pytest.param(name, marks=pytest.mark.slow) if name == "cross_encoder" else name for name in RANKERS]
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
+# fp32 in the fast tier; bf16 and auto (bf16 where the CPU has it) in `make test`: without bf16 instructions a bf16
+# step is emulated and several times slower
+@pytest.mark.parametrize("precision", [p if p == "fp32" else pytest.param(p, marks=pytest.mark.slow)
+                                       for p in PRECISIONS])
 @pytest.mark.parametrize("name", _rankers())
 def test_every_ranker_scores_and_trains_on_the_cpu_in_every_precision(name, precision):
     values = spec(name) if name == "cross_encoder" else spec(name, channels=8, hidden=8)

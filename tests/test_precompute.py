@@ -15,6 +15,7 @@ from curricula.retrieval import precompute
 from curricula.stages import bm25 as bm25_stages
 from curricula.stages import dense as dense_stages
 from curricula.retrieval.biencoder import CONTEXT_DIR, RESPONSE_DIR
+from tests.built_once import built_once
 
 CAPS = {"train": 120, "dev": 30, "test": 30}
 DENSE = {"model": "minilm", "layers": 2, "max_length": 48, "batch_size": 32, "device": "cpu", "precision": "fp32",
@@ -37,37 +38,53 @@ def bm25_run(stage: dict[str, Path], index: Path, out: dict[str, Path]) -> int:
 
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("precompute")
-    data = chitchat.load({}, max_instances=CAPS, seed=3, max_context_turns=6).validate("chitchat")
-    paths = ingest_paths(root / "data")
-    write_ingest(data, paths)
-    paths["root"] = root
-    return paths
+    """The ingested tables (made once per session, tests.built_once)."""
+
+    def build(root: Path) -> None:
+        data = chitchat.load({}, max_instances=CAPS, seed=3, max_context_turns=6).validate("chitchat")
+        write_ingest(data, ingest_paths(root / "data"))
+
+    root = built_once(tmp_path_factory, "precompute", build)
+    return {**ingest_paths(root / "data"), "root": root}
 
 
 @pytest.fixture(scope="module")
-def bm25_outputs(stage) -> dict[str, Path]:
-    root = stage["root"] / "bm25"
-    out = {"index": root / "index", "run": root / "run.parquet", "trec": root / "run.trec",
-           "scores": root / "candidate_scores.parquet"}
-    bm25_stages.bm25_index(stage, out, threads=2, heap="1g")
-    bm25_run(stage, out["index"], out)
-    bm25_stages.bm25_candidate_scores_shard({**stage, "index": out["index"]}, out, bm25=BM25)
-    return out
+def bm25_outputs(stage, tmp_path_factory) -> dict[str, Path]:
+    """The BM25 stages' outputs on ``stage`` (made once per session; they start the JVM)."""
+    names = {"index": "index", "run": "run.parquet", "trec": "run.trec", "scores": "candidate_scores.parquet"}
+
+    def build(root: Path) -> None:
+        out = {key: root / name for key, name in names.items()}
+        bm25_stages.bm25_index(stage, out, threads=2, heap="1g")
+        bm25_run(stage, out["index"], out)
+        bm25_stages.bm25_candidate_scores_shard({**stage, "index": out["index"]}, out, bm25=BM25)
+
+    root = built_once(tmp_path_factory, "precompute_bm25", build)
+    return {key: root / name for key, name in names.items()}
 
 
 @pytest.fixture(scope="module")
-def dense_outputs(stage) -> dict[str, Path]:
-    root = stage["root"] / "dense"
-    out = {kind: root / f"{kind}.parquet" for kind in ("queries", "docs")}
-    for kind in ("queries", "docs"):
-        encode(kind, stage[kind], out[kind], DENSE)
-    out["neighbors"] = root / "neighbors.parquet"
-    dense_stages.dense_neighbors_shard({**stage, "queries_vectors": out["queries"], "docs_vectors": out["docs"]}, out,
-                                       k=50, within_split=True, config={"dense": {"device": "cpu"}})
-    return out
+def dense_outputs(stage, tmp_path_factory) -> dict[str, Path]:
+    """MiniLM's vectors of ``stage``'s queries and docs and their neighbours (made once per session: encoding the
+    ~2,000 texts is 20 s of CPU)."""
+    names = {"queries": "queries.parquet", "docs": "docs.parquet", "neighbors": "neighbors.parquet"}
+
+    def build(root: Path) -> None:
+        out = {key: root / name for key, name in names.items()}
+        for kind in ("queries", "docs"):
+            encode(kind, stage[kind], out[kind], DENSE)
+        dense_stages.dense_neighbors_shard({**stage, "queries_vectors": out["queries"], "docs_vectors": out["docs"]},
+                                           out, k=50, within_split=True, config={"dense": {"device": "cpu"}})
+
+    root = built_once(tmp_path_factory, "precompute_dense", build)
+    return {key: root / name for key, name in names.items()}
 
 
+#: tests that start the JVM (the BM25 stages) or read MiniLM's vectors of ~2,000 texts: not in the fast tier
+HEAVY = pytest.mark.slow
+
+
+@HEAVY
 def test_bm25_run_covers_every_split_with_gapless_ranks(stage, bm25_outputs):
     run = read_table(bm25_outputs["run"], RUN)
     queries = read_table(stage["queries"], QUERIES)
@@ -78,6 +95,7 @@ def test_bm25_run_covers_every_split_with_gapless_ranks(stage, bm25_outputs):
     assert len(trec) == run.height and trec[0].split(" ")[1] == "Q0"
 
 
+@HEAVY
 def test_every_candidate_has_a_bm25_score(stage, bm25_outputs):
     scores = read_table(bm25_outputs["scores"], CANDIDATE_SCORES)
     cands = pl.read_parquet(stage["candidates"])
@@ -86,6 +104,7 @@ def test_every_candidate_has_a_bm25_score(stage, bm25_outputs):
     assert (scores["score"] >= 0).all() and (scores["score"] > 0).mean() > 0.5
 
 
+@HEAVY
 def test_vectors_are_unit_norm_and_cover_every_row(stage, dense_outputs):
     for kind, key in (("queries", "qid"), ("docs", "docid")):
         vecs = read_table(dense_outputs[kind], VECTORS)
@@ -95,6 +114,7 @@ def test_vectors_are_unit_norm_and_cover_every_row(stage, dense_outputs):
         assert m.shape[1] == 384 and np.allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-5)
 
 
+@HEAVY
 def test_neighbours_stay_in_their_split_and_match_brute_force(stage, dense_outputs):
     nb = read_table(dense_outputs["neighbors"], NEIGHBORS)
     queries = pl.read_parquet(stage["queries"])
@@ -117,6 +137,7 @@ def test_neighbours_stay_in_their_split_and_match_brute_force(stage, dense_outpu
     assert np.allclose(mine["score"].to_numpy(), sims[top], atol=1e-5)
 
 
+@HEAVY
 def test_the_true_response_is_usually_a_near_neighbour(stage, dense_outputs):
     """Pre-trained MiniLM is a real ranker: the true next turn ranks far above chance among the split's docs."""
     nb = read_table(dense_outputs["neighbors"], NEIGHBORS)
@@ -188,6 +209,7 @@ def test_finetuned_biencoder_encodes_queries_and_docs_with_its_own_halves(stage,
     assert not np.allclose(got, at[1], atol=1e-3)  # some contexts are longer than 32 word pieces
 
 
+@HEAVY
 def test_bm25_run_searched_in_blocks_and_neighbours_in_chunks_are_the_same_files(stage, bm25_outputs, dense_outputs,
                                                                                   tmp_path, monkeypatch):
     """The streamed stages write exactly what one batch search / one chunk writes."""

@@ -103,6 +103,7 @@ def test_the_boundaries_spend_alpha_on_brute_force_brownian_paths(kind, sides):
         observed, expected)
 
 
+@pytest.mark.slow  # a simulation of the error rate
 def test_student_thresholds_hold_alpha_on_independent_t_paths():
     """The exact-t thresholds (seeded Monte-Carlo, seed 0) on fresh null paths of the t over seed means (seed 7):
     the sequential t-test crosses in 5% of them, where the normal-theory thresholds cross more often; and the
@@ -136,6 +137,7 @@ def test_look_mean_squares_are_the_anova_of_the_first_seeds():
 
 
 # ------------------------------------------------------------------------------------------ simulated error rates
+@pytest.mark.slow  # a simulation of the error rate
 @pytest.mark.parametrize("sd_seed", [0.0, 0.01, 0.03])
 def test_type_one_error_across_the_rounds_holds_where_testing_every_round_at_005_does_not(sd_seed):
     """Looks at 5, 10, 15 and 20 seeds, 200 queries, query SD 0.05, residual SD 0.25, a true difference of 0 and no
@@ -154,6 +156,7 @@ def test_type_one_error_across_the_rounds_holds_where_testing_every_round_at_005
         assert _simulate(sd_seed, kind="pocock", calibration="z").rejection > BOUND + 0.02  # 9.0%
 
 
+@pytest.mark.slow  # a simulation of the error rate
 @pytest.mark.parametrize("margin", [0.01, 0.02])
 def test_sequential_equivalence_holds_its_size_at_the_margin(margin):
     """The true difference exactly at the margin (2% and 4% of 0.5 AP), seed SD 0.01: the two one-sided tests with
@@ -166,6 +169,7 @@ def test_sequential_equivalence_holds_its_size_at_the_margin(margin):
         assert inside.equivalence > 0.8 and inside.mean_seeds < 18  # equivalence also stops rounds early
 
 
+@pytest.mark.slow  # a simulation of the power
 def test_power_at_a_true_effect_beats_the_first_look_and_saves_seeds():
     """A true 3% effect (0.015 AP of 0.5) at seed SD 0.02, margin 0.01: the sequential rule finds it in 52% of cells,
     against 13% for the 5 seeds of the first look alone and 55% for a fixed design of 20 seeds on the same draws,
@@ -176,6 +180,7 @@ def test_power_at_a_true_effect_beats_the_first_look_and_saves_seeds():
     assert result.mean_seeds < 18.5 and sum(result.stops) + result.inconclusive == pytest.approx(1.0)
 
 
+@pytest.mark.slow  # a simulation of the family's decisions
 def test_a_cell_whose_difference_and_equivalence_both_cross_counts_once_as_decided():
     """An effect inside the margin, measured precisely (0.005 AP against a 0.01 margin, 2,000 test queries): most
     draws cross the difference test and the equivalence tests at the same look. ``decided`` counts each draw once
@@ -219,6 +224,7 @@ def _family(cells, rule):
     return simulate_family(np.random.default_rng(7), LOOKS, cells, FAMILY_DRAWS, rule=rule, thresholds="normal")
 
 
+@pytest.mark.slow  # a simulation of the family-wise error
 def test_holm_over_the_rounds_holds_the_family_wise_error_where_no_adjustment_does_not():
     """Holm's worst case: eight cells, four true nulls (seed SD 0.02, 100 queries, a margin too narrow to stop them
     for equivalence, so they run every round) and four with a 0.04 effect measured so precisely inside a 0.08 margin

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.built_once import built_once
 from tests.conftest import REPO, original_environment
 from tools.smoke.checks import MC_PASSES, MC_RANKERS, RANKERS, Sizes
 from tools.smoke.gpu import REFERENCE, Report, main, read_reference, scoring_checks
@@ -92,10 +93,12 @@ def test_an_old_reference_is_refused_with_how_to_remake_it(tmp_path):
 
 @pytest.fixture(scope="module")
 def small_reference(tmp_path_factory):
-    """A reference written on this CPU at test sizes."""
-    reference = tmp_path_factory.mktemp("smoke") / "ref.npz"
-    assert main(["--write-reference", "--reference", str(reference), *SMALL]) == 0
-    return reference
+    """A reference written on this CPU at test sizes, once per session (tests.built_once)."""
+
+    def write(folder):
+        assert main(["--write-reference", "--reference", str(folder / "ref.npz"), *SMALL]) == 0
+
+    return built_once(tmp_path_factory, "smoke_reference", write) / "ref.npz"
 
 
 @pytest.mark.slow

@@ -473,6 +473,7 @@ def test_the_seed_aware_p_agrees_with_a_two_level_bootstrap_on_a_real_run():
         assert boot <= p + 3 * math.sqrt(0.25 / 4000), (experiment, p, boot)
 
 
+@pytest.mark.slow  # a simulation of the error rate
 def test_pitman_morgan_against_hand_values_and_its_level_and_interval_by_simulation():
     from curricula.statistics.paired import pitman_morgan
 
@@ -502,6 +503,7 @@ def test_pitman_morgan_against_hand_values_and_its_level_and_interval_by_simulat
     assert abs(rejections / draws - 0.05) < 3 * se and abs(covered / draws - 0.95) < 3 * se
 
 
+@pytest.mark.slow  # a simulation of the error rate
 def test_pitman_morgan_power_is_its_level_at_equal_sds_and_matches_fishers_z_where_that_holds():
     from curricula.statistics.paired import pitman_morgan_power
 

@@ -19,6 +19,7 @@ def rows(out: str) -> list[list[str]]:
     return [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()[2:]]
 
 
+@pytest.mark.slow  # a projection of 300 simulated studies per cap, four times
 def test_the_projection_reads_components_and_counts_decisions_that_grow_with_the_cap_and_fall_with_the_seed_sd(capsys):
     projection = bench()
     assert projection.looks_up_to(20) == (5, 10, 15, 20) and projection.looks_up_to(8) == (2, 4, 6, 8)

@@ -13,7 +13,8 @@ import pytest
 from curricula.plumbing.contracts import CANDIDATES, DOCS, QRELS, QUERIES, read_table
 from curricula.plumbing.layout import Layout
 from tests.conftest import shared_file
-from tests.workflow_run import TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake
+from tests.workflow_run import (PRECOMPUTED, TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake,
+                                without_precomputed_tables)
 
 pytestmark = pytest.mark.slow  # Snakemake runs of the tiny workflow
 
@@ -117,20 +118,17 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tiny_run, tmp_
                                 "dense_positive_ranks", "difficulty_function", "difficulty", "all"}
 
 
-PRECOMPUTED = ("bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet", "dense/queries.parquet",
-               "dense/docs.parquet", "dense/neighbors.parquet", "teacher/scores.parquet")
-
-
 def test_sharded_precompute_gathers_the_unsharded_tables(tiny_run, tmp_path):
     """scattergather: 1 and 3 shards (first, middle and last) of BM25 search and scoring, encoding, neighbours and
-    teacher scoring give byte-identical tables, and the shard files are temporary."""
+    teacher scoring give byte-identical tables, and the shard files are temporary. The 3-shard tables are made anew
+    on a copy of the 1-shard run (its ingested data, BM25 index and teacher reused) whose sharded tables are gone."""
     cfg = TINY_PRECOMPUTE  # one shard each: the session's tiny run
     targets = [f"results/tiny/{rel}" for rel in PRECOMPUTED]
-    one, three = tiny_run, tmp_path / "three"
-    three.mkdir()
+    one, three = tiny_run, without_precomputed_tables(copy_run(tiny_run, tmp_path / "three"))
     sharded = {**cfg, "shards": {"bm25": 3, "encode": 3, "neighbors": 3, "teacher": 3}}
     out = snakemake(three, *targets, config=sharded)
     assert out.returncode == 0, out.stderr[-3000:]
+    assert not jobs_of(out.stdout + out.stderr) & {"ingest", "bm25_index", "teacher_train"}, out.stdout[-2000:]
     for rel in PRECOMPUTED:
         assert (one / "results/tiny" / rel).read_bytes() == (three / "results/tiny" / rel).read_bytes(), rel
     logs = three / "logs" / "tiny"
@@ -254,18 +252,17 @@ def test_macavaney_weights_on_bm25_negatives_plan_a_difficulty_job_on_the_run(tm
         assert message in refused.stderr + refused.stdout
 
 
-def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tmp_path):
-    assert "dense_biencoder" not in dry_jobs(tmp_path, TINY_PRECOMPUTE)
-    on = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
-    assert {"dense_biencoder", "dense_encode"} <= dry_jobs(tmp_path, on)
+def test_biencoder_fine_tuning_is_wired_in_only_when_enabled(tiny_plans):
+    """The dry runs of the tiny config as is and with dense.finetune.enabled (tests.workflow_run.PLANNED)."""
+    assert "dense_biencoder" not in jobs_of(tiny_plans["tiny"])
+    assert {"dense_biencoder", "dense_encode"} <= jobs_of(tiny_plans["finetuned"])
 
 
-def test_positive_ranks_are_reported_wherever_the_neighbours_are_built(tmp_path):
+def test_positive_ranks_are_reported_wherever_the_neighbours_are_built(tiny_plans, tmp_path):
     """Rule dense_positive_ranks (where G ranks the true replies) is a final target beside the neighbours, with G
     as shipped and fine-tuned; asking for the neighbours alone does not run it."""
-    assert {"dense_neighbors", "dense_positive_ranks"} <= dry_jobs(tmp_path, TINY_PRECOMPUTE)
-    on = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
-    assert {"dense_biencoder", "dense_neighbors", "dense_positive_ranks"} <= dry_jobs(tmp_path, on)
+    assert {"dense_neighbors", "dense_positive_ranks"} <= jobs_of(tiny_plans["tiny"])
+    assert {"dense_biencoder", "dense_neighbors", "dense_positive_ranks"} <= jobs_of(tiny_plans["finetuned"])
     out = snakemake(tmp_path, "-n", "results/tiny/dense/neighbors.parquet", config=TINY_PRECOMPUTE)
     assert out.returncode == 0 and "dense_positive_ranks" not in jobs_of(out.stdout), out.stderr[-2000:]
     assert "dense_neighbors" in jobs_of(out.stdout)

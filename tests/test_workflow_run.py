@@ -21,11 +21,11 @@ def test_jobs_of_reads_the_last_job_stats_line_and_leaves_out_the_total():
 
 
 @pytest.mark.slow
-def test_a_dry_run_plans_the_jobs_it_lists(tmp_path):
-    out = snakemake(tmp_path, "-n", config=TINY_PRECOMPUTE)
-    assert out.returncode == 0, out.stderr[-3000:]
-    listed = set(re.findall(r"^(?:local)?rule (\w+):$", out.stdout, flags=re.M))
-    assert jobs_of(out.stdout) == listed and {"ingest", "teacher_train", "train", "all"} <= listed
+def test_a_dry_run_plans_the_jobs_it_lists(tiny_plans, tmp_path):
+    """A dry run of the tiny config in an empty folder (the session's, ``tiny_plans``; it exited 0)."""
+    planned = tiny_plans["tiny"]
+    listed = set(re.findall(r"^(?:local)?rule (\w+):$", planned, flags=re.M))
+    assert jobs_of(planned) == listed and {"ingest", "teacher_train", "train", "all"} <= listed
     until = snakemake(tmp_path, "-n", "--until", "ingest", config=TINY_PRECOMPUTE)
     assert until.returncode == 0 and jobs_of(until.stdout) == {"ingest"}, until.stderr[-3000:]
     # a target right after the helper's own options stays a target

@@ -46,6 +46,12 @@ TINY_PRECOMPUTE = {
 }
 
 
+#: TINY_PRECOMPUTE with G's fine-tuning switched on (dense.finetune.enabled), its other fine-tuning knobs the default's
+TINY_FINETUNED = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "finetune": {"enabled": True}}}
+#: the configs whose dry run in an empty folder the ``tiny_plans`` fixture (conftest) makes once per session
+PLANNED = {"tiny": TINY_PRECOMPUTE, "finetuned": TINY_FINETUNED}
+
+
 def snakemake(workdir: Path, *args: str, config: dict | None = None,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Snakemake on the repository's workflow in ``workdir``, its output captured; with the job-stats logger, so that
@@ -93,3 +99,19 @@ def copy_run(source: Path, target: Path) -> Path:
     times kept), for a test that changes a knob without touching the shared run."""
     shutil.copytree(source, target, symlinks=True)
     return target
+
+
+#: the tables of the sharded precompute stages (BM25 search and scoring, encoding, neighbours, teacher scoring)
+PRECOMPUTED = ("bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet", "dense/queries.parquet",
+               "dense/docs.parquet", "dense/neighbors.parquet", "teacher/scores.parquet")
+
+
+def without_precomputed_tables(workdir: Path) -> Path:
+    """``workdir`` (a copy of the tiny run) as if its sharded stages had never run: no PRECOMPUTED table, and no log
+    or benchmark of a shard job."""
+    for rel in PRECOMPUTED:
+        (workdir / "results" / "tiny" / rel).unlink()
+    for folder in ("logs", "benchmarks"):
+        for shards in (workdir / folder / "tiny").glob("*_shard"):
+            shutil.rmtree(shards)
+    return workdir
