@@ -7,8 +7,8 @@ PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 CORES ?= 2
-# test workers (pytest-xdist), one a core: the suite is CPU-bound (about 40 CPU-minutes on a 2-core AVX2 EPYC, 23
-# minutes there with two workers against 29 in one process); TEST_WORKERS=0 runs it in this process
+# test workers (pytest-xdist), one a core: the suite is CPU-bound (56 CPU-minutes on a 2-core AVX2 EPYC, 30 minutes
+# there with two workers); TEST_WORKERS=0 runs it in this process
 TEST_WORKERS ?= auto
 # pip on some machines prints one harmless warning per package for an empty extra index; hide only those.
 # Bytecode is compiled after the install on every core (pip compiles one file at a time: 64 s against 26 + 21 s
@@ -40,6 +40,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(ARGS)
 
-# the tests not marked slow (no Snakemake run, model training or JVM): a quick check while developing
+# the tests not marked slow (no Snakemake run, model training, JVM or error-rate simulation): a quick check while
+# developing
 test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow" $(ARGS)
