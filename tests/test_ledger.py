@@ -213,6 +213,29 @@ def test_provenance_helpers(tmp_path):
     assert curve_summary(None) == {"kept_step": None, "best_dev": None, "stopped": None}
 
 
+def test_the_machine_key_tells_cloned_machines_and_cluster_nodes_apart(tmp_path):
+    import socket
+    from concurrent.futures import ThreadPoolExecutor
+
+    from curricula.plumbing.provenance import local_id, machine_key
+
+    system = tmp_path / "machine-id"
+    system.write_text("3d1219c7c4c5404aaa1f6d2a48adfda4\n")
+    one, two = tmp_path / "home1", tmp_path / "home2"
+    key = machine_key(one, (tmp_path / "absent", system))
+    assert key.startswith("3d1219c7c4c5404aaa1f6d2a48adfda4/") and machine_key(one, (system,)) == key  # kept
+    assert machine_key(two, (system,)) != key  # a clone of the image: same system id, its own random id
+    other = tmp_path / "other-id"
+    other.write_text("ffff\n")
+    assert machine_key(one, (other,)) != key  # a cluster node sharing the home: another system id
+    with ThreadPoolExecutor(8) as pool:  # jobs asking at once for the first time all get the one id kept
+        ids = set(pool.map(lambda _: local_id(tmp_path / "race"), range(32)))
+    assert ids == {(tmp_path / "race" / "machine_id").read_text().strip()}
+    assert [p.name for p in (tmp_path / "race").iterdir()] == ["machine_id"]  # no temporary file left
+    (tmp_path / "file").write_text("")
+    assert machine_key(tmp_path / "file" / "sub", ()) == "/host:" + socket.gethostname()  # not writable
+
+
 def _table(path: Path, frame: pl.DataFrame) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.write_parquet(path)

@@ -10,14 +10,16 @@ Provenance recorded per run:
   relative paths and bytes)};
 - ``compute``: the device, the CPU class (the widest of ``lscpu``'s amx_bf16, avx512_bf16, avx512f, avx2 flags), the
   GPU model and capability, the precision, torch's and CUDA's builds;
-- ``host``: a digest of the host's name (how many machines contributed, without naming them).
+- ``host``: a digest of the machine's key (:func:`curricula.plumbing.provenance.machine_key`: the system's machine id
+  and a random id kept in the user's cache folder), so that the ledger counts the machines that contributed without
+  naming them. Entries written before 2026-12-02 hold a digest of the host name instead, and every machine of this
+  project's own study was called ``vm``: those count as one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from curricula.plumbing.keys import UpstreamKey, input_key, with_bm25
-from curricula.plumbing.provenance import cpu_class, project_commit
+from curricula.plumbing.provenance import cpu_class, machine_key, project_commit
 from curricula.study.costs import active_benchmark_files, benchmark_value, run_benchmark_files
 from curricula.study.grid import ACTIVE_PREFIX
 from curricula.study.ledger import VERSION, Entry, digest, entry_frame, run_id
@@ -109,7 +111,7 @@ def build_entry(*, dataset: str, arm: str, seed: int, kind: str, values: pl.Data
     record: dict[str, Any] = {"version": VERSION, "dataset": dataset, "arm": arm, "kind": kind, "seed": int(seed),
                               **training, **cost, "commit": commit, "spec_digest": spec_digest,
                               "upstream": dict(sorted(upstream.items())), "compute": dict(compute),
-                              "host": digest(socket.gethostname())}
+                              "host": digest(machine_key())}
     record["run_id"] = run_id(record)
     return Entry(entry_frame(values), record)
 
