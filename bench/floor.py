@@ -244,11 +244,9 @@ def dense_encoding(texts: list[str], side: str, what: str, cfg: dict, precision:
         dense.encode_rows(texts, model, tokenizer, max_length=length, batch_size=size, precision=precision,
                           progress=False, truncation_side=side)
 
-    lengths = dense.token_lengths(tokenizer, texts, length, side)
-    padded = []
-    for b in length_batches(lengths, size, longest_first=True):
-        tokens = dense.tokenize_texts(tokenizer, [texts[i] for i in b], length, side)
-        padded.append(dense.pad_batch(tokens, range(len(b)), tokenizer.pad_token_id, CPU))
+    table = dense.token_table(tokenizer, texts, length, side)  # the encode stage's own preparation
+    padded = [dense.pad_rows(table, b, tokenizer.pad_token_id, CPU)
+              for b in length_batches(table.lengths, size, longest_first=True)]
 
     def forward():
         with torch.inference_mode(), autocast(CPU, precision, transformer=True):

@@ -115,11 +115,6 @@ def token_table(tokenizer, texts: Sequence[str], max_length: int, truncation_sid
                       np.concatenate(types) if types else None, ustart[at], ulen[at])
 
 
-def token_lengths(tokenizer, texts: Sequence[str], max_length: int, truncation_side: str = "right") -> np.ndarray:
-    """Word pieces per text after truncation (special tokens included): the lengths of :func:`token_table`."""
-    return token_table(tokenizer, texts, max_length, truncation_side).lengths
-
-
 def pad_rows(table: TokenTable, rows: Sequence[int] | np.ndarray, pad_id: int, device) -> dict[str, torch.Tensor]:
     """The model inputs of texts ``rows`` of ``table``, right-padded to their longest member: the tensors
     :func:`pad_batch` makes of the same ids (int64 ids, attention mask, token types where the table has them)."""
