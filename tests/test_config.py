@@ -85,6 +85,7 @@ def test_bad_experiment_config_names_the_key(patch, needle):
 
 # presets that overlay another preset, not the default alone
 OVERLAYS = {"study_curricula.yaml": ["study.yaml"], "study_rounds.yaml": ["study.yaml"],
+            "study_replication.yaml": ["study.yaml", "study_rounds.yaml"],
             "study_cross_encoder.yaml": ["study.yaml"],
             "selection_noise_cross_encoder.yaml": ["wikiqa.yaml", "selection_noise.yaml"],
             "selection_noise_cross_encoder_dailydialog_pp.yaml": ["dailydialog_pp.yaml", "selection_noise.yaml",

@@ -7,8 +7,9 @@ rounds (:mod:`curricula.study.rounds`; the rounds ask for the later looks' seeds
 and checks every claim against every dataset's grid (what it evaluates, and that the two arms differ only in the
 claim's declared factors, :func:`curricula.study.grid.claim_differences`). It reads the study's ledger
 (curricula/study/ledger.py), refusing one made under another study config, so that the judging rules ask only for
-the runs the ledger lacks (:mod:`curricula.pipeline.ledger`). Every refusal is a ValueError naming the config key,
-before any job.
+the runs the ledger lacks (:mod:`curricula.pipeline.ledger`). With ``study.replication`` the datasets are the
+selected ones' replicas and the claims the cells it lists (:mod:`curricula.study.replication`). Every refusal is a
+ValueError naming the config key, before any job.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from curricula.study.grid import ACTIVE_PREFIX
 from curricula.study.ledger import Ledger
 from curricula.study.ledger import manifest as study_manifest
 from curricula.study.ledger_runs import ClaimRun
+from curricula.study.replication import replicate
 from curricula.study.rounds import first_round_arms, look_seeds, read_round
 
 
@@ -201,6 +203,8 @@ def study_plan(default: Mapping[str, Any], overlay: Mapping[str, Any], config: M
     layout = Layout.of(config)
     claims = listed_claims(settings["claims"])
     check_claim_datasets(claims, list(settings["datasets"]))
+    if settings.get("replication"):  # the decided cells again, on each selected dataset's replica
+        configs, claims = replicate(configs, claims, settings["replication"], list(settings["datasets"]))
     looks = sequential_looks(settings)
     configs, seeds = first_look(configs, looks)
     check_previous(settings["previous"], list(layout.study_report().values()))

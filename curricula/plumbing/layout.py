@@ -48,6 +48,23 @@ def study_selection(datasets: Sequence[str], only: Sequence[str] | None) -> tupl
     return tuple(sorted(only))
 
 
+def replica_key(dataset: str, draw: int) -> str:
+    """The key of a dataset's replica for a study's replication ``draw`` (1, 2...): ``<dataset>_rep<draw>``; it
+    names the replica's results folder, its rules and, as a selection, its round records and ledger."""
+    return f"{dataset}_rep{draw}"
+
+
+def replication_selection(datasets: Sequence[str], only: Sequence[str] | None,
+                          replication: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+    """The sorted replica keys (:func:`replica_key`) a ``study.replication`` runs: one per dataset its ``cells``
+    lists among those ``study.only`` keeps (all of ``datasets`` when null); None without a replication."""
+    if not replication:
+        return None
+    kept = datasets if only is None else [key for key in datasets if key in only]
+    return tuple(sorted(replica_key(key, int(replication["draw"])) for key in kept
+                        if key in (replication.get("cells") or {})))
+
+
 def round_file(round_: int | str = "{round}") -> str:
     """The name of one round's record of a sequential study: ``round=<k>.json``."""
     return f"round={round_}.json"
@@ -79,7 +96,9 @@ class Layout:
     def of(cls, config: Mapping[str, Any]) -> Layout:
         """The layout of a (validated or raw) config: its results folder, dataset name and study selection."""
         study = config.get("study") or {}
-        only = study_selection(list(study.get("datasets") or {}), study.get("only"))
+        datasets, chosen = list(study.get("datasets") or {}), study.get("only")
+        replicas = replication_selection(datasets, chosen, study.get("replication"))
+        only = study_selection(datasets, chosen) if replicas is None else replicas
         return cls(config.get("results", DEFAULT_RESULTS), (config.get("dataset") or {}).get("name", ""), only,
                    study.get("ledger") or DEFAULT_LEDGER)
 

@@ -1,0 +1,127 @@
+"""A study's replication (curricula/study/replication.py): the decided cells re-run on a fresh draw of the split and
+fresh ranker seeds, as a family of its own with its own folders, and the refusals of a replication that would not
+be one."""
+
+from __future__ import annotations
+
+import pytest
+
+from curricula.data.base import seeded_split
+from curricula.pipeline.study import study_plan
+from curricula.plumbing.config import SCHEMA, merge, read_yaml, validate_config
+from curricula.plumbing.layout import Layout, replica_key, replication_selection
+from curricula.study.replication import (
+    CONTRADICTED,
+    PENDING,
+    REPLICA_OFFSET,
+    REPLICATED,
+    UNDECIDED,
+    replica_config,
+    replica_seeds,
+    replicated_claims,
+    replication_status,
+)
+
+DEFAULT = read_yaml(SCHEMA.parents[1] / "config.yaml")
+SCHEMA_DOC = read_yaml(SCHEMA)
+TINY = {"name": "tiny", "format": "chitchat", "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}}}
+FIXED = {"name": "fixed", "format": "trec", "files": {"collection": "c.tsv"}}
+CLAIMS = {
+    "kde": {"paper": "M", "claim": "KDE weights help", "experiment": "macavaney_kde", "against": "baseline",
+            "expect": "better", "factors": ["weighting"]},
+    "anti": {"paper": "M", "claim": "the anti-curriculum is worse", "experiment": "macavaney_kde_anti",
+             "against": "macavaney_kde", "expect": "worse", "factors": ["weighting.anti"]},
+}
+GRID = {"macavaney_kde": {"weighting": {"scoring": "kde", "m": 20}},
+        "macavaney_kde_anti": {"weighting": {"scoring": "kde", "m": 20, "anti": True}}}
+
+
+def overlay(tmp_path, cells, **study) -> dict:
+    """A two-dataset tiny chitchat study (two carves of one cut) with the replication of ``cells``."""
+    return {"seeds": [1, 2], "experiments": GRID,
+            "study": {"datasets": {"tiny": {"dataset": TINY}, "other": {"dataset": TINY}}, "claims": CLAIMS,
+                      "ledger": str(tmp_path / "ledger"), "replication": {"draw": 1, "cells": cells}, **study}}
+
+
+def plan(over: dict):
+    return study_plan(DEFAULT, over, validate_config(merge(DEFAULT, over)), SCHEMA_DOC)
+
+
+def test_a_replica_is_the_dataset_with_its_split_seed_and_ranker_seeds_moved(tmp_path):
+    study = plan(overlay(tmp_path, {"tiny": ["anti"]}))
+    assert list(study.datasets) == ["tiny_rep1"]  # the other dataset lists no cell: no replica
+    config = study.datasets["tiny_rep1"].config
+    assert config["dataset"]["name"] == "tiny_rep1" and config["pipeline_seed"] == 42 + REPLICA_OFFSET
+    assert config["seeds"] == [1001, 1002] and study.datasets["tiny_rep1"].layout.root == "results/tiny_rep1"
+    # only the listed claim, tested on the replica alone; its arms are all that is trained
+    assert [(c["id"], c["datasets"]) for c in study.claims] == [("anti", ["tiny_rep1"])]
+    assert sorted({(d, a) for d, a, _ in study.claim_runs}) == [("tiny_rep1", "macavaney_kde"),
+                                                               ("tiny_rep1", "macavaney_kde_anti")]
+    assert {s for _, _, s in study.claim_runs} == {1001, 1002}
+    # a family of its own: its round records, findings page and ledger apart from the original's
+    assert study.layout.study_name == "study/only=tiny_rep1"
+    assert study.layout.study_ledger == f"{tmp_path}/ledger/study/only=tiny_rep1"
+    assert Layout.of(validate_config(merge(DEFAULT, overlay(tmp_path, {"tiny": ["anti"]})))) == study.layout
+    assert study.manifest["claims"]["anti"]["datasets"] == ["tiny_rep1"]
+
+
+def test_the_rounds_extend_the_replica_seeds_and_study_only_keeps_some_datasets(tmp_path):
+    over = overlay(tmp_path, {"tiny": ["kde", "anti"], "other": ["kde"]}, only=["other"],
+                   sequential={"enabled": True, "looks": [2, 3]})
+    study = plan(over)
+    assert list(study.datasets) == ["other_rep1"] and study.seeds == {"other_rep1": [1001, 1002, 1003]}
+    assert [(c["id"], c["datasets"]) for c in study.claims] == [("kde", ["other_rep1"])]
+    assert study.layout.study_name == "study/only=other_rep1"
+    both = plan(overlay(tmp_path, {"tiny": ["kde", "anti"], "other": ["kde"]}))
+    assert [(c["id"], c["datasets"]) for c in both.claims] == [("kde", ["tiny_rep1", "other_rep1"]),
+                                                               ("anti", ["tiny_rep1"])]
+    assert both.layout.study_name == "study/only=other_rep1+tiny_rep1"
+
+
+def test_draws_move_the_seeds_apart_and_the_fresh_split_seed_carves_other_queries():
+    assert replica_seeds([1, 2, 3], 2) == [2001, 2002, 2003] and replica_key("wikiqa", 2) == "wikiqa_rep2"
+    config = {"dataset": {"name": "d", "format": "dailydialog_pp", "split": {"resplit": True}}, "pipeline_seed": 42,
+              "seeds": [1], "active": {"seeds": [7]}}
+    replica = replica_config("d", config, 1)
+    assert replica["active"]["seeds"] == [1007] and config["seeds"] == [1]  # the original's config is left as it is
+    qids = [f"q{i}" for i in range(1000)]
+    fractions = {"train": 0.55, "dev": 0.1, "test": 0.35}
+    original, fresh = seeded_split(qids, fractions, 42), seeded_split(qids, fractions, replica["pipeline_seed"])
+    test = {q for q, s in original.items() if s == "test"}
+    again = {q for q, s in fresh.items() if s == "test"}
+    assert abs(len(again) - len(test)) <= 2  # the same fractions...
+    assert len(test & again) < 0.5 * len(test)  # ...of other queries: about 35% overlap by chance
+
+
+def test_a_replication_that_is_not_one_of_the_study_cells_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"study.replication.cells.nope: nope is not among study.datasets"):
+        plan(overlay(tmp_path, {"nope": ["kde"]}))
+    with pytest.raises(ValueError, match=r"study.replication.cells.tiny: penha not among study.claims \(kde, anti\)"):
+        plan(overlay(tmp_path, {"tiny": ["penha"]}))
+    over = overlay(tmp_path, {"tiny": ["kde"]})
+    over["study"]["claims"] = {**CLAIMS, "kde": {**CLAIMS["kde"], "datasets": ["other"]}}
+    with pytest.raises(ValueError, match=r"study.replication.cells.tiny: kde is not tested on tiny"):
+        plan(over)
+    with pytest.raises(ValueError, match=r"study.replication.cells: none of its datasets \(tiny\) is among the "
+                                         r"selected ones \(other\)"):
+        plan(overlay(tmp_path, {"tiny": ["kde"]}, only=["other"]))
+    with pytest.raises(ValueError, match=r"study.replication.cells.fixed: fixed keeps its loader's own splits"):
+        replica_config("fixed", {"dataset": FIXED, "pipeline_seed": 42, "seeds": [1]}, 1)
+
+
+def test_without_a_replication_the_selection_and_claims_are_the_study_own():
+    assert replication_selection(["a", "b"], None, None) is None
+    assert replication_selection(["a", "b"], ["b"], {"draw": 3, "cells": {"a": ["x"], "b": ["y"]}}) == ("b_rep3",)
+    assert replicated_claims([{"id": "x"}, {"id": "y"}], {"a": ["y"]}, ["a"], 2) == [{"id": "y", "datasets": ["a_rep2"]}]
+
+
+def test_a_cell_is_replicated_only_where_both_draws_decide_the_same_verdict():
+    assert replication_status("reproduced", "reproduced") == replication_status("equivalent", "equivalent") == REPLICATED
+    assert replication_status("reproduced", "equivalent") == CONTRADICTED  # found again as no effect
+    assert replication_status("equivalent", "not reproduced") == CONTRADICTED
+    assert replication_status("reproduced", "not reproduced") == CONTRADICTED  # the other direction
+    assert replication_status("reproduced", "inconclusive") == UNDECIDED
+    assert replication_status("equivalent", None) == replication_status("equivalent", "continue") == PENDING
+    assert replication_status("reproduced, below the margin", "reproduced") == REPLICATED
+    with pytest.raises(ValueError, match="the cell's verdict 'inconclusive' is not a decided one"):
+        replication_status("inconclusive", "reproduced")
