@@ -5,11 +5,15 @@ file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tools.ledger_docs import OPEN, decided_cells, regenerate
+from curricula.plumbing.config import read_yaml
+from curricula.study.replication import DECIDED_VERDICTS
+from curricula.study.verdicts import CellVerdict
+from tools.ledger_docs import OPEN, block_study, decided_cells, regenerate, replication_rows, study_state
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [p for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -22,18 +26,42 @@ def test_some_docs_page_quotes_a_ledger_and_the_readme_and_the_findings_opening_
         assert "<!-- ledger summary configs=" in page.read_text(encoding="utf-8"), page
 
 
-def test_the_summary_counts_the_decided_cells_of_a_verdict_table():
-    table = ["| paper | claim | a | b |", "|---|---|---|---|",
-             "| P | one | reproduced (+2.0%, 15 seeds) | inconclusive (+0.1%, 20 seeds) |",
-             "| P | two | equivalent (−0.3%, 20 seeds) | not reproduced (−4.0%, 5 seeds) |",
-             "| P | three | — | continue (+1.0%, 10 seeds) |"]
-    cells, decided = decided_cells(table)
-    assert cells == 5  # the dash is no cell of the study
-    assert decided == {"reproduced": ["one on a, +2.0%"], "equivalent": ["two on a, −0.3%"],
-                       "not reproduced": ["two on b, −4.0%"]}
-    assert decided_cells([]) == (0, {})
-    one = [row.rsplit("|", 2)[0] + "|" for row in table]  # one dataset: the claims are not suffixed with it
-    assert decided_cells(one)[1]["equivalent"] == ["two, −0.3%"]
+def cell(claim: str, dataset: str, verdict: str, effect: str, sequential: bool = True) -> CellVerdict:
+    return CellVerdict(claim, claim, dataset, verdict, 15, effect, f"{verdict} ({effect}, 15 seeds)", sequential)
+
+
+def test_the_summary_counts_the_decided_cells():
+    cells = [cell("one", "a", "reproduced", "+2.0%"), cell("one", "b", "inconclusive", "+0.1%"),
+             cell("two", "a", "equivalent", "−0.3%"), cell("two", "b", "not reproduced", "−4.0%"),
+             cell("three", "b", "continue", "Δ +0.0100")]
+    assert decided_cells(cells) == {"reproduced": ["one on a, +2.0%"], "equivalent": ["two on a, −0.3%"],
+                                     "not reproduced": ["two on b, −4.0%"]}
+    assert decided_cells([]) == {}
+    one = [c for c in cells if c.dataset == "a"]  # one dataset: the claims are not suffixed with it
+    assert decided_cells(one)["equivalent"] == ["two, −0.3%"]
+
+
+def test_a_replication_block_names_its_replication_config():
+    match = OPEN.match('<!-- ledger replication configs="a.yaml b.yaml"\n  only="d" replication="r.yaml" -->\n')
+    assert match and match["kind"] == "replication" and block_study(match) == (
+        ["a.yaml", "b.yaml"], {"study": {"only": ["d"]}}, "r.yaml")
+    plain = OPEN.match('<!-- ledger configs="a.yaml" -->\n')
+    assert plain and plain["kind"] is None and block_study(plain) == (["a.yaml"], {}, None)
+    with pytest.raises(ValueError, match='a "ledger replication" block names its replication config'):
+        regenerate('<!-- ledger replication configs="a.yaml" -->\n<!-- /ledger -->')
+
+
+@pytest.mark.slow  # recomputes DailyDialog++'s rounds from the committed ledger (15 s)
+def test_the_replication_config_lists_exactly_the_cells_the_committed_rounds_decided(monkeypatch):
+    monkeypatch.chdir(REPO)
+    configs, only = ["configs/study.yaml", "configs/study_rounds.yaml"], {"study": {"only": ["dailydialog_pp"]}}
+    state = study_state(tuple(configs), json.dumps(only, sort_keys=True))
+    decided = {c.id for c in state.cells if c.verdict in DECIDED_VERDICTS}
+    listed = read_yaml(REPO / "configs" / "study_replication.yaml")["study"]["replication"]["cells"]
+    assert set(listed["dailydialog_pp"]) == decided, "configs/study_replication.yaml: list the decided cells"
+    _, rows = replication_rows(configs, only, "configs/study_replication.yaml")
+    assert [(r.original.id, r.original.verdict) for r in rows] == [
+        (c.id, c.verdict) for c in state.cells if c.id in decided]
 
 
 @pytest.mark.slow  # regenerates every ledger block of the page from the committed ledger (findings: 15 s)

@@ -20,7 +20,9 @@ from curricula.study.replication import (
     replica_seeds,
     replicated_claims,
     replication_status,
+    side_by_side,
 )
+from curricula.study.verdicts import CellVerdict
 
 DEFAULT = read_yaml(SCHEMA.parents[1] / "config.yaml")
 SCHEMA_DOC = read_yaml(SCHEMA)
@@ -125,3 +127,20 @@ def test_a_cell_is_replicated_only_where_both_draws_decide_the_same_verdict():
     assert replication_status("reproduced, below the margin", "reproduced") == REPLICATED
     with pytest.raises(ValueError, match="the cell's verdict 'inconclusive' is not a decided one"):
         replication_status("inconclusive", "reproduced")
+
+
+def test_side_by_side_pairs_each_listed_cell_with_its_replica_and_refuses_an_undecided_one():
+    def cell(claim, dataset, verdict):
+        return CellVerdict(claim, claim, dataset, verdict, 10, "+1.0%", verdict)
+
+    original = [cell("kde", "d", "reproduced"), cell("anti", "d", "equivalent"), cell("penha", "d", "inconclusive")]
+    replica = [cell("kde", "d_rep1", "equivalent"), cell("anti", "d_rep1", "continue")]
+    rows = side_by_side(original, replica, {"d": ["kde", "anti"]}, 1)
+    assert [(r.original.id, r.replica.verdict if r.replica else None, r.status) for r in rows] == [
+        ("kde", "equivalent", CONTRADICTED), ("anti", "continue", PENDING)]
+    assert side_by_side(original, [], {"d": ["kde"]}, 2)[0].status == PENDING  # no round of draw 2 yet
+    with pytest.raises(ValueError, match=r"study.replication.cells.d: penha has the verdict 'inconclusive' in the "
+                                         r"original study; list only the cells its rounds decided"):
+        side_by_side(original, replica, {"d": ["penha"]}, 1)
+    with pytest.raises(ValueError, match="study.replication.cells.e: kde has no verdict in the original study"):
+        side_by_side(original, replica, {"e": ["kde"]}, 1)

@@ -1,6 +1,7 @@
 """The study tables on the docs pages, regenerated from the committed ledger (``python -m tools.ledger_docs``;
-``--check`` writes nothing and exits 1 when a page differs): every number between a ledger marker and its end is recomputed from the ledger alone, so a page cannot
-drift from the runs it quotes (tests/test_ledger_docs.py fails when they differ).
+``--check`` writes nothing and exits 1 when a page differs): every number between a ledger marker and its end is
+recomputed from the ledger alone, so a page cannot drift from the runs it quotes (tests/test_ledger_docs.py fails
+when they differ).
 
 A block is opened by ``<!-- ledger configs="<config files>" only="<keys>" -->`` (the study the ledger belongs to:
 ``snakemake --configfile <config files> --config 'study={only: [<keys>]}'``; ``only`` may be left out) and closed by
@@ -10,8 +11,14 @@ study's last round.
 
 A summary block, ``<!-- ledger summary configs=... only=... -->`` (the README's study paragraph, the findings
 page's opening), is one paragraph instead (:func:`summary_text`): the ledger's runs and core-hours, the cells its
-rounds decided with their verdicts and effects, and the core-hours per decided cell. README.md is regenerated with
-the docs pages.
+rounds decided with their verdicts and effects, and the core-hours per decided cell. With
+``replication="<config file>"`` (the study's ``study.replication`` overlay) it goes on with the replication: its runs
+and core-hours, the cells replicated, contradicted, undecided and pending, and the core-hours per replicated cell.
+
+A replication block, ``<!-- ledger replication configs=... only=... replication=<config file> -->``, is the table
+of the replicated cells: each cell's verdict on the original draw and on the fresh one side by side, and how they
+stand (:func:`replication_text`; replicated only where both decided the same verdict). A marker may break its line
+before ``only`` or ``replication``. README.md is regenerated with the docs pages.
 """
 
 from __future__ import annotations
@@ -23,37 +30,49 @@ import re
 import sys
 import tempfile
 import textwrap
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
+from curricula.statistics.verdicts import BELOW_MARGIN
 from curricula.study.findings_page import costs_markdown
 from curricula.study.ledger import Ledger
 from curricula.study.ledger_runs import ledger_costs
+from curricula.study.replication import (
+    CONTRADICTED,
+    DECIDED_VERDICTS,
+    PENDING,
+    REPLICATED,
+    UNDECIDED,
+    ReplicationRow,
+    side_by_side,
+)
 from curricula.study.rounds import read_round, rounds_markdown
+from curricula.study.verdicts import CellVerdict, findings_cells, round_cells
 
 #: A block's opening and closing markers.
-OPEN = re.compile(r'<!-- ledger(?P<summary> summary)? configs="(?P<configs>[^"]+)"(?: only="(?P<only>[^"]*)")? -->\n')
-#: A findings cell as the verdict table writes it: ``reproduced (+2.0%, 15 seeds)``.
-CELL = re.compile(r"(?P<verdict>[a-z ]+) \((?P<effect>[^,]+), (?P<seeds>\d+) seeds\)")
-#: The verdicts that decide a cell (the others: inconclusive, or still open).
-DECIDED = ("reproduced", "not reproduced", "equivalent")
+OPEN = re.compile(r'<!-- ledger(?: (?P<kind>summary|replication))? configs="(?P<configs>[^"]+)"'
+                  r'(?:\s+only="(?P<only>[^"]*)")?(?:\s+replication="(?P<replication>[^"]+)")? -->\n')
 CLOSE = "<!-- /ledger -->"
 
 
-def block_study(match: re.Match[str]) -> tuple[list[str], dict[str, Any]]:
-    """(config files, --config overrides) of a block's opening marker."""
+def block_study(match: re.Match[str]) -> tuple[list[str], dict[str, Any], str | None]:
+    """(config files, --config overrides, the replication's config file or None) of a block's opening marker."""
     only = match.group("only")
     overrides = {"study": {"only": only.split()}} if only else {}
-    return match.group("configs").split(), overrides
+    return match.group("configs").split(), overrides, match.group("replication")
 
 
 @dataclass(frozen=True)
 class StudyState:
     """What the committed ledger of one study says: its folder, its run records and their bytes, each recomputed
-    round's markdown lines, the findings page's verdict table (empty before the last round) and why the
-    recomputation stopped early (None when it did not)."""
+    round's markdown lines, the findings page's verdict table (empty before the last round), why the
+    recomputation stopped early (None when it did not), every cell's verdict (from the findings, else from the
+    latest round; none before the first) and the study's ``study.replication`` settings (None for none)."""
 
     ledger: Path
     records: list[dict[str, Any]]
@@ -61,6 +80,8 @@ class StudyState:
     rounds: list[str]
     verdicts: list[str]
     stopped: str | None
+    cells: list[CellVerdict]
+    replication: Mapping[str, Any] | None
 
 
 @functools.cache
@@ -74,10 +95,14 @@ def study_state(configs: tuple[str, ...], overrides: str) -> StudyState:
     ledger = Ledger(plan.layout.study_ledger)
     with tempfile.TemporaryDirectory() as tmp:
         done = recompute(plan, tmp)
-        rounds = rounds_markdown([read_round(p) for p in done.rounds])
+        records = [read_round(p) for p in done.rounds]
+        rounds = rounds_markdown(records)
         page = Path(done.findings["findings"]).read_text(encoding="utf-8") if done.findings else ""
+        cells = (findings_cells(pl.read_parquet(done.findings["parquet"]), plan.claims) if done.findings
+                 else round_cells(records[-1], plan.claims) if records else [])
     return StudyState(Path(plan.layout.study_ledger), ledger.records(), sum(p.stat().st_size for p in ledger.paths()),
-                      rounds, verdict_table(page) if page else [], done.stopped)
+                      rounds, verdict_table(page) if page else [], done.stopped, cells,
+                      plan.settings.get("replication"))
 
 
 def block_text(configs: list[str], overrides: Mapping[str, Any]) -> str:
@@ -99,42 +124,99 @@ def block_text(configs: list[str], overrides: Mapping[str, Any]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def decided_cells(verdicts: list[str]) -> tuple[int, dict[str, list[str]]]:
-    """(cells in the verdict table, {verdict: ["<claim>[ on <dataset>], <effect>", ...]} of the decided ones; the
-    dataset is named where the table has several)."""
-    if not verdicts:
-        return 0, {}
-    datasets = [c.strip() for c in verdicts[0].strip("|").split("|")][2:]
-    cells, decided = 0, {}
-    for row in verdicts[2:]:
-        claim, *values = [c.strip() for c in row.strip("|").split("|")][1:]
-        for dataset, value in zip(datasets, values):
-            match = CELL.fullmatch(value)
-            cells += match is not None
-            if match and match["verdict"] in DECIDED:
-                where = f" on {dataset}" if len(datasets) > 1 else ""
-                decided.setdefault(match["verdict"], []).append(f"{claim}{where}, {match['effect']}")
-    return cells, decided
+def decided_cells(cells: list[CellVerdict]) -> dict[str, list[str]]:
+    """{verdict: ["<claim>[ on <dataset>], <effect>", ...]} of the decided ``cells``, verdicts in the order met; the
+    dataset is named where the cells are on several."""
+    several = len({c.dataset for c in cells}) > 1
+    decided: dict[str, list[str]] = {}
+    for cell in cells:
+        if cell.verdict.removesuffix(BELOW_MARGIN) in DECIDED_VERDICTS:
+            where = f" on {cell.dataset}" if several else ""
+            decided.setdefault(cell.verdict, []).append(f"{cell.text}{where}, {cell.effect}")
+    return decided
 
 
-def summary_text(configs: list[str], overrides: Mapping[str, Any]) -> str:
-    """A summary block's paragraph: the study's runs and core-hours, its decided cells and the cost of each."""
+def study_hours(state: StudyState) -> float:
+    """The core-hours of a study's ledger runs."""
+    costs = ledger_costs(state.records)
+    return float(costs["core_hours"].sum()) if costs.height else 0.0
+
+
+def summary_text(configs: list[str], overrides: Mapping[str, Any], replication: str | None = None) -> str:
+    """A summary block's paragraph: the study's runs and core-hours, its decided cells and the cost of each, then,
+    with a ``replication`` config file, how many of them its replication found again (:func:`replication_summary`)."""
     state = study_state(tuple(configs), json.dumps(overrides, sort_keys=True))
     costs = ledger_costs(state.records)
-    hours = float(costs["core_hours"].sum()) if costs.height else 0.0
+    hours = study_hours(state)
     text = (f"From the committed ledger `{state.ledger}` (regenerated by `python -m tools.ledger_docs`): "
             f"{len(state.records)} runs on {', '.join(costs['dataset'].to_list()) or 'no dataset'}, "
             f"{hours:.2f} core-hours of training and evaluation.")
-    cells, decided = decided_cells(state.verdicts)
-    if not cells:
+    if not state.verdicts:
         why = f": {state.stopped}" if state.stopped else ""
         return "\n".join(wrap(f"{text} The rounds have not reached their last look{why}.")) + "\n"
+    rounds = [cell for cell in state.cells if cell.sequential]
+    decided = decided_cells(rounds)
     count = sum(map(len, decided.values()))
-    text += f" Its rounds decided {count} of its {cells} cells"
+    text += f" Its rounds decided {count} of its {len(rounds)} cells"
     text += f", {hours / count:.2f} core-hours per decided cell." if count else "."
     for verdict, items in decided.items():
         text += f" {verdict.capitalize()} ({len(items)}): {'; '.join(items)}."
+    if replication:
+        text += " " + replication_summary(configs, overrides, replication, hours)
     return "\n".join(wrap(text)) + "\n"
+
+
+def replication_rows(configs: list[str], overrides: Mapping[str, Any], replication: str
+                     ) -> tuple[StudyState, list[ReplicationRow]]:
+    """The replication's state (the study ``configs`` with the ``replication`` file over them) and a row per
+    replicated cell pairing the original's verdict with its replica's (:func:`curricula.study.replication.side_by_side`)."""
+    original = study_state(tuple(configs), json.dumps(overrides, sort_keys=True))
+    replica = study_state((*configs, replication), json.dumps(overrides, sort_keys=True))
+    if not replica.replication:
+        raise ValueError(f"{replication}: no study.replication section")
+    kept = {c.dataset for c in original.cells}
+    cells = {key: ids for key, ids in replica.replication["cells"].items() if key in kept}
+    return replica, side_by_side(original.cells, replica.cells, cells, int(replica.replication["draw"]))
+
+
+def replication_summary(configs: list[str], overrides: Mapping[str, Any], replication: str, hours: float) -> str:
+    """The summary's sentences on a replication: its runs and core-hours, how many cells it replicated, contradicted,
+    left undecided or has still to decide, the core-hours per replicated cell (the original's and the replication's),
+    and the cells replicated and contradicted."""
+    replica, rows = replication_rows(configs, overrides, replication)
+    spent = study_hours(replica)
+    counts = Counter(row.status for row in rows)
+    draw = int(replica.replication["draw"]) if replica.replication else 0
+    text = (f"Their replication on a fresh draw (draw {draw}: another split of the same pool, fresh seeds; "
+            f"`{replica.ledger}`) holds {len(replica.records)} runs, {spent:.2f} core-hours: of its {len(rows)} cells "
+            + ", ".join(f"{counts[s]} {s}" for s in (REPLICATED, CONTRADICTED, UNDECIDED, PENDING)))
+    text += (f"; {(hours + spent) / counts[REPLICATED]:.2f} core-hours per replicated cell." if counts[REPLICATED]
+             else "; none replicated yet.")
+    for status in (REPLICATED, CONTRADICTED):
+        items = [f"{row.original.text}, {row.original.verdict} then {row.replica.shown}" for row in rows
+                 if row.status == status and row.replica is not None]
+        if items:
+            text += f" {status.capitalize()} ({len(items)}): {'; '.join(items)}."
+    return text
+
+
+def replication_text(configs: list[str], overrides: Mapping[str, Any], replication: str | None) -> str:
+    """A replication block's text: each replicated cell's verdict on the original draw and on the fresh one side by
+    side, and how they stand (replicated only where both decided the same verdict)."""
+    if not replication:
+        raise ValueError('a "ledger replication" block names its replication config (replication="<file>")')
+    replica, rows = replication_rows(configs, overrides, replication)
+    original = study_state(tuple(configs), json.dumps(overrides, sort_keys=True))
+    lines = [*wrap(f"Regenerated from `{original.ledger}` and `{replica.ledger}` by `python -m tools.ledger_docs`: "
+                   f"{len(replica.records)} runs of the replication so far."), "",
+             "| claim | dataset | original draw | fresh draw | replication |", "|---|---|---|---|---|"]
+    for row in rows:
+        again = row.replica.shown if row.replica is not None else "no round yet"
+        lines.append(f"| {row.original.text} | {row.original.dataset} | {row.original.shown} | {again} | "
+                     f"{row.status} |")
+    if replica.stopped:
+        lines += ["", *wrap(f"Next: {replica.stopped}.")]
+    return "\n".join(lines) + "\n"
 
 
 def wrap(text: str) -> list[str]:
@@ -161,8 +243,12 @@ def regenerate(text: str) -> str:
         end = text.find(CLOSE, match.end())
         if end < 0:
             raise ValueError(f"a ledger block opened at character {match.start()} is never closed ({CLOSE})")
-        text_of = summary_text if match.group("summary") else block_text
-        out += [text[pos:match.end()], "\n", text_of(*block_study(match)), "\n"]
+        configs, overrides, replication = block_study(match)
+        kind = match.group("kind")
+        generated = (summary_text(configs, overrides, replication) if kind == "summary"
+                     else replication_text(configs, overrides, replication) if kind == "replication"
+                     else block_text(configs, overrides))
+        out += [text[pos:match.end()], "\n", generated, "\n"]
         pos = end
     return "".join(out) + text[pos:]
 
@@ -195,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if args.check and changed else 0
 
 
-__all__ = ["CELL", "CLOSE", "DECIDED", "OPEN", "StudyState", "block_study", "block_text", "decided_cells", "main",
-           "regenerate", "regenerate_docs", "study_state", "summary_text", "verdict_table", "wrap"]
+__all__ = ["CLOSE", "OPEN", "StudyState", "block_study", "block_text", "decided_cells", "main", "regenerate",
+           "regenerate_docs", "replication_rows", "replication_summary", "replication_text", "study_hours",
+           "study_state", "summary_text", "verdict_table", "wrap"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -24,11 +24,13 @@ fractions in the dataset's overrides), rather than calling a re-run on the same 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from curricula.plumbing.layout import replica_key
 from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, NOT_REPRODUCED, REPRODUCED
 from curricula.study.grid import claim_datasets
+from curricula.study.verdicts import CellVerdict
 
 #: how far a replica's pipeline seed and ranker seeds move per draw (draw d adds d * REPLICA_OFFSET)
 REPLICA_OFFSET = 1000
@@ -131,6 +133,38 @@ def replication_status(original: str, replica: str | None) -> str:
     return REPLICATED if replica == original else CONTRADICTED
 
 
-__all__ = ["CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET", "SEEDED_SPLIT_FORMATS",
+@dataclass(frozen=True)
+class ReplicationRow:
+    """One replicated cell: the original study's verdict on the dataset, its replica's (None before its first
+    round) and how the two stand (:func:`replication_status`)."""
+
+    original: CellVerdict
+    replica: CellVerdict | None
+    status: str
+
+
+def side_by_side(original: Sequence[CellVerdict], replica: Sequence[CellVerdict],
+                 cells: Mapping[str, Sequence[str]], draw: int) -> list[ReplicationRow]:
+    """A row per replication cell ({dataset: [claim id, ...]} of config ``study.replication.cells``, the datasets in
+    listed order) pairing the ``original`` study's cell with its replica's cell of ``replica`` (on
+    ``<dataset>_rep<draw>``). A listed cell the original did not decide, or does not hold, is refused
+    (ValueError naming it): the replication's cells are the original's decided ones."""
+    before = {(c.id, c.dataset): c for c in original}
+    after = {(c.id, c.dataset): c for c in replica}
+    rows = []
+    for dataset, ids in cells.items():
+        for claim in ids:
+            cell = before.get((claim, dataset))
+            if cell is None or cell.verdict.removesuffix(BELOW_MARGIN) not in DECIDED_VERDICTS:
+                why = "no verdict" if cell is None else f"the verdict {cell.verdict!r}"
+                raise ValueError(f"study.replication.cells.{dataset}: {claim} has {why} in the original study; "
+                                 f"list only the cells its rounds decided")
+            again = after.get((claim, replica_key(dataset, draw)))
+            rows.append(ReplicationRow(cell, again, replication_status(cell.verdict,
+                                                                       None if again is None else again.verdict)))
+    return rows
+
+
+__all__ = ["ReplicationRow", "side_by_side", "CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET", "SEEDED_SPLIT_FORMATS",
            "UNDECIDED", "check_cells", "replica_config", "replica_seeds", "replicate", "replicated_claims",
            "replication_status"]

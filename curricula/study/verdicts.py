@@ -6,7 +6,8 @@ as their verdict matrices show them (:func:`shown_verdicts`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,53 @@ def fails_adjustment(row: Mapping[str, Any]) -> bool:
     """Whether a row's verdict is decided but does not survive the multiplicity adjustment (the page marks it
     :data:`NOT_SURVIVING`); a row without ``survives`` does not fail."""
     return row["verdict"] != INCONCLUSIVE and row.get("survives") is False
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """One (claim, dataset) cell's verdict as a study's findings table or its latest round give it: the claim's
+    ``id`` and ``text``, the ``dataset``, the ``verdict`` (the sequential one where the cell is judged in rounds,
+    ``continue`` while a round leaves it open), the ``seeds`` it rests on, its ``effect`` as text (the relative
+    effect ``+2.0%`` from a findings table, the difference ``Δ +0.0123`` from a round), how a verdict matrix
+    shows it (``shown``) and whether it is judged in rounds (``sequential``; a fixed-seed active-learning cell is
+    not)."""
+
+    id: str
+    text: str
+    dataset: str
+    verdict: str
+    seeds: int
+    effect: str
+    shown: str
+    sequential: bool = True
+
+
+def findings_cells(table: pl.DataFrame, claims: Sequence[Mapping[str, Any]]) -> list[CellVerdict]:
+    """The cells of a findings table (findings.parquet) in its row order, each matched to its claim of ``claims``
+    (the study's, with ``id``) by the claim's text and arms."""
+    ids = {(c["claim"], c["experiment"], c["against"]): c["id"] for c in claims}
+    out = []
+    for r in table.iter_rows(named=True):
+        sequential = r.get("sequential_verdict")
+        pct = r["effect_pct"]
+        effect = f"{signed(pct, 1)}%" if pct is not None and math.isfinite(pct) else "–"
+        out.append(CellVerdict(ids[(r["claim"], r["experiment"], r["against"])], r["claim"], r["dataset"],
+                               sequential or r["verdict"], int(r["look_seeds"] if sequential else r["seeds"]), effect,
+                               verdict_cell(r), sequential is not None))
+    return out
+
+
+def round_cells(record: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> list[CellVerdict]:
+    """The cells of a round's record (:func:`curricula.study.rounds.read_round`) in the claims' order: each cell's
+    verdict after that round and the difference of its last look's test."""
+    text = {c["id"]: c["claim"] for c in claims}
+    out = []
+    for (claim, dataset), decision in record["decisions"].items():
+        effect = f"Δ {signed(record['tests'][(claim, dataset)][-1][0])}"
+        out.append(CellVerdict(claim, text[claim], dataset, decision.verdict, decision.seeds, effect,
+                               f"{decision.verdict} ({effect}, {decision.seeds} seeds)"))
+    order = list(text)
+    return sorted(out, key=lambda c: order.index(c.id))
 
 
 #: The columns a previous study's findings table (findings.parquet or findings.csv) needs for :func:`verdict_changes`.
