@@ -111,3 +111,17 @@ def test_curve_convknrm_writes_one_row_per_dev_evaluation(tiny_tree, tmp_path):
                "--out", tmp_path / "curve.csv")
     curve = pl.read_csv(tmp_path / "curve.csv")
     assert curve.columns == ["step", "metric", "value", "train_loss", "seconds"] and curve["step"].to_list() == [2, 4]
+
+
+@pytest.mark.slow  # a fresh interpreter loading DailyDialog++ twice
+def test_replication_draws_compares_the_two_splits_of_the_same_pool(shared_data):
+    from tests.conftest import shared_file
+
+    shared_file(shared_data, "dailydialog_pp", "dev.json")
+    out = run_script("analyses/replication_draws", "--only", "dailydialog_pp")
+    sizes = re.findall(r"draw \((\w+), pipeline seed (\d+)\): queries \{'train': (\d+), 'dev': (\d+), 'test': (\d+)\}",
+                       out)
+    assert sizes == [("dailydialog_pp", "42", "565", "103", "360"), ("dailydialog_pp_rep1", "1042", "565", "103", "360")]
+    moved = re.search(r"splits: \{'train': (\d+), 'dev': (\d+), 'test': (\d+)\}", out)
+    assert moved and sum(map(int, moved.groups())) == 360 and int(moved[3]) < 360  # a fresh carve of the same pool
+    assert "arms' test AP over their first 5 seeds" in out

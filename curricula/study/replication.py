@@ -37,7 +37,7 @@ REPLICA_OFFSET = 1000
 #: the sequential verdicts that decide a cell (the others: ``inconclusive`` at the last look, ``continue`` before it)
 DECIDED_VERDICTS = (REPRODUCED, NOT_REPRODUCED, EQUIVALENT)
 #: how a replica's verdict stands to its original's (:func:`replication_status`)
-REPLICATED, CONTRADICTED, UNDECIDED, PENDING = "replicated", "contradicted", "not replicated (undecided)", "pending"
+REPLICATED, CONTRADICTED, UNDECIDED, PENDING = "replicated", "contradicted", "undecided", "pending"
 #: dataset formats that split their queries by ``dataset.split.fractions`` themselves (a new seed re-draws them)
 SEEDED_SPLIT_FORMATS = ("chitchat",)
 
