@@ -87,7 +87,7 @@ class StudyState:
 @functools.cache
 def study_state(configs: tuple[str, ...], overrides: str) -> StudyState:
     """:class:`StudyState` of the study ``configs`` with the ``--config`` ``overrides`` (JSON), recomputed from its
-    ledger once per process (a README block and a docs block of one study share it)."""
+    ledger once per call of :func:`regenerate_docs` (a README block and a docs block of one study share it)."""
     from curricula.pipeline.study import study_plan_of
     from curricula.study.recompute import recompute
 
@@ -255,7 +255,8 @@ def regenerate(text: str) -> str:
 
 def regenerate_docs(paths: list[str | Path], check: bool = False) -> list[Path]:
     """Regenerate the ledger blocks of the docs pages ``paths``; the pages whose blocks changed (with ``check``,
-    nothing is written)."""
+    nothing is written). The ledgers are read afresh: a process that appended runs since its last call sees them."""
+    study_state.cache_clear()
     changed = []
     for path in map(Path, paths):
         text = path.read_text(encoding="utf-8")
