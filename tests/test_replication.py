@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from curricula.data.base import seeded_split
+from curricula.data import ingest
+from curricula.data.base import RankingData, seeded_split
+from curricula.data.ingest import seed_draws_splits
 from curricula.pipeline.study import study_plan
 from curricula.plumbing.config import SCHEMA, merge, read_yaml, validate_config
 from curricula.plumbing.layout import Layout, replica_key, replication_selection
@@ -27,7 +29,6 @@ from curricula.study.verdicts import CellVerdict
 DEFAULT = read_yaml(SCHEMA.parents[1] / "config.yaml")
 SCHEMA_DOC = read_yaml(SCHEMA)
 TINY = {"name": "tiny", "format": "chitchat", "options": {"max_instances": {"train": 40, "dev": 10, "test": 10}}}
-FIXED = {"name": "fixed", "format": "trec", "files": {"collection": "c.tsv"}}
 CLAIMS = {
     "kde": {"paper": "M", "claim": "KDE weights help", "experiment": "macavaney_kde", "against": "baseline",
             "expect": "better", "factors": ["weighting"]},
@@ -107,8 +108,6 @@ def test_a_replication_that_is_not_one_of_the_study_cells_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"study.replication.cells: none of its datasets \(tiny\) is among the "
                                          r"selected ones \(other\)"):
         plan(overlay(tmp_path, {"tiny": ["kde"]}, only=["other"]))
-    with pytest.raises(ValueError, match=r"study.replication.cells.fixed: fixed keeps its loader's own splits"):
-        replica_config("fixed", {"dataset": FIXED, "pipeline_seed": 42, "seeds": [1]}, 1)
 
 
 def test_without_a_replication_the_selection_and_claims_are_the_study_own():
@@ -144,3 +143,41 @@ def test_side_by_side_pairs_each_listed_cell_with_its_replica_and_refuses_an_und
         side_by_side(original, replica, {"d": ["penha"]}, 1)
     with pytest.raises(ValueError, match="study.replication.cells.e: kde has no verdict in the original study"):
         side_by_side(original, replica, {"e": ["kde"]}, 1)
+
+
+def loader_of(splits: list[str]):
+    """A loader (no seed) bringing one query per split of ``splits``."""
+    def load(files):
+        qids = [f"q{i}" for i in range(len(splits))]
+        return RankingData.from_columns({"qid": qids, "split": splits, "text": qids, "turns": [[q] for q in qids]},
+                                        {"docid": ["d"], "text": ["a reply"]},
+                                        {"qid": qids, "docid": ["d"] * len(qids), "rel": [1] * len(qids)})
+    return load
+
+
+def test_a_dataset_whose_loader_brings_every_split_is_not_a_fresh_draw_under_a_new_seed(monkeypatch):
+    own = {"name": "own", "format": "fake", "files": {}}
+    monkeypatch.setattr(ingest, "get_loader", lambda fmt: loader_of(["train", "dev", "test"]))
+    assert not seed_draws_splits(own)  # the schema's fractions ask for train, dev and test: all the loader's own
+    assert seed_draws_splits({**own, "split": {"resplit": True}})
+    config = {"dataset": own, "pipeline_seed": 42, "seeds": [1]}
+    with pytest.raises(ValueError, match=r"study.replication.cells.own: own's loader brings every split as its own and "
+                                         r"it is not re-split, so a new seed would not change its train and test"):
+        replica_config("own", config, 1)
+    monkeypatch.setattr(ingest, "get_loader", lambda fmt: loader_of(["train", "dev"]))  # test carved out of train
+    assert seed_draws_splits(own) and replica_config("own", config, 1)["pipeline_seed"] == 1042
+    assert not seed_draws_splits({**own, "split": {"fractions": {"train": 0.9, "dev": 0.1}}})
+    monkeypatch.setattr(ingest, "get_loader", lambda fmt: loader_of(["train", "train"]))  # no split information
+    assert seed_draws_splits(own)
+
+
+def test_the_study_datasets_are_all_drawn_by_the_seed(shared_data):
+    """WikiQA's test questions are carved out of its train file by the seed, SemEval's and DailyDialog++'s are re-split
+    by it, chitchat splits its conversations by it: each replica is a fresh carve."""
+    from tests.conftest import shared_file
+
+    shared_file(shared_data, "wikiqa", "WikiQA-train.tsv")
+    for preset in ("wikiqa", "semeval_cqa", "dailydialog_pp"):
+        dataset = read_yaml(SCHEMA.parents[1] / "configs" / f"{preset}.yaml")["dataset"]
+        assert seed_draws_splits(dataset), preset
+    assert seed_draws_splits(DEFAULT["dataset"])

@@ -25,6 +25,46 @@ log = logging.getLogger(__name__)
 INGEST_TABLES: dict[str, TableSpec] = {"queries": QUERIES, "docs": DOCS, "qrels": QRELS, "candidates": CANDIDATES}
 
 
+#: ``dataset.split.fractions`` when a config gives none (the schema's default)
+DEFAULT_FRACTIONS = {"train": 0.8, "dev": 0.1, "test": 0.1}
+
+
+def split_fractions(dataset: Mapping[str, Any]) -> dict[str, float]:
+    """The split fractions of a ``dataset`` section (:data:`DEFAULT_FRACTIONS` when it gives none)."""
+    return dict((dataset.get("split") or {}).get("fractions") or DEFAULT_FRACTIONS)
+
+
+def load_loader_splits(dataset: Mapping[str, Any], seed: int) -> RankingData:
+    """``dataset`` as its loader gives it, checked against the contract, before any query is filtered or split is
+    carved: the splits it brings are the dataset's own (a loader that splits by itself, e.g. chitchat by
+    conversation, takes ``fractions`` and ``seed``)."""
+    fmt = dataset["format"]
+    loader = get_loader(fmt)
+    options = dict(dataset.get("options") or {})
+    params = inspect.signature(loader).parameters
+    if "fractions" in params:
+        options.setdefault("fractions", split_fractions(dataset))
+    if "seed" in params:
+        options.setdefault("seed", seed)
+    data = loader(dict(dataset.get("files") or {}), **options)
+    return data.validate(f"{fmt} dataset '{dataset['name']}'")
+
+
+def seed_draws_splits(dataset: Mapping[str, Any]) -> bool:
+    """Whether the pipeline seed draws which queries of ``dataset`` (a config's ``dataset`` section) are in which
+    split, so that another seed makes another carve: a re-split dataset (``split.resplit``), a loader that splits by
+    itself with a seed (chitchat), or one that leaves a split with a positive fraction to be carved out of train (as
+    WikiQA's loader leaves test) or brings no split at all. False when its loader brings every split the fractions
+    ask for as its own (loads the dataset to see which it brings)."""
+    if (dataset.get("split") or {}).get("resplit"):
+        return True
+    if "seed" in inspect.signature(get_loader(dataset["format"])).parameters:
+        return True
+    given = {split for split, n in load_loader_splits(dataset, 0).split_counts().items() if n}
+    wanted = {split for split, fraction in split_fractions(dataset).items() if fraction > 0}
+    return len(given) <= 1 or not wanted <= given
+
+
 def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
     """Load ``dataset`` (the config's ``dataset`` section) into the ingest contract.
 
@@ -34,17 +74,9 @@ def load_configured(dataset: Mapping[str, Any], seed: int) -> RankingData:
     another between splits; ``split.carve_from: all`` carves from every query, then filters).
     """
     fmt = dataset["format"]
-    loader = get_loader(fmt)
-    options = dict(dataset.get("options") or {})
     split_cfg = dataset.get("split") or {}
-    fractions = dict(split_cfg.get("fractions") or {"train": 0.8, "dev": 0.1, "test": 0.1})
-    params = inspect.signature(loader).parameters
-    if "fractions" in params:
-        options.setdefault("fractions", fractions)
-    if "seed" in params:
-        options.setdefault("seed", seed)
-    data = loader(dict(dataset.get("files") or {}), **options)
-    data = data.validate(f"{fmt} dataset '{dataset['name']}'")
+    fractions = split_fractions(dataset)
+    data = load_loader_splits(dataset, seed)
     log.info("loaded %s: %d queries %s, %d docs, %d qrels, %d candidates", fmt, data.queries.height,
              data.split_counts(), data.docs.height, data.qrels.height, data.candidates.height)
     def keep(data: RankingData) -> tuple[RankingData, list[str]]:

@@ -16,9 +16,12 @@ results are under ``results/K_rep<d>/``; as a selection of its own (``study/only
 records, findings page and ledger folder, so its verdicts are a family judged apart from the original's and the two
 are compared side by side (:func:`replication_status`), never pooled.
 
-A dataset whose loader brings fixed splits and that is not re-split (``dataset.split.resplit: false``) would keep
-its train and test queries under a new seed; a replication of it is refused, naming the fix (re-split it with its
-fractions in the dataset's overrides), rather than calling a re-run on the same queries a fresh draw.
+Every split the pipeline draws by its seed is drawn again: all of a re-split dataset's (DailyDialog++, SemEval),
+chitchat's conversations, and a split carved out of a loader's train file (WikiQA's test: its training questions
+are then a new sample of the official train file's, its dev file stays). A dataset whose loader brings every split
+as its own and that is not re-split would keep its queries under a new seed
+(:func:`curricula.data.ingest.seed_draws_splits`); a replication of it is refused, naming the fix (re-split it in
+the dataset's overrides), rather than calling a re-run on the same queries a fresh draw.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from curricula.data.ingest import seed_draws_splits
 from curricula.plumbing.layout import replica_key
 from curricula.statistics.verdicts import BELOW_MARGIN, EQUIVALENT, NOT_REPRODUCED, REPRODUCED
 from curricula.study.grid import claim_datasets
@@ -38,8 +42,6 @@ REPLICA_OFFSET = 1000
 DECIDED_VERDICTS = (REPRODUCED, NOT_REPRODUCED, EQUIVALENT)
 #: how a replica's verdict stands to its original's (:func:`replication_status`)
 REPLICATED, CONTRADICTED, UNDECIDED, PENDING = "replicated", "contradicted", "undecided", "pending"
-#: dataset formats that split their queries by ``dataset.split.fractions`` themselves (a new seed re-draws them)
-SEEDED_SPLIT_FORMATS = ("chitchat",)
 
 
 def replica_seeds(seeds: Sequence[int], draw: int) -> list[int]:
@@ -53,12 +55,11 @@ def replica_config(key: str, config: Mapping[str, Any], draw: int) -> dict[str, 
     its name, pipeline seed and ranker seeds moved (module docstring). A dataset whose fixed splits a new seed would
     not re-draw is refused (ValueError naming the key and the fix)."""
     dataset = config["dataset"]
-    split = dataset.get("split") or {}
-    if not split.get("resplit") and dataset.get("format") not in SEEDED_SPLIT_FORMATS:
-        raise ValueError(f"study.replication.cells.{key}: {key} keeps its loader's own splits "
-                         f"(dataset.split.resplit is false), so a new seed would not change its train and test "
-                         f"queries; re-split it (dataset: {{split: {{resplit: true, fractions: ...}}}} in "
-                         f"study.datasets.{key}) or leave it out of the replication")
+    if not seed_draws_splits(dataset):
+        raise ValueError(f"study.replication.cells.{key}: {key}'s loader brings every split as its own and it is "
+                         f"not re-split, so a new seed would not change its train and test queries; re-split it "
+                         f"(dataset: {{split: {{resplit: true, fractions: ...}}}} in study.datasets.{key}) or leave "
+                         f"it out of the replication")
     out = {**config, "dataset": {**dataset, "name": replica_key(key, draw)},
            "pipeline_seed": int(config["pipeline_seed"]) + REPLICA_OFFSET * draw,
            "seeds": replica_seeds(config["seeds"], draw)}
@@ -165,6 +166,6 @@ def side_by_side(original: Sequence[CellVerdict], replica: Sequence[CellVerdict]
     return rows
 
 
-__all__ = ["ReplicationRow", "side_by_side", "CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET", "SEEDED_SPLIT_FORMATS",
+__all__ = ["ReplicationRow", "side_by_side", "CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET",
            "UNDECIDED", "check_cells", "replica_config", "replica_seeds", "replicate", "replicated_claims",
            "replication_status"]
