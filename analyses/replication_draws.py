@@ -92,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         {"seeds": f"{name} seeds", "mean": f"{name} {measure}", "sd_seed": f"{name} sd_seed"})
         for name, plan in plans.items()]
     table = frames[0].join(frames[1], on="arm", how="inner")
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, float_precision=4, tbl_hide_dataframe_shape=True):
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, float_precision=4, tbl_hide_dataframe_shape=True,
+                   tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True, tbl_width_chars=200):
         print(f"arms' test {measure} over their first {seeds} seeds:")
         print(table)
     return 0

@@ -110,11 +110,12 @@ def test_parts_are_frozen_and_typed():
     assert spec.arm.length == spec.fit.steps and spec.ranker.arch()["ngrams"] == [1, 2, 3]
 
 
-def ledger_records() -> dict[tuple[str, str], set[str]]:
+def ledger_records(folder: str) -> dict[tuple[str, str], set[str]]:
+    """{(dataset, arm): the spec digests its runs hold} of the committed ledger folder ``ledger/study/<folder>``."""
     from curricula.study.ledger import read_record
 
     out: dict[tuple[str, str], set[str]] = {}
-    for path in sorted((REPO / "ledger").rglob("*.parquet")):
+    for path in sorted((REPO / "ledger" / "study" / folder).rglob("*.parquet")):
         record = read_record(path, in_ledger=True)
         out.setdefault((record["dataset"], record["arm"]), set()).add(record["spec_digest"])
     return out
@@ -130,6 +131,21 @@ def first_arithmetic(monkeypatch):
 
 
 @pytest.mark.slow
+def test_the_replication_ledger_runs_pair_with_the_current_arithmetic():
+    """The DailyDialog++ replication's committed runs were trained with ConvKNRM's current arithmetic: every arm's
+    runs hold the spec digest the replication's plan computes now, so the next machine's runs pair with them."""
+    from curricula.pipeline.ledger import spec_digest
+    from curricula.pipeline.study import study_plan_of
+
+    records = ledger_records("only=dailydialog_pp_rep1")
+    assert records, "the committed replication ledger holds runs"
+    plan = study_plan_of([REPO / "configs" / name for name in ("study.yaml", "study_rounds.yaml",
+                                                                "study_replication.yaml")],
+                         {"study": {"only": ["dailydialog_pp"]}})
+    for (dataset, arm), held in records.items():
+        assert held == {spec_digest(plan.datasets[dataset], arm)}, (dataset, arm)
+
+
 def test_the_committed_ledgers_spec_digests_recompute_from_the_typed_spec(monkeypatch):
     """Under ConvKNRM's first arithmetic every arm of the committed ledger recomputes its spec digest; under the
     current one every arm that trains a ConvKNRM gets another digest (no run of the new arithmetic pairs with a
@@ -148,7 +164,7 @@ def test_the_committed_ledgers_spec_digests_recompute_from_the_typed_spec(monkey
             return {dataset.active.ranker.ranker}
         return {dataset.runs[run].ranker.ranker for run in arm_runs(dataset, arm)}
 
-    records = ledger_records()
+    records = ledger_records("only=dailydialog_pp")
     assert records, "the committed ledger holds runs"
     assert REGISTRY["convknrm"].arithmetic > 1
     now = plan()
