@@ -1,5 +1,5 @@
-"""What differs between a study's original draw of a dataset and its replication's fresh draw (docs/records/findings.md):
-the two splits, and the arms' test values in the two ledgers.
+"""What differs between a study's original draw of a dataset and its replication's fresh draw
+(docs/records/findings.md): the two splits, and the arms' test values in the two ledgers.
 
     PYTHONPATH=. .venv/bin/python analyses/replication_draws.py --only dailydialog_pp \\
         [--configs configs/study.yaml configs/study_rounds.yaml] [--replication configs/study_replication.yaml]
@@ -35,9 +35,9 @@ def split_sizes(data: RankingData) -> dict[str, int]:
 def test_profile(data: RankingData) -> dict[str, float]:
     """Per test query: candidates, relevant responses (rel >= 1) and words in the context, as means."""
     test = data.queries.filter(pl.col("split") == "test")
-    qids = test["qid"]
-    candidates = data.candidates.filter(pl.col("qid").is_in(qids.to_list())).group_by("qid").len()["len"]
-    relevant = data.qrels.filter(pl.col("qid").is_in(qids.to_list()) & (pl.col("rel") >= 1)).group_by("qid").len()["len"]
+    qids = test["qid"].to_list()
+    candidates = data.candidates.filter(pl.col("qid").is_in(qids)).group_by("qid").len()["len"]
+    relevant = data.qrels.filter(pl.col("qid").is_in(qids) & (pl.col("rel") >= 1)).group_by("qid").len()["len"]
     words = test["text"].str.split(" ").list.len()
     return {"candidates": float(candidates.mean() or 0), "relevant": float(relevant.mean() or 0),
             "context words": float(words.mean() or 0)}

@@ -121,7 +121,8 @@ def test_replication_draws_compares_the_two_splits_of_the_same_pool(shared_data)
     out = run_script("analyses/replication_draws", "--only", "dailydialog_pp")
     sizes = re.findall(r"draw \((\w+), pipeline seed (\d+)\): queries \{'train': (\d+), 'dev': (\d+), 'test': (\d+)\}",
                        out)
-    assert sizes == [("dailydialog_pp", "42", "565", "103", "360"), ("dailydialog_pp_rep1", "1042", "565", "103", "360")]
+    assert sizes == [("dailydialog_pp", "42", "565", "103", "360"),
+                     ("dailydialog_pp_rep1", "1042", "565", "103", "360")]
     moved = re.search(r"splits: \{'train': (\d+), 'dev': (\d+), 'test': (\d+)\}", out)
     assert moved and sum(map(int, moved.groups())) == 360 and int(moved[3]) < 360  # a fresh carve of the same pool
     assert "arms' test AP over their first 5 seeds" in out

@@ -113,11 +113,13 @@ def test_a_replication_that_is_not_one_of_the_study_cells_is_refused(tmp_path):
 def test_without_a_replication_the_selection_and_claims_are_the_study_own():
     assert replication_selection(["a", "b"], None, None) is None
     assert replication_selection(["a", "b"], ["b"], {"draw": 3, "cells": {"a": ["x"], "b": ["y"]}}) == ("b_rep3",)
-    assert replicated_claims([{"id": "x"}, {"id": "y"}], {"a": ["y"]}, ["a"], 2) == [{"id": "y", "datasets": ["a_rep2"]}]
+    claims = [{"id": "x"}, {"id": "y"}]
+    assert replicated_claims(claims, {"a": ["y"]}, ["a"], 2) == [{"id": "y", "datasets": ["a_rep2"]}]
 
 
 def test_a_cell_is_replicated_only_where_both_draws_decide_the_same_verdict():
-    assert replication_status("reproduced", "reproduced") == replication_status("equivalent", "equivalent") == REPLICATED
+    assert replication_status("reproduced", "reproduced") == REPLICATED
+    assert replication_status("equivalent", "equivalent") == REPLICATED
     assert replication_status("reproduced", "equivalent") == CONTRADICTED  # found again as no effect
     assert replication_status("equivalent", "not reproduced") == CONTRADICTED
     assert replication_status("reproduced", "not reproduced") == CONTRADICTED  # the other direction

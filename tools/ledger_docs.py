@@ -169,7 +169,8 @@ def summary_text(configs: list[str], overrides: Mapping[str, Any], replication: 
 def replication_rows(configs: list[str], overrides: Mapping[str, Any], replication: str
                      ) -> tuple[StudyState, list[ReplicationRow]]:
     """The replication's state (the study ``configs`` with the ``replication`` file over them) and a row per
-    replicated cell pairing the original's verdict with its replica's (:func:`curricula.study.replication.side_by_side`)."""
+    replicated cell pairing the original's verdict with its replica's
+    (:func:`curricula.study.replication.side_by_side`)."""
     original = study_state(tuple(configs), json.dumps(overrides, sort_keys=True))
     replica = study_state((*configs, replication), json.dumps(overrides, sort_keys=True))
     if not replica.replication:
@@ -271,8 +272,8 @@ def regenerate_docs(paths: list[str | Path], check: bool = False) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Regenerate (or with ``--check`` compare) the ledger blocks of README.md and docs/*.md; exit 1 when checking finds a
-    difference."""
+    """Regenerate (or with ``--check`` compare) the ledger blocks of README.md and docs/*.md; exit 1 when checking
+    finds a difference."""
     parser = argparse.ArgumentParser(prog="python -m tools.ledger_docs", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
     args = parser.parse_args(argv)

@@ -166,6 +166,6 @@ def side_by_side(original: Sequence[CellVerdict], replica: Sequence[CellVerdict]
     return rows
 
 
-__all__ = ["ReplicationRow", "side_by_side", "CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET",
-           "UNDECIDED", "check_cells", "replica_config", "replica_seeds", "replicate", "replicated_claims",
-           "replication_status"]
+__all__ = ["CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET", "UNDECIDED", "ReplicationRow",
+           "check_cells", "replica_config", "replica_seeds", "replicate", "replicated_claims", "replication_status",
+           "side_by_side"]
