@@ -24,12 +24,7 @@ import polars as pl
 from curricula.data.base import RankingData
 from curricula.data.ingest import load_configured
 from curricula.pipeline.study import study_plan_of
-from curricula.study.ledger import Ledger, read_entry
-
-
-def split_sizes(data: RankingData) -> dict[str, int]:
-    """Queries per split."""
-    return data.split_counts()
+from curricula.study.ledger import Ledger
 
 
 def test_profile(data: RankingData) -> dict[str, float]:
@@ -54,8 +49,7 @@ def arm_means(ledger: str | Path, measure: str, seeds: int) -> pl.DataFrame:
     """(arm, seeds, mean, sd_seed) of each arm of a ledger over its first ``seeds`` seeds (sorted): the mean of the
     seed-averaged per-query values and the SD of the per-seed means."""
     per_seed: dict[str, dict[int, float]] = {}
-    for path in Ledger(ledger).paths():
-        entry = read_entry(path, in_ledger=True)
+    for entry in Ledger(ledger).entries():
         arm, seed = entry.record["arm"], int(entry.record["seed"])
         values = entry.values.filter((pl.col("experiment") == arm) & (pl.col("measure") == measure))["value"]
         if values.len():
@@ -83,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (config,) = [p.config for p in plan.datasets.values()]
         data[name] = load_configured(config["dataset"], int(config["pipeline_seed"]))
         print(f"{name} draw ({config['dataset']['name']}, pipeline seed {config['pipeline_seed']}): "
-              f"queries {split_sizes(data[name])}; per test query "
+              f"queries {data[name].split_counts()}; per test query "
               + ", ".join(f"{k} {v:.2f}" for k, v in test_profile(data[name]).items()))
     print(f"the original draw's test queries in the fresh draw's splits: {overlap(data['original'], data['fresh'])}")
     seeds = args.seeds or (plans["original"].looks or (5,))[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from curricula.plumbing.config import read_yaml
-from curricula.study.replication import DECIDED_VERDICTS
+from curricula.study.replication import decided_word
 from curricula.study.verdicts import CellVerdict
 from tools.ledger_docs import OPEN, block_study, decided_cells, regenerate, replication_rows, study_state
 
@@ -56,10 +56,10 @@ def test_the_replication_config_lists_exactly_the_cells_the_committed_rounds_dec
     monkeypatch.chdir(REPO)
     configs, only = ["configs/study.yaml", "configs/study_rounds.yaml"], {"study": {"only": ["dailydialog_pp"]}}
     state = study_state(tuple(configs), json.dumps(only, sort_keys=True))
-    decided = {c.id for c in state.cells if c.verdict in DECIDED_VERDICTS}
+    decided = {c.id for c in state.cells if decided_word(c.verdict) is not None}
     listed = read_yaml(REPO / "configs" / "study_replication.yaml")["study"]["replication"]["cells"]
     assert set(listed["dailydialog_pp"]) == decided, "configs/study_replication.yaml: list the decided cells"
-    _, rows = replication_rows(configs, only, "configs/study_replication.yaml")
+    _, _, rows = replication_rows(configs, only, "configs/study_replication.yaml")
     assert [(r.original.id, r.original.verdict) for r in rows] == [
         (c.id, c.verdict) for c in state.cells if c.id in decided]
 

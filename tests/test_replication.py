@@ -18,6 +18,7 @@ from curricula.study.replication import (
     REPLICA_OFFSET,
     REPLICATED,
     UNDECIDED,
+    decided_word,
     replica_config,
     replica_seeds,
     replicated_claims,
@@ -126,6 +127,8 @@ def test_a_cell_is_replicated_only_where_both_draws_decide_the_same_verdict():
     assert replication_status("reproduced", "inconclusive") == UNDECIDED
     assert replication_status("equivalent", None) == replication_status("equivalent", "continue") == PENDING
     assert replication_status("reproduced, below the margin", "reproduced") == REPLICATED
+    assert decided_word("not reproduced, below the margin") == "not reproduced"
+    assert decided_word("inconclusive") is None and decided_word("continue") is None
     with pytest.raises(ValueError, match="the cell's verdict 'inconclusive' is not a decided one"):
         replication_status("inconclusive", "reproduced")
 

@@ -38,17 +38,16 @@ from typing import Any
 
 import polars as pl
 
-from curricula.statistics.verdicts import BELOW_MARGIN
 from curricula.study.findings_page import costs_markdown
 from curricula.study.ledger import Ledger
 from curricula.study.ledger_runs import ledger_costs
 from curricula.study.replication import (
     CONTRADICTED,
-    DECIDED_VERDICTS,
     PENDING,
     REPLICATED,
     UNDECIDED,
     ReplicationRow,
+    decided_word,
     side_by_side,
 )
 from curricula.study.rounds import read_round, rounds_markdown
@@ -130,7 +129,7 @@ def decided_cells(cells: list[CellVerdict]) -> dict[str, list[str]]:
     several = len({c.dataset for c in cells}) > 1
     decided: dict[str, list[str]] = {}
     for cell in cells:
-        if cell.verdict.removesuffix(BELOW_MARGIN) in DECIDED_VERDICTS:
+        if decided_word(cell.verdict) is not None:
             where = f" on {cell.dataset}" if several else ""
             decided.setdefault(cell.verdict, []).append(f"{cell.text}{where}, {cell.effect}")
     return decided
@@ -167,9 +166,9 @@ def summary_text(configs: list[str], overrides: Mapping[str, Any], replication: 
 
 
 def replication_rows(configs: list[str], overrides: Mapping[str, Any], replication: str
-                     ) -> tuple[StudyState, list[ReplicationRow]]:
-    """The replication's state (the study ``configs`` with the ``replication`` file over them) and a row per
-    replicated cell pairing the original's verdict with its replica's
+                     ) -> tuple[StudyState, int, list[ReplicationRow]]:
+    """The replication's state (the study ``configs`` with the ``replication`` file over them), its draw, and a row
+    per replicated cell pairing the original's verdict with its replica's
     (:func:`curricula.study.replication.side_by_side`)."""
     original = study_state(tuple(configs), json.dumps(overrides, sort_keys=True))
     replica = study_state((*configs, replication), json.dumps(overrides, sort_keys=True))
@@ -177,17 +176,17 @@ def replication_rows(configs: list[str], overrides: Mapping[str, Any], replicati
         raise ValueError(f"{replication}: no study.replication section")
     kept = {c.dataset for c in original.cells}
     cells = {key: ids for key, ids in replica.replication["cells"].items() if key in kept}
-    return replica, side_by_side(original.cells, replica.cells, cells, int(replica.replication["draw"]))
+    draw = int(replica.replication["draw"])
+    return replica, draw, side_by_side(original.cells, replica.cells, cells, draw)
 
 
 def replication_summary(configs: list[str], overrides: Mapping[str, Any], replication: str, hours: float) -> str:
     """The summary's sentences on a replication: its runs and core-hours, how many cells it replicated, contradicted,
     left undecided or has still to decide, the core-hours per replicated cell (the original's and the replication's),
     and the cells replicated and contradicted."""
-    replica, rows = replication_rows(configs, overrides, replication)
+    replica, draw, rows = replication_rows(configs, overrides, replication)
     spent = study_hours(replica)
     counts = Counter(row.status for row in rows)
-    draw = int(replica.replication["draw"]) if replica.replication else 0
     text = (f"Their replication on a fresh draw (draw {draw}: another split of the same pool, fresh seeds; "
             f"`{replica.ledger}`) holds {len(replica.records)} runs, {spent:.2f} core-hours: of its {len(rows)} cells "
             + ", ".join(f"{counts[s]} {s}" for s in (REPLICATED, CONTRADICTED, UNDECIDED, PENDING)))
@@ -206,7 +205,7 @@ def replication_text(configs: list[str], overrides: Mapping[str, Any], replicati
     side, and how they stand (replicated only where both decided the same verdict)."""
     if not replication:
         raise ValueError('a "ledger replication" block names its replication config (replication="<file>")')
-    replica, rows = replication_rows(configs, overrides, replication)
+    replica, _, rows = replication_rows(configs, overrides, replication)
     original = study_state(tuple(configs), json.dumps(overrides, sort_keys=True))
     lines = [*wrap(f"Regenerated from `{original.ledger}` and `{replica.ledger}` by `python -m tools.ledger_docs`: "
                    f"{len(replica.records)} runs of the replication so far."), "",

@@ -116,6 +116,13 @@ def replicate(configs: Mapping[str, dict[str, Any]], claims: Sequence[Mapping[st
     return replicas, replicated_claims(claims, cells, kept, draw)
 
 
+def decided_word(verdict: str) -> str | None:
+    """The decided verdict a cell's sequential ``verdict`` stands for (``reproduced, below the margin`` stands for
+    ``reproduced``), or None for one that decides nothing (``inconclusive``, ``continue``)."""
+    word = verdict.removesuffix(BELOW_MARGIN)
+    return word if word in DECIDED_VERDICTS else None
+
+
 def replication_status(original: str, replica: str | None) -> str:
     """How a decided cell's replica stands to it, from the two sequential verdicts: :data:`REPLICATED` when the
     replica decided the same verdict, :data:`CONTRADICTED` when it decided another (an effect found again as
@@ -123,15 +130,15 @@ def replication_status(original: str, replica: str | None) -> str:
     inconclusive, :data:`PENDING` while they have not ended (``replica`` None: no round yet, or ``continue``).
     A verdict "below the margin" counts as its decided verdict; an ``original`` that is not decided is no cell to
     replicate (ValueError)."""
-    original = original.removesuffix(BELOW_MARGIN)
-    if original not in DECIDED_VERDICTS:
+    before = decided_word(original)
+    if before is None:
         raise ValueError(f"the cell's verdict {original!r} is not a decided one, so there is nothing to replicate")
     if replica is None or replica == "continue":
         return PENDING
-    replica = replica.removesuffix(BELOW_MARGIN)
-    if replica not in DECIDED_VERDICTS:
+    after = decided_word(replica)
+    if after is None:
         return UNDECIDED
-    return REPLICATED if replica == original else CONTRADICTED
+    return REPLICATED if after == before else CONTRADICTED
 
 
 @dataclass(frozen=True)
@@ -156,7 +163,7 @@ def side_by_side(original: Sequence[CellVerdict], replica: Sequence[CellVerdict]
     for dataset, ids in cells.items():
         for claim in ids:
             cell = before.get((claim, dataset))
-            if cell is None or cell.verdict.removesuffix(BELOW_MARGIN) not in DECIDED_VERDICTS:
+            if cell is None or decided_word(cell.verdict) is None:
                 why = "no verdict" if cell is None else f"the verdict {cell.verdict!r}"
                 raise ValueError(f"study.replication.cells.{dataset}: {claim} has {why} in the original study; "
                                  f"list only the cells its rounds decided")
@@ -166,6 +173,6 @@ def side_by_side(original: Sequence[CellVerdict], replica: Sequence[CellVerdict]
     return rows
 
 
-__all__ = ["CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET", "UNDECIDED", "ReplicationRow",
-           "check_cells", "replica_config", "replica_seeds", "replicate", "replicated_claims", "replication_status",
-           "side_by_side"]
+__all__ = ["CONTRADICTED", "DECIDED_VERDICTS", "PENDING", "REPLICATED", "REPLICA_OFFSET", "UNDECIDED",
+           "ReplicationRow", "check_cells", "decided_word", "replica_config", "replica_seeds", "replicate",
+           "replicated_claims", "replication_status", "side_by_side"]
