@@ -27,10 +27,10 @@ from curricula.plumbing.keys import (
     decode_key,
     input_key,
     is_bm25,
+    split_inputs,
     with_bm25,
     without_bm25,
 )
-from curricula.report.tables import split_inputs
 from curricula.study.ledger_runs import claim_runs
 
 ROOT = "results/chitchat"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from numbers import Integral
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 #: what joins a key's kind and parts
@@ -207,6 +208,17 @@ def input_key(name: str) -> Key | None:
     return decode_key(name) if SEP in name else None
 
 
+def split_inputs(inputs: Mapping[str, str], kind: str) -> dict[tuple[str, ...], str]:
+    """Named rule inputs ``<kind>|a|b`` as {(a, b): path} (how the report rules key runs by experiment and seed): the
+    parts of each input's :func:`input_key` of that kind; plain input names are skipped."""
+    out = {}
+    for name in inputs.keys():
+        key = input_key(name)
+        if key is not None and key.kind == kind:
+            out[key.parts] = inputs[name]
+    return out
+
+
 __all__ = ["ACTIVE", "BM25_SUFFIX", "CURVE", "ClaimKey", "DIFFICULTY", "Key", "METRICS", "MODEL", "NameKey",
            "REFERENCE", "RUN", "SELECTION", "SEP", "SHAPES", "SeedKey", "UPSTREAM", "UpstreamKey", "decode_key",
-           "input_key", "is_bm25", "with_bm25", "without_bm25"]
+           "input_key", "is_bm25", "split_inputs", "with_bm25", "without_bm25"]

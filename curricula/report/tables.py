@@ -52,7 +52,7 @@ from curricula.evaluation.comparisons import (
     paired_cells,
 )
 from curricula.plumbing.atomic import write_file_atomically, write_text_atomically
-from curricula.plumbing.keys import BM25_SUFFIX, input_key
+from curricula.plumbing.keys import BM25_SUFFIX
 from curricula.report.power import RELATIVE_EFFECT, mde_sentence, pooled_components, power_table
 from curricula.statistics.multiplicity import holm
 from curricula.statistics.paired import TESTS, paired_pvalue
@@ -424,14 +424,3 @@ def reference_metrics(reference_paths: Mapping[str, str | Path]) -> pl.DataFrame
     """The reference rankers' per-query metrics ({name: its metrics file}) as one long frame, each ranker one
     "seed" (``0``); None without any."""
     return load_metrics({(name, "0"): p for name, p in reference_paths.items()}) if reference_paths else None
-
-
-def split_inputs(inputs: Mapping[str, str], kind: str) -> dict[tuple[str, ...], str]:
-    """Named rule inputs ``<kind>|a|b`` as {(a, b): path} (how the report rules key runs by experiment and seed): the
-    parts of each input's :func:`~curricula.plumbing.keys.input_key` of that kind; plain input names are skipped."""
-    out = {}
-    for name in inputs.keys():
-        key = input_key(name)
-        if key is not None and key.kind == kind:
-            out[key.parts] = inputs[name]
-    return out

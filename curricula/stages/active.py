@@ -14,6 +14,7 @@ import polars as pl
 from curricula.data.ingest import read_ingest
 from curricula.experiments.spec import parse_train_spec
 from curricula.plumbing.contracts import VECTORS, check_table, read_table, write_table
+from curricula.plumbing.keys import split_inputs
 from curricula.report.active import (
     ACTIVE_CURVES,
     ACTIVE_TABLE,
@@ -23,7 +24,7 @@ from curricula.report.active import (
     learning_curve_table,
     plot_learning_curves,
 )
-from curricula.report.tables import split_inputs, write_table_files
+from curricula.report.tables import write_table_files
 from curricula.stages import Files
 
 

@@ -1,5 +1,5 @@
 """The entry points of rules/report.smk: the tables, the figures and the tuning table. The report rules key their
-runs' inputs ``<kind>|<experiment>|<seed>`` (:func:`curricula.report.tables.split_inputs`); the tables and figures
+runs' inputs ``<kind>|<experiment>|<seed>`` (:func:`curricula.plumbing.keys.split_inputs`); the tables and figures
 are :mod:`curricula.report`'s."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import polars as pl
 from curricula.evaluation.comparisons import load_metrics
 from curricula.experiments.spec import parse_train_spec
 from curricula.plumbing.contracts import QUERIES, read_table
+from curricula.plumbing.keys import split_inputs
 from curricula.report.figures import write_figures
-from curricula.report.tables import TABLE_KEYS, build_tables, reference_metrics, split_inputs, write_table_files
+from curricula.report.tables import TABLE_KEYS, build_tables, reference_metrics, write_table_files
 from curricula.report.tuning import tuning_caption, tuning_table
 from curricula.stages import Files
 

@@ -1,7 +1,8 @@
 """The entry points of ``rules/train.smk``: one ranker per (training run, seed), and a tuned experiment's selection.
 
 Each reads its rule's files, parses what the rule passes once (the run's params into a
-:class:`~curricula.experiments.spec.TrainSpec`), starts the job's runtime and calls the library.
+:class:`~curricula.experiments.spec.TrainSpec`), starts the job's runtime and calls the library. Torch and transformers
+are imported by the training alone, so that the selection job starts without them (3.4 against 0.2 CPU-seconds).
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ import polars as pl
 from curricula.data.ingest import read_ingest
 from curricula.difficulty import difficulty_spec
 from curricula.experiments.spec import TrainSpec, parse_train_spec, spec_record
-from curricula.experiments.train import TRAIN_COLUMNS, train_ranker
 from curricula.experiments.tuning import select_best_run
 from curricula.models import ranker_class
-from curricula.models.runtime import start_job
 from curricula.plumbing.atomic import write_text_atomically
 from curricula.plumbing.contracts import dev_curve_spec, read_table, write_table
+from curricula.plumbing.keys import split_inputs
 from curricula.plumbing.provenance import cpu_class, project_commit
-from curricula.report.tables import split_inputs
 from curricula.stages import Files
 
 #: the tables a train job reads lazily (only the rows it needs), when its curriculum needs them
@@ -46,6 +45,9 @@ def train(inputs: Files, outputs: Files, params: Mapping[str, Any], seed: int, *
     """Rule ``train``: parse the run's params, start the job, train, write model/, dev_curve.parquet and
     config.json (the params, the threads, what it ran on and the commit). The checkpoint folder is
     ``<model>.checkpoint``."""
+    from curricula.experiments.train import TRAIN_COLUMNS, train_ranker
+    from curricula.models.runtime import start_job
+
     spec = parse_train_spec(params, "train").with_runtime(threads=threads)
     runtime = start_job(spec.runtime, ranker_class(spec.ranker.ranker).transformer, "training")
     data = read_ingest(inputs, columns=TRAIN_COLUMNS)
