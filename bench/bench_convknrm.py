@@ -16,6 +16,9 @@ two variants' losses along the steps and between their dev scores (0 when the ar
 
     .venv/bin/python bench/bench_convknrm.py --root <run> [--base HEAD] [--steps 100] [--rounds 3] [--threads 1]
 
+``--compiled`` compares this checkout with itself instead: ``architecture.compiled_pooling: true`` (the compiled
+kernel sums, curricula/models/compiled.py) against torch's operations, the rest as above.
+
 ``<run>`` is a scratch folder holding ``results/chitchat`` of the default config up to its ``random`` curriculum
 (``snakemake --cores 1 --directory <run> --snakefile Snakefile --configfile config.yaml --
 results/chitchat/curricula/random``).
@@ -199,13 +202,20 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--trainable", action="store_true", help="train the embeddings too (default: frozen)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="compare compiled_pooling: true against torch's kernel sums, both this checkout's code")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     params, config = default_params(args.trainable)
     with tempfile.TemporaryDirectory() as tmp:
-        import_base(args.base, Path(tmp))
-        new = Variant("this checkout", "curricula", params, args.seed)
-        base = Variant(f"base {args.base}", BASE, params, args.seed)
+        if args.compiled:
+            compiled = {**params, "architecture": {**params["architecture"], "compiled_pooling": True}}
+            new = Variant("compiled kernel sums", "curricula", compiled, args.seed)
+            base = Variant("torch kernel sums", "curricula", params, args.seed)
+        else:
+            import_base(args.base, Path(tmp))
+            new = Variant("this checkout", "curricula", params, args.seed)
+            base = Variant(f"base {args.base}", BASE, params, args.seed)
         base.ranker.module.load_state_dict(new.ranker.module.state_dict())
         batches, data = training_batches(args.root, params, args.steps, args.seed, new.ranker)
         dev = dev_pairs(data, args.dev_queries or None, config["pipeline_seed"], 1)

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from curricula.models.kernel_pooling import RowKernelSum, kernel_mus, kernel_pooling, kernel_sigmas, masked_logs
+from curricula.models.compiled import row_kernel_sum
+from curricula.models.kernel_pooling import kernel_mus, kernel_pooling, kernel_sigmas, masked_logs
 from curricula.models.packed import Windows, packed_context_matches, padded_vectors, tap_table, token_windows, \
     window_vectors
 from curricula.models.text import TwoSidedRanker, distinct_rows, dropout_active
@@ -112,8 +113,11 @@ def window_mask(mask: torch.Tensor, h: int) -> torch.Tensor:
 
 class ConvKNRMModule(torch.nn.Module):
     def __init__(self, embeddings: torch.Tensor, ngrams: Sequence[int], channels: int, kernels: int, hidden: int,
-                 dropout: float, freeze_embeddings: bool, embedding_dropout: float | None = None):
+                 dropout: float, freeze_embeddings: bool, embedding_dropout: float | None = None,
+                 compiled_pooling: bool = False):
         super().__init__()
+        #: the CPU kernel sums by the compiled pass (:mod:`curricula.models.compiled`) instead of torch's operations
+        self.compiled_pooling = bool(compiled_pooling)
         self.embedding = torch.nn.Embedding.from_pretrained(embeddings.clone(), freeze=freeze_embeddings,
                                                             padding_idx=None)
         dim = embeddings.shape[1]
@@ -223,7 +227,8 @@ class ConvKNRMModule(torch.nn.Module):
         q_vectors = padded_vectors(vectors[:split], q_windows, q.shape[0], widths)
         batch = d.shape[0]
         match_rows, group = packed_context_matches(q_vectors, vectors[split:], d_windows, rows, batch)
-        soft = RowKernelSum.apply(match_rows, group, len(self.ngrams) * batch, self.mus, self.sigmas)
+        soft = row_kernel_sum(match_rows, group, len(self.ngrams) * batch, self.mus, self.sigmas,
+                              self.compiled_pooling)
         q_mask = torch.cat([window_mask(q_mask, h)[rows] for h in self.ngrams], dim=1)  # (B, sum Lq_h)
         return self.pooled_logs(soft, q_mask, widths, batch)
 
@@ -246,8 +251,8 @@ class ConvKNRMModule(torch.nn.Module):
 
         On CPU all crosses at once: every query h-gram side by side, (contexts, sum of Lq_h, C), against every
         document h-gram (:func:`context_match_rows`, or :func:`pair_match_rows` when most pairs have a context of
-        their own), one kernel sum (:class:`RowKernelSum`) over the lot, and K-NRM eq. 4 as one product with each
-        query h-gram's position indicator. Measured against one padded product and kernel sum per cross
+        their own), one kernel sum over the lot (:func:`curricula.models.compiled.row_kernel_sum`: torch's operations
+        or the compiled pass), and K-NRM eq. 4 as one product with each query h-gram's position indicator. Measured against one padded product and kernel sum per cross
         (``bench/prof_convknrm.py --freeze --steps 300 --evals 3 --dev-queries 0``, default run's batches, 1 thread,
         alternated twice): a training step 49.3 / 48.7 -> 39.0 / 37.8 ms, a dev evaluation of 5,000 pairs
         1.97 / 1.98 -> 1.48 / 1.47 s. Elsewhere (GPU) one padded product per cross: per context when each
@@ -264,7 +269,8 @@ class ConvKNRMModule(torch.nn.Module):
         per_context = 2 * qg[0][0].shape[0] <= batch
         match_rows, group = (context_match_rows if per_context else pair_match_rows)(
             torch.cat([qh for qh, _ in qg], dim=1), dg, rows)
-        soft = RowKernelSum.apply(match_rows, group, sides * batch, self.mus, self.sigmas)  # (T * B, K, sum Lq_h)
+        soft = row_kernel_sum(match_rows, group, sides * batch, self.mus, self.sigmas,
+                              self.compiled_pooling)  # (T * B, K, sum Lq_h)
         q_mask = torch.cat([qm[rows] for _, qm in qg], dim=1)  # (B, sum Lq_h)
         return self.pooled_logs(soft, q_mask, [qh.shape[1] for qh, _ in qg], batch)
 
@@ -342,7 +348,8 @@ class ConvKNRMRanker(TwoSidedRanker):
     @classmethod
     def make_module(cls, arch: Mapping[str, Any], embeddings: torch.Tensor) -> torch.nn.Module:
         return ConvKNRMModule(embeddings, arch["ngrams"], arch["channels"], arch["kernels"], arch["hidden"],
-                              arch["dropout"], arch["freeze_embeddings"], arch.get("embedding_dropout"))
+                              arch["dropout"], arch["freeze_embeddings"], arch.get("embedding_dropout"),
+                              bool(arch.get("compiled_pooling")))
 
     def min_width(self) -> int:
         return max(self.arch["ngrams"])
