@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curricula.evaluation.comparisons import trained_experiment, with_seeds
+from curricula.evaluation.comparisons import with_seeds
+from curricula.plumbing.keys import without_bm25
 from curricula.statistics.group_sequential import sequential_design
 from curricula.statistics.sequential_verdicts import CONTINUE, SequentialDecision
 from curricula.statistics.verdicts import INCONCLUSIVE, REPRODUCED
@@ -98,7 +99,7 @@ def test_active_claims_stay_fixed_seed_and_round_one_trains_every_other_arm():
     assert [c["id"] for c in sequential_claims(CLAIMS)] == ["big", "null"]
     assert first_round_arms(CLAIMS, ["a", "b"]) == [("a", "big"), ("a", "baseline"), ("b", "big"), ("b", "baseline"),
                                                     ("a", "noisy"), ("b", "noisy")]
-    assert trained_experiment("baseline+bm25") == "baseline" and trained_experiment("hcl") == "hcl"
+    assert without_bm25("baseline+bm25") == "baseline" and without_bm25("hcl") == "hcl"
 
 
 def _decision(verdict: str, look: int = 0) -> SequentialDecision:

@@ -461,7 +461,7 @@ def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_
     checkpoint study_round judges every cell after a round and lists the arms of the open cells, and exactly those
     arms train the next round's seeds; the findings carry each cell's sequential verdict at its look; a second
     invocation schedules nothing."""
-    from curricula.evaluation.comparisons import trained_experiment
+    from curricula.plumbing.keys import without_bm25
     from curricula.statistics.sequential_verdicts import CONTINUE
     from curricula.study.rounds import read_round
 
@@ -497,7 +497,7 @@ def test_a_sequential_study_trains_the_next_round_only_for_undecided_cells(tiny_
     assert {arm for _, arm in first["next"]} == arms
     expected = {}
     for (_, arm), count in final["trained"].items():
-        expected[trained_experiment(arm)] = max(count, expected.get(trained_experiment(arm), 0))
+        expected[without_bm25(arm)] = max(count, expected.get(without_bm25(arm), 0))
         assert count == (3 if arm in arms else 2)
     res = wd / "results" / "tiny" / "experiments"
     trained = {p.name: sorted(int(s.name.removeprefix("seed=")) for s in p.iterdir() if (s / "model").exists())

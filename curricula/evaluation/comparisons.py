@@ -28,12 +28,6 @@ def baseline_of(experiment: str) -> str:
     return BASELINE + BM25_SUFFIX if experiment.endswith(BM25_SUFFIX) else BASELINE
 
 
-def trained_experiment(name: str) -> str:
-    """The experiment whose training a metrics name needs: ``<experiment>+bm25`` is ``<experiment>``'s model
-    interpolated with BM25 (score additivity), so it trains ``<experiment>``; any other name is itself."""
-    return name.removesuffix(BM25_SUFFIX)
-
-
 def with_seeds(metrics: pl.DataFrame, seeds: Sequence[int | str]) -> pl.DataFrame:
     """The rows of a long metrics frame (experiment, seed, qid, measure, value) whose seed is one of ``seeds``."""
     return metrics.filter(pl.col("seed").is_in([str(s) for s in seeds]))

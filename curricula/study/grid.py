@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from curricula.plumbing.config import load_yaml, merge
+from curricula.plumbing.keys import without_bm25
+from curricula.plumbing.layout import Layout, study_selection
 
 if TYPE_CHECKING:
     from curricula.experiments.spec import TrainSpec
-from curricula.plumbing.layout import Layout, study_selection
 
 KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 STUDY_WIDE = ("results", "shards")
@@ -202,13 +203,12 @@ def arm_spec(name: str, runs_of: Mapping[str, Mapping[str, TrainSpec]]) -> dict[
     of the values tuned on dev (the knobs its runs share keep their value); ``<experiment>+bm25`` adds
     ``additivity: bm25``; ``active:<method>@<round>`` stands for that method and round of the dataset's one
     active-learning loop (:data:`ACTIVE_KEYS`)."""
-    from curricula.evaluation.comparisons import trained_experiment
     from curricula.experiments.spec import spec_params
 
     active = parse_active_name(name)
     if active is not None:
         return dict(zip(ACTIVE_KEYS, active))
-    base = trained_experiment(name)
+    base = without_bm25(name)
     if base not in runs_of:
         raise ValueError(f"{name!r} is not an experiment of the grid (it has {sorted(runs_of)})")
     runs = [flatten(spec_params(spec)) for spec in runs_of[base].values()]

@@ -18,8 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from curricula.evaluation.comparisons import trained_experiment
-from curricula.plumbing.keys import RUN, ClaimKey, input_key
+from curricula.plumbing.keys import RUN, ClaimKey, input_key, without_bm25
 from curricula.study.grid import ACTIVE_PREFIX
 from curricula.study.ledger import Entry, Ledger, entry_path, read_entry
 from curricula.study.resume import RunKey, select_entries
@@ -51,7 +50,7 @@ def ledger_arm(arm: str) -> str:
     for an active-learning result (``active:dasl@3`` is ``active:dasl``'s entry)."""
     if arm.startswith(ACTIVE_PREFIX):
         return arm.partition("@")[0]
-    return trained_experiment(arm)
+    return without_bm25(arm)
 
 
 def trained_run(run: ClaimRun) -> RunKey:
