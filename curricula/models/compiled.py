@@ -8,12 +8,11 @@ The C source is built at first use with the machine's C compiler (``$CC``, else 
 the user's cache (``$XDG_CACHE_HOME/curricula/kernels``, else ``~/.cache/curricula/kernels``; ``CURRICULA_KERNEL_CACHE``
 overrides), named by a digest of the source, the flags, the compiler's version and the CPU's architecture and
 instruction-set flags (``-march=native`` code may not run on another CPU of a cluster sharing the home folder), and
-loaded with ctypes. It is
-compiled with ``-O3 -march=native -ffp-contract=off`` and no fast-math, its exponential a polynomial of its own, so
-its element-wise arithmetic (no sums reordered, no fused multiply-adds) gives the same bits whatever the vector
-width. It runs on the calling thread (no intra-op threads: the training jobs run on one thread each). Its values
-equal the torch path's up to float round-off (another exponential and another order of the sums over a pair's
-rows), so a run with it is another arithmetic: the knob is in the run's params and digest.
+loaded with ctypes. It is compiled with ``-O3 -march=native -ffp-contract=off`` and no fast-math, its exponential a
+polynomial of its own, so its element-wise arithmetic (no sums reordered, no fused multiply-adds) gives the same bits
+whatever the vector width. It runs on the calling thread (no intra-op threads: the training jobs run on one thread
+each). Its values equal the torch path's up to float round-off (another exponential and another order of the sums
+over a pair's rows), so a run with it is another arithmetic: the knob is in the run's params and digest.
 """
 
 from __future__ import annotations

@@ -252,7 +252,8 @@ class ConvKNRMModule(torch.nn.Module):
         On CPU all crosses at once: every query h-gram side by side, (contexts, sum of Lq_h, C), against every
         document h-gram (:func:`context_match_rows`, or :func:`pair_match_rows` when most pairs have a context of
         their own), one kernel sum over the lot (:func:`curricula.models.compiled.row_kernel_sum`: torch's operations
-        or the compiled pass), and K-NRM eq. 4 as one product with each query h-gram's position indicator. Measured against one padded product and kernel sum per cross
+        or the compiled pass), and K-NRM eq. 4 as one product with each query h-gram's position indicator. Measured
+        against one padded product and kernel sum per cross
         (``bench/prof_convknrm.py --freeze --steps 300 --evals 3 --dev-queries 0``, default run's batches, 1 thread,
         alternated twice): a training step 49.3 / 48.7 -> 39.0 / 37.8 ms, a dev evaluation of 5,000 pairs
         1.97 / 1.98 -> 1.48 / 1.47 s. Elsewhere (GPU) one padded product per cross: per context when each

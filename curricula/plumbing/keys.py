@@ -21,9 +21,9 @@ None for a plain name (``queries``, ``previous``). Torch-free: the rule files us
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from numbers import Integral
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 #: what joins a key's kind and parts
