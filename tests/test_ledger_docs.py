@@ -51,14 +51,15 @@ def test_a_replication_block_names_its_replication_config():
         regenerate('<!-- ledger replication configs="a.yaml" -->\n<!-- /ledger -->')
 
 
-@pytest.mark.slow  # recomputes DailyDialog++'s rounds from the committed ledger (15 s)
-def test_the_replication_config_lists_exactly_the_cells_the_committed_rounds_decided(monkeypatch):
+@pytest.mark.slow  # recomputes each dataset's rounds from the committed ledger (15 s each)
+@pytest.mark.parametrize("dataset", ["dailydialog_pp", "wikiqa"])
+def test_the_replication_config_lists_exactly_the_cells_the_committed_rounds_decided(dataset, monkeypatch):
     monkeypatch.chdir(REPO)
-    configs, only = ["configs/study.yaml", "configs/study_rounds.yaml"], {"study": {"only": ["dailydialog_pp"]}}
+    configs, only = ["configs/study.yaml", "configs/study_rounds.yaml"], {"study": {"only": [dataset]}}
     state = study_state(tuple(configs), json.dumps(only, sort_keys=True))
     decided = {c.id for c in state.cells if decided_word(c.verdict) is not None}
     listed = read_yaml(REPO / "configs" / "study_replication.yaml")["study"]["replication"]["cells"]
-    assert set(listed["dailydialog_pp"]) == decided, "configs/study_replication.yaml: list the decided cells"
+    assert set(listed[dataset]) == decided, "configs/study_replication.yaml: list the decided cells"
     _, _, rows = replication_rows(configs, only, "configs/study_replication.yaml")
     assert [(r.original.id, r.original.verdict) for r in rows] == [
         (c.id, c.verdict) for c in state.cells if c.id in decided]
