@@ -113,6 +113,15 @@ def test_curve_convknrm_writes_one_row_per_dev_evaluation(tiny_tree, tmp_path):
     assert curve.columns == ["step", "metric", "value", "train_loss", "seconds"] and curve["step"].to_list() == [2, 4]
 
 
+def test_draw_difference_size_prints_a_row_per_pair_of_seed_counts_and_query_count():
+    out = run_script("analyses/draw_difference_size", "--draws", 200)
+    rows = re.findall(r"^\| (\d+) and (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", out, flags=re.M)
+    module = script_module("analyses/draw_difference_size")
+    assert [((int(a), int(b)), int(q)) for a, b, q, *_ in rows] == [
+        (pair, q) for pair in module.SEED_PAIRS for q in module.QUERIES]
+    assert all(0 <= float(low) <= float(high) <= 1 and float(null) <= float(high) for *_, low, high, null in rows)
+
+
 @pytest.mark.slow  # a fresh interpreter loading DailyDialog++ twice
 def test_replication_draws_compares_the_two_splits_of_the_same_pool(shared_data):
     from tests.conftest import shared_file
@@ -126,3 +135,9 @@ def test_replication_draws_compares_the_two_splits_of_the_same_pool(shared_data)
     moved = re.search(r"splits: \{'train': (\d+), 'dev': (\d+), 'test': (\d+)\}", out)
     assert moved and sum(map(int, moved.groups())) == 360 and int(moved[3]) < 360  # a fresh carve of the same pool
     assert "arms' test AP over their first 5 seeds" in out
+    # every replicated cell on both draws, at the seeds its verdict rests on, with the draw-difference test
+    cells = out.split("each replicated cell at the seeds its verdict rests on")[1]
+    rows = re.findall(r"^\| (\w+) +\| (\w+) \((\d+) seeds\)", cells, flags=re.M)
+    assert [claim for claim, _, _ in rows] == ["macavaney_kde", "macavaney_anti", "macavaney_minf", "su_ic",
+                                               "su_ic_over_cc", "composed_teacher_kde"]
+    assert ("macavaney_kde", "reproduced", "15") in rows  # the committed ledger's verdict and its look

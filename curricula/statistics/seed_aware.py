@@ -196,6 +196,48 @@ def seed_aware_test(d: np.ndarray, alpha: float = 0.05) -> SeedAwareResult:
     return SeedAwareResult(c.mean, se, df, t, float(2 * student_t.sf(abs(t), df)), c.mean - half, c.mean + half, c)
 
 
+@dataclass(frozen=True)
+class DrawDifference:
+    """Two draws' effects compared by :func:`draw_difference_test`: ``difference`` (first minus second), its
+    standard error and Welch-Satterthwaite degrees of freedom, t and the two-sided p."""
+
+    difference: float
+    se: float
+    df: float
+    t: float
+    p: float
+
+
+def welch_difference_p(mean_a: float | np.ndarray, var_a: float | np.ndarray, df_a: float | np.ndarray,
+                       mean_b: float | np.ndarray, var_b: float | np.ndarray, df_b: float | np.ndarray
+                       ) -> tuple[float | np.ndarray, float | np.ndarray, float | np.ndarray]:
+    """(t, df, two-sided p) of mean_a - mean_b = 0 for two independent estimates with variances ``var_*`` (of the
+    means, not per observation) on ``df_*`` degrees of freedom: t = (mean_a - mean_b) / sqrt(var_a + var_b) on the
+    Welch-Satterthwaite df (var_a + var_b)^2 / (var_a^2 / df_a + var_b^2 / df_b) (Welch 1947). Arrays broadcast
+    (vectorised, for the simulations of its error rate)."""
+    var = np.asarray(var_a, dtype=np.float64) + np.asarray(var_b, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (np.asarray(mean_a, dtype=np.float64) - mean_b) / np.sqrt(var)
+        df = var ** 2 / (np.asarray(var_a, dtype=np.float64) ** 2 / df_a + np.asarray(var_b, dtype=np.float64) ** 2
+                         / df_b)
+    p = 2 * student_t.sf(np.abs(t), df)
+    if np.ndim(t) == 0:
+        return float(t), float(df), float(p)
+    return t, df, p
+
+
+def draw_difference_test(a: SeedAwareResult, b: SeedAwareResult) -> DrawDifference:
+    """Whether two independent draws of one comparison (a study's cell on its original draw and on a fresh one: other
+    training and test queries, other seeds) estimate different effects: :func:`welch_difference_p` of their
+    seed-aware means (:func:`seed_aware_test`; each SE already counts seeds and test queries as samples). A small p
+    says the draws disagree by more than seed and query noise explain (something of the draw itself matters); a
+    large one that one effect fits both. Two draws of one pool share some test queries, which correlates the
+    estimates positively and makes the test conservative. Its error rate at the study's sizes is checked by
+    simulation (``tests/test_stats.py``)."""
+    t, df, p = welch_difference_p(a.effect, a.se ** 2, a.df, b.effect, b.se ** 2, b.df)
+    return DrawDifference(a.effect - b.effect, math.sqrt(a.se ** 2 + b.se ** 2), float(df), float(t), float(p))
+
+
 # ------------------------------------------------------------------------------------------------- simulation
 def simulate_mean_squares(rng: np.random.Generator, seeds: int, queries: int, sd_seed: float, sd_query: float,
                           sd_resid: float, draws: int, mu: float = 0.0
