@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.workflow_run import REPO
+from tests.workflow_run import PLUGINS, REPO, TINY_PRECOMPUTE, jobs_of, snakemake
 
 PARSE = f"""
 import sys, yaml
@@ -42,6 +43,33 @@ def test_resolving_the_config_imports_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", PARSE], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "4 5 []", out.stdout  # 4 experiments, 5 training runs (m tuned over 2 values)
+
+
+#: a ``sitecustomize`` module that, when the interpreter exits, writes which of the listed libraries it had imported
+EXIT_REPORT = """import atexit, os, sys
+def _report():
+    with open(os.environ["IMPORTS_REPORT"], "w") as out:
+        out.write(" ".join(sorted(m for m in ("scipy", "torch", "transformers", "pandas") if m in sys.modules)))
+atexit.register(_report)
+"""
+
+
+@pytest.mark.slow  # a Snakemake dry run
+def test_planning_a_single_run_imports_no_scipy(tmp_path):
+    """A dry run of a single dataset's grid (the start-up checks, the plan, the DAG) imports neither scipy nor torch
+    in the Snakemake process: every Snakemake invocation (a dry run, a SLURM job's own start, a re-run) pays an
+    import at start-up, about a second of CPU for scipy.stats; the statistics are imported by the jobs that judge.
+    (pandas comes with Snakemake's SLURM executor plugin, not with this workflow, and is not checked.)"""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(EXIT_REPORT)
+    report, work = tmp_path / "imports.txt", tmp_path / "run"
+    work.mkdir()
+    paths = [str(hook), str(PLUGINS), *filter(None, [os.environ.get("PYTHONPATH")])]
+    out = snakemake(work, "-n", config=TINY_PRECOMPUTE,
+                    env={"IMPORTS_REPORT": str(report), "PYTHONPATH": os.pathsep.join(paths)})
+    assert out.returncode == 0 and "train" in jobs_of(out.stdout), out.stderr[-2000:]
+    assert set(report.read_text().split()) <= {"pandas"}, report.read_text()
 
 
 #: the stage modules of the jobs a study run or a tuned experiment repeats (the ledger entry, the training and the

@@ -28,7 +28,6 @@ from typing import TypeVar, cast, overload
 import numpy as np
 import polars as pl
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import ndtr
 
 #: Default number of evaluation points per KDE chunk: memory is about 3 x chunk_rows x (largest list) x 8 bytes.
 KDE_CHUNK_ROWS = 4096
@@ -180,6 +179,8 @@ def _kde_rows(out: NDArray[np.float64], rows: NDArray[np.int64], x: NDArray[np.f
               n: NDArray[np.int64], chunk_rows: int) -> None:
     """Write CDF(x) = mean_j ndtr((x - x_j) / h) (eq. 10/11's KDE) into ``out`` at the positions ``rows``, each
     against its group's row of ``matrix`` (:func:`_padded_references`), ``chunk_rows`` values at a time."""
+    from scipy.special import ndtr  # here, not at the top: the Snakefile's start-up imports this module
+
     for lo in range(0, rows.size, chunk_rows):
         idx = rows[lo: lo + chunk_rows]
         g = val_code[idx]

@@ -9,9 +9,9 @@ from typing import Any
 
 from curricula.difficulty import FUNCTIONS, check_names, function_knobs, lookup, scores_run_pairs
 from curricula.experiments.spec import TrainSpec
-from curricula.statistics.sequential_verdicts import SEQUENTIAL_MULTIPLICITIES
+from curricula.statistics.multiplicity import SEQUENTIAL_MULTIPLICITIES
 from curricula.study.grid import parse_active_name
-from curricula.study.rounds import study_looks
+from curricula.study.looks import study_looks
 from curricula.training.losses import POINTWISE
 
 
@@ -103,7 +103,7 @@ def check_references(config: Mapping[str, Any]) -> None:
 
 def sequential_looks(settings: Mapping[str, Any]) -> tuple[int, ...] | None:
     """The looks of a sequential study (``study.sequential.looks`` capped by ``study.max_seeds``,
-    :func:`curricula.study.rounds.study_looks`), or None when it trains every seed of ``seeds``. ``settings`` is
+    :func:`curricula.study.looks.study_looks`), or None when it trains every seed of ``seeds``. ``settings`` is
     config ``study``. A cap without rounds, or a multiplicity no sequential procedure is built for, is refused."""
     if not settings["sequential"]["enabled"]:
         if settings["max_seeds"] is not None:

@@ -40,7 +40,8 @@ from curricula.study.ledger import Ledger
 from curricula.study.ledger import manifest as study_manifest
 from curricula.study.ledger_runs import ClaimRun
 from curricula.study.replication import replicate
-from curricula.study.rounds import first_round_arms, look_seeds, read_round
+from curricula.study.looks import look_seeds
+from curricula.study.rounds import first_round_arms, read_round
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def claim_metrics(claims: Sequence[Mapping[str, Any]], datasets: Mapping[str, Da
 def first_look(configs: Mapping[str, dict[str, Any]], looks: tuple[int, ...] | None
                ) -> tuple[dict[str, dict[str, Any]], dict[str, list[int]]]:
     """The dataset configs with their seeds cut to the first look, and {dataset: its seeds up to the last look}
-    (:func:`curricula.study.rounds.look_seeds`); without rounds the configs as they are and {}."""
+    (:func:`curricula.study.looks.look_seeds`); without rounds the configs as they are and {}."""
     if looks is None:
         return dict(configs), {}
     seeds = {name: look_seeds(config["seeds"], looks[-1]) for name, config in configs.items()}

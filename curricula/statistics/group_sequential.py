@@ -44,9 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.stats import norm
-from scipy.stats import t as student_t
+import scipy  # stats and optimize load at first use (scipy's lazy submodules), not when a plan imports this module
 
 KINDS = ("obrien_fleming", "pocock")
 THRESHOLDS = ("student", "normal")
@@ -78,7 +76,8 @@ def spending(fractions: Sequence[float], alpha: float, kind: str = "obrien_flemi
     if t.size == 0 or np.any(t <= 0) or np.any(t > 1):
         raise ValueError(f"information fractions must lie in (0, 1], got {tuple(fractions)}")
     if kind == "obrien_fleming":
-        spent = 2 * norm.sf(norm.isf(alpha / 2) / np.sqrt(t))  # 2 - 2 Phi(.), without cancellation
+        # 2 - 2 Phi(.), without cancellation
+        spent = 2 * scipy.stats.norm.sf(scipy.stats.norm.isf(alpha / 2) / np.sqrt(t))
     elif kind == "pocock":
         spent = alpha * np.log1p((math.e - 1) * t)
     else:
@@ -119,9 +118,9 @@ def _walk(fractions: Sequence[float], sides: int, boundary: Callable[[int, Calla
 
         def exit_at(c: float, x: np.ndarray = x, mass: np.ndarray = mass, first: bool = k == 0) -> float:
             if first:
-                return sides * float(norm.sf(c))
-            upper = float(mass @ norm.sf((c * root - x) / sd))
-            return upper + (float(mass @ norm.cdf((-c * root - x) / sd)) if sides == 2 else 0.0)
+                return sides * float(scipy.stats.norm.sf(c))
+            upper = float(mass @ scipy.stats.norm.sf((c * root - x) / sd))
+            return upper + (float(mass @ scipy.stats.norm.cdf((-c * root - x) / sd)) if sides == 2 else 0.0)
 
         c = boundary(k, exit_at)
         bounds.append(c)
@@ -129,7 +128,8 @@ def _walk(fractions: Sequence[float], sides: int, boundary: Callable[[int, Calla
         if k == t.size - 1:
             break
         y, w = _simpson(-c * root if sides == 2 else -_LOWER_SDS * root, c * root, step)
-        density = norm.pdf(y / root) / root if k == 0 else (norm.pdf((y[:, None] - x[None, :]) / sd) / sd) @ mass
+        density = (scipy.stats.norm.pdf(y / root) / root if k == 0
+                   else (scipy.stats.norm.pdf((y[:, None] - x[None, :]) / sd) / sd) @ mass)
         x, mass = y, w * density
     return tuple(bounds), tuple(exits)
 
@@ -144,7 +144,7 @@ def group_sequential_z(fractions: Sequence[float], alpha: float, kind: str = "ob
     spent = np.diff(spending(fractions, alpha, kind), prepend=0.0)
 
     def solve(k: int, exit_at: Callable[[float], float]) -> float:
-        return float(brentq(lambda c: exit_at(c) - spent[k], 0.0, 40.0, xtol=1e-10, rtol=1e-12))
+        return float(scipy.optimize.brentq(lambda c: exit_at(c) - spent[k], 0.0, 40.0, xtol=1e-10, rtol=1e-12))
 
     return _walk(fractions, sides, solve)[0]
 
@@ -170,7 +170,7 @@ def spending_boundaries(looks: Sequence[int], alpha: float = 0.05, kind: str = "
     0.00009, 0.0055, 0.0215, 0.0411. (The convention of gsDesign's ``sfLDOF``, each side spending alpha / 2 = 0.025 by
     its own one-sided function, is ``group_sequential_z(..., 0.025, sides=1)``: 4.333, 2.963, 2.359, 2.014.)"""
     z = np.asarray(group_sequential_z(information_fractions(looks), alpha, kind, sides))
-    return tuple(float(p) for p in sides * norm.sf(z))
+    return tuple(float(p) for p in sides * scipy.stats.norm.sf(z))
 
 
 @functools.lru_cache(maxsize=512)  # a Holm step-down asks for one level per hypothesis count
@@ -192,7 +192,7 @@ def _student_boundaries(looks: tuple[int, ...], alpha: float, kind: str, sides: 
         before = s
         sd = np.sqrt(np.maximum(squares - total * total / s, 0.0) / (s - 1))
         t = total / s / (sd / math.sqrt(s))
-        p = 2 * student_t.sf(np.abs(t), s - 1) if sides == 2 else student_t.sf(t, s - 1)
+        p = 2 * scipy.stats.t.sf(np.abs(t), s - 1) if sides == 2 else scipy.stats.t.sf(t, s - 1)
         if k == 0:  # the first look's p is uniform: its threshold is its spend, exactly
             threshold = float(spent[0])
         else:  # the p below which spent[k] * paths of the paths still running cross

@@ -11,9 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import false_discovery_control
 
 MULTIPLICITY = ("holm", "bh", "none")
+#: how a study's sequential cells share alpha (``study.multiplicity``): ``holm``, the sequential Holm procedure of
+#: :func:`curricula.statistics.sequential_verdicts.holm_design` over every cell's difference and equivalence
+#: hypotheses, or ``none`` (each cell at alpha); here, beside :data:`MULTIPLICITY`, so that the start-up checks read
+#: it without importing scipy
+SEQUENTIAL_MULTIPLICITIES = ("holm", "none")
 
 
 def holm(pvalues: Sequence[float] | np.ndarray, groups: Sequence[Any] | None = None) -> list[float]:
@@ -60,5 +64,10 @@ def adjust(pvalues: Sequence[float], method: str, groups: Sequence[Any] | None =
     if groups is not None and len(groups) != len(p):
         raise ValueError(f"{len(groups)} group labels for {len(p)} p values")
     kept = None if groups is None else [label for label, finite in zip(groups, ok) if finite]
-    out[ok] = holm(p[ok], kept) if method == "holm" else false_discovery_control(p[ok], method="bh")
+    if method == "holm":
+        out[ok] = holm(p[ok], kept)
+    else:
+        from scipy.stats import false_discovery_control  # here: the Snakefile's start-up checks import this module
+
+        out[ok] = false_discovery_control(p[ok], method="bh")
     return out.tolist()

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import overload
 
 import numpy as np
-from scipy.stats import chi2
-from scipy.stats import t as student_t
+import scipy  # its stats module loads at first use (scipy's lazy submodules), not when a plan imports this one
 
 #: the one-sided confidence level of the upper limit of E[MS_seed] at which the seed-aware test's Satterthwaite df
 #: are computed (:func:`mean_variance`); 0.8 keeps the simulated type-I error at 5% from 2 seeds up
@@ -159,7 +158,7 @@ def mean_variance(ms_seed: float | np.ndarray, ms_query: float | np.ndarray, ms_
     ms_seed, ms_query, ms_resid = (np.asarray(x, dtype=np.float64) for x in (ms_seed, ms_query, ms_resid))
     a = np.maximum(ms_seed, ms_resid)
     b = np.maximum(ms_query - ms_resid, 0.0)
-    upper = np.maximum(ms_seed * df_s / chi2.ppf(1 - confidence, df_s), ms_resid)
+    upper = np.maximum(ms_seed * df_s / scipy.stats.chi2.ppf(1 - confidence, df_s), ms_resid)
     query_part = np.where(b > 0, ms_query ** 2 / df_q + ms_resid ** 2 / df_r, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = (upper + b) ** 2 / (upper ** 2 / df_s + query_part)
@@ -192,8 +191,8 @@ def seed_aware_test(d: np.ndarray, alpha: float = 0.05) -> SeedAwareResult:
         return SeedAwareResult(c.mean, 0.0, df, math.copysign(math.inf, c.mean) if c.mean else 0.0, p, c.mean,
                                c.mean, c)
     t = c.mean / se
-    half = float(student_t.ppf(1 - alpha / 2, df)) * se
-    return SeedAwareResult(c.mean, se, df, t, float(2 * student_t.sf(abs(t), df)), c.mean - half, c.mean + half, c)
+    half = float(scipy.stats.t.ppf(1 - alpha / 2, df)) * se
+    return SeedAwareResult(c.mean, se, df, t, float(2 * scipy.stats.t.sf(abs(t), df)), c.mean - half, c.mean + half, c)
 
 
 @dataclass(frozen=True)
@@ -220,7 +219,7 @@ def welch_difference_p(mean_a: float | np.ndarray, var_a: float | np.ndarray, df
         t = (np.asarray(mean_a, dtype=np.float64) - mean_b) / np.sqrt(var)
         df = var ** 2 / (np.asarray(var_a, dtype=np.float64) ** 2 / df_a + np.asarray(var_b, dtype=np.float64) ** 2
                          / df_b)
-    p = 2 * student_t.sf(np.abs(t), df)
+    p = 2 * scipy.stats.t.sf(np.abs(t), df)
     if np.ndim(t) == 0:
         return float(t), float(df), float(p)
     return t, df, p
@@ -263,4 +262,4 @@ def rejection_rate(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, 
     mean(d) = 0 at ``alpha``: its type-I error when the true mean is 0, its power otherwise."""
     scaled, df = mean_variance(ms_seed, ms_query, ms_resid, seeds, queries)
     t = np.abs(mean) / np.sqrt(scaled / (seeds * queries))
-    return float(np.mean(2 * student_t.sf(t, df) < alpha))
+    return float(np.mean(2 * scipy.stats.t.sf(t, df) < alpha))

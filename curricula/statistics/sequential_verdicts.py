@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from curricula.statistics.group_sequential import SequentialDesign, sequential_design
+from curricula.statistics.multiplicity import SEQUENTIAL_MULTIPLICITIES
 from curricula.statistics.seed_aware import SeedAwareResult
 from curricula.statistics.verdicts import INCONCLUSIVE, equivalence_pvalue, verdict
 
@@ -73,9 +74,6 @@ def sequential_decision(results_by_look: Sequence[SeedAwareResult], design: Sequ
 
 
 # ------------------------------------------------------------------------------------------- multiplicity
-#: how a study's sequential cells share alpha (``study.multiplicity``): ``holm``, the sequential Holm procedure of
-#: :func:`holm_design` over every cell's difference and equivalence hypotheses, or ``none`` (each cell at alpha)
-SEQUENTIAL_MULTIPLICITIES = ("holm", "none")
 
 
 #: one look's tests of a cell, as the rounds record them: (effect, difference p, equivalence p)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import t as student_t
+import scipy  # its stats module loads at first use (scipy's lazy submodules), not when a plan imports this one
 
 from curricula.statistics.seed_aware import SeedAwareResult
 
@@ -32,8 +32,8 @@ def equivalence_pvalue(result: SeedAwareResult, margin: float) -> float:
         return math.nan
     if result.se == 0:
         return 0.0 if abs(result.effect) < margin else 1.0
-    lower = float(student_t.sf((result.effect + margin) / result.se, result.df))
-    upper = float(student_t.cdf((result.effect - margin) / result.se, result.df))
+    lower = float(scipy.stats.t.sf((result.effect + margin) / result.se, result.df))
+    upper = float(scipy.stats.t.cdf((result.effect - margin) / result.se, result.df))
     return max(lower, upper)
 
 
@@ -43,7 +43,7 @@ def equivalence_reachable(result: SeedAwareResult, margin: float, alpha: float =
     judged equivalent and "inconclusive" is certain. False without a standard error."""
     if not (math.isfinite(result.se) and margin > 0):
         return False
-    return float(student_t.ppf(1 - alpha, result.df)) * result.se < margin
+    return float(scipy.stats.t.ppf(1 - alpha, result.df)) * result.se < margin
 
 
 def verdict(effect: float, p: float, expect: str, p_equivalence: float = math.nan, alpha: float = 0.05) -> str:

@@ -48,7 +48,8 @@ from curricula.statistics.verdicts import (
 )
 from curricula.study.grid import claim_datasets
 from curricula.study.findings_page import findings_markdown
-from curricula.study.rounds import look_seeds, read_round
+from curricula.study.looks import look_seeds
+from curricula.study.rounds import read_round
 from curricula.study.verdicts import read_previous_findings, verdict_changes
 
 def claim_row(metrics: pl.DataFrame, experiment: str, against: str, measure: str, expect: str,
@@ -258,7 +259,7 @@ def sequential_cells(rounds: str | Path, seeds: Mapping[str, Sequence[int]] | No
                      ) -> dict[tuple[str, str], SequentialCell]:
     """{(claim id, dataset): (its sequential decision, the seed ids of its look)} from the last round's record of a
     study with seeds in rounds (:func:`curricula.study.rounds.read_round`), each look's seeds the first of that
-    dataset's ``seeds`` (:func:`curricula.study.rounds.look_seeds`); ValueError without ``seeds``."""
+    dataset's ``seeds`` (:func:`curricula.study.looks.look_seeds`); ValueError without ``seeds``."""
     if seeds is None:
         raise ValueError("a study with seeds in rounds needs each dataset's seed list")
     return {(claim, dataset): (decision, look_seeds(seeds[dataset], decision.seeds))

@@ -3,7 +3,7 @@ sequential verdict of every (claim, dataset) cell after a round, and which arms 
 round's seeds for.
 
 Round k (1-based) trains the first ``looks[k-1]`` seeds of the dataset's seed list, extended past its largest seed
-by consecutive integers (:func:`look_seeds`): with ``seeds: [1, 2, 3, 4]`` and looks (5, 10) the rounds train seeds
+by consecutive integers (:func:`curricula.study.looks.look_seeds`): with ``seeds: [1, 2, 3, 4]`` and looks (5, 10) the rounds train seeds
 1-5 and 1-10. After each round the checkpoint ``study_round`` (rules/study.smk) tests every cell still open on the
 seeds so far by the group-sequential seed-aware rule of
 :func:`curricula.statistics.sequential_verdicts.sequential_decision` (per-look
@@ -48,41 +48,12 @@ from curricula.statistics.sequential_verdicts import (
     sequential_decision,
 )
 from curricula.study.grid import claim_datasets, is_active_claim
+from curricula.study.looks import look_seeds, study_looks
 
 #: a cell's key in a round's record: (claim id, dataset)
 Cell = tuple[str, str]
 #: an arm: (dataset, the metrics name a claim compares: an experiment or ``<experiment>+bm25``)
 Arm = tuple[str, str]
-
-
-def study_looks(looks: Sequence[int], max_seeds: int | None = None) -> tuple[int, ...]:
-    """The looks a study runs: ``looks`` (strictly increasing seed counts, the first at least 2: the seed-aware test
-    needs two seeds for its seed term) capped at ``max_seeds``. Looks above the cap are dropped and a cap between two
-    looks becomes the last look ((5, 10, 15, 20) capped at 12: (5, 10, 12)); a cap above the last look changes
-    nothing; a cap below the first look is refused.
-    Raises ValueError naming the config key."""
-    looks = tuple(int(s) for s in looks)
-    if not looks or looks[0] < 2 or any(b <= a for a, b in zip(looks, looks[1:])):
-        raise ValueError(f"study.sequential.looks must be strictly increasing seed counts, the first at least 2 (the "
-                         f"seed-aware test needs two seeds), got {list(looks)}")
-    if max_seeds is None:
-        return looks
-    if max_seeds < looks[0]:
-        raise ValueError(f"study.max_seeds {max_seeds} is below the first look ({looks[0]} seeds); lower "
-                         f"study.sequential.looks or raise the cap")
-    kept = tuple(s for s in looks if s <= max_seeds)
-    return kept if kept[-1] == max_seeds or max_seeds > looks[-1] else (*kept, max_seeds)
-
-
-def look_seeds(seeds: Sequence[int], count: int) -> list[int]:
-    """The first ``count`` seeds of ``seeds`` extended past its largest seed by consecutive integers: the seeds of a
-    look of ``count`` seeds ([1, 2, 3, 4] and 6 -> [1, 2, 3, 4, 5, 6]; [7, 3] and 4 -> [7, 3, 8, 9])."""
-    out = list(seeds)[:count]
-    nxt = max(seeds) + 1
-    while len(out) < count:
-        out.append(nxt)
-        nxt += 1
-    return out
 
 
 def sequential_claims(claims: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -169,7 +140,7 @@ def study_round(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[st
     """The decision of every sequential cell after round ``round_`` (1-based). A cell decided in an earlier round (in
     ``previous``, not ``continue``) keeps its decision and its tests (``previous_tests``); every other cell is tested
     on the looks 1..``round_`` (:func:`cell_results`) from ``metrics`` ({dataset: long metrics frame} holding both of
-    its arms' seeds of this round). ``seeds`` maps a dataset to its seed list (:func:`look_seeds` extends it).
+    its arms' seeds of this round). ``seeds`` maps a dataset to its seed list (:func:`curricula.study.looks.look_seeds` extends it).
 
     ``multiplicity="holm"`` judges the open cells at the level of the sequential Holm procedure over every cell's two
     hypotheses (:func:`curricula.statistics.sequential_verdicts.holm_design`, family-wise error ``alpha``); ``"none"``
@@ -364,6 +335,5 @@ def family_alpha(claims: Sequence[Mapping[str, Any]], alpha: float, datasets: Se
 
 
 __all__ = ["Arm", "arms_to_extend", "Cell", "cell_margin", "cell_results", "family_alpha", "first_round_arms",
-           "look_results", "look_seeds", "read_round", "round_chain", "round_from_ledger", "round_record",
-           "RoundOutcome", "rounds_markdown", "sequential_claims", "study_looks", "study_round", "study_round_outputs",
-           "trained_seeds"]
+           "look_results", "read_round", "round_chain", "round_from_ledger", "round_record", "RoundOutcome",
+           "rounds_markdown", "sequential_claims", "study_round", "study_round_outputs", "trained_seeds"]
