@@ -13,8 +13,7 @@ import pytest
 from curricula.plumbing.contracts import CANDIDATES, DOCS, QRELS, QUERIES, read_table
 from curricula.plumbing.layout import Layout
 from tests.conftest import shared_file
-from tests.workflow_run import (PRECOMPUTED, TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake,
-                                without_precomputed_tables)
+from tests.workflow_run import PRECOMPUTED, TINY, TINY_PRECOMPUTE, copy_run, dry_jobs, jobs_of, snakemake
 
 pytestmark = pytest.mark.slow  # Snakemake runs of the tiny workflow
 
@@ -41,10 +40,16 @@ def test_ingest_runs_and_second_run_does_nothing(tmp_path):
     assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr
 
 
-def test_same_config_gives_identical_bytes(tiny_run, tmp_path):
+def test_a_second_run_from_scratch_with_every_stage_sharded_gives_identical_bytes(tiny_run, tmp_path):
+    """Same config and seed, identical outputs; scatter-gather shards change nothing. A second run of the tiny
+    workflow from an empty folder, with 3 shards (first, middle and last) of BM25 search and scoring, encoding,
+    neighbours and teacher scoring, gives every table, run file, model, report table and figure of the session's
+    unsharded tiny run byte for byte; its shard files are temporary and every shard has its log. One run from scratch
+    holds both promises (a shard count is not a result-changing knob), where two runs held them before."""
     a, b = tiny_run, tmp_path / "b"
     b.mkdir()
-    out = snakemake(b, config=TINY_PRECOMPUTE)
+    sharded = {**TINY_PRECOMPUTE, "shards": {"bm25": 3, "encode": 3, "neighbors": 3, "teacher": 3}}
+    out = snakemake(b, config=sharded)
     assert out.returncode == 0, out.stderr[-3000:]
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
     assert tables == sorted(p.relative_to(b) for p in (b / "results").rglob("*.parquet"))
@@ -55,8 +60,17 @@ def test_same_config_gives_identical_bytes(tiny_run, tmp_path):
     exp = Path("results/tiny/experiments/baseline/seed=1")
     tables += [Path("results/tiny/bm25/run.trec"), exp / "model" / "model.safetensors", exp / "test.run",
                Path("results/tiny/report/table_seeds.md"), Path("results/tiny/report/figures/dev_curves.png")]
+    assert {f"results/tiny/{rel}" for rel in PRECOMPUTED} <= {str(t) for t in tables}  # the sharded stages'
     for rel in tables:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    logs = b / "logs" / "tiny"
+    assert sorted(p.name for p in (logs / "bm25_run_shard").iterdir()) == [f"{i}-of-3.log" for i in range(1, 4)]
+    assert len(list((logs / "dense_encode_shard").iterdir())) == 6  # queries and docs, 3 shards each
+    assert not list((b / "results/tiny").rglob("shards/*.parquet"))
+    # the command-line override needs no config edit: the teacher's scoring is planned in two shards
+    targets = [f"results/tiny/{rel}" for rel in PRECOMPUTED]
+    out = snakemake(b, *targets, "--set-scatter", "teacher=2", "-n", config=TINY_PRECOMPUTE)
+    assert out.returncode == 0 and jobs_of(out.stdout) >= {"teacher_score_shard", "teacher_score"}, out.stderr[-2000:]
 
 
 def test_bad_config_stops_before_any_job_with_one_line_per_error(tmp_path):
@@ -116,28 +130,6 @@ def test_precompute_stages_run_and_rerun_only_what_a_knob_touches(tiny_run, tmp_
     ml = {**TINY_PRECOMPUTE, "dense": {**TINY_PRECOMPUTE["dense"], "max_length": 40}}
     assert dry_jobs(wd, ml) == {"dense_encode_shard", "dense_encode", "dense_neighbors_shard", "dense_neighbors",
                                 "dense_positive_ranks", "difficulty_function", "difficulty", "all"}
-
-
-def test_sharded_precompute_gathers_the_unsharded_tables(tiny_run, tmp_path):
-    """scattergather: 1 and 3 shards (first, middle and last) of BM25 search and scoring, encoding, neighbours and
-    teacher scoring give byte-identical tables, and the shard files are temporary. The 3-shard tables are made anew
-    on a copy of the 1-shard run (its ingested data, BM25 index and teacher reused) whose sharded tables are gone."""
-    cfg = TINY_PRECOMPUTE  # one shard each: the session's tiny run
-    targets = [f"results/tiny/{rel}" for rel in PRECOMPUTED]
-    one, three = tiny_run, without_precomputed_tables(copy_run(tiny_run, tmp_path / "three"))
-    sharded = {**cfg, "shards": {"bm25": 3, "encode": 3, "neighbors": 3, "teacher": 3}}
-    out = snakemake(three, *targets, config=sharded)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert not jobs_of(out.stdout + out.stderr) & {"ingest", "bm25_index", "teacher_train"}, out.stdout[-2000:]
-    for rel in PRECOMPUTED:
-        assert (one / "results/tiny" / rel).read_bytes() == (three / "results/tiny" / rel).read_bytes(), rel
-    logs = three / "logs" / "tiny"
-    assert sorted(p.name for p in (logs / "bm25_run_shard").iterdir()) == [f"{i}-of-3.log" for i in range(1, 4)]
-    assert len(list((logs / "dense_encode_shard").iterdir())) == 6  # queries and docs, 3 shards each
-    assert not list((three / "results/tiny").rglob("shards/*.parquet"))
-    # the command-line override needs no config edit; the same tables come back
-    out = snakemake(three, *targets, "--set-scatter", "teacher=2", "-n", config=cfg)
-    assert out.returncode == 0 and jobs_of(out.stdout) >= {"teacher_score_shard", "teacher_score"}, out.stderr[-2000:]
 
 
 def test_downstream_stages_rerun_only_what_a_knob_touches(tiny_run, tmp_path):

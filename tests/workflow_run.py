@@ -104,14 +104,3 @@ def copy_run(source: Path, target: Path) -> Path:
 #: the tables of the sharded precompute stages (BM25 search and scoring, encoding, neighbours, teacher scoring)
 PRECOMPUTED = ("bm25/run.parquet", "bm25/run.trec", "bm25/candidate_scores.parquet", "dense/queries.parquet",
                "dense/docs.parquet", "dense/neighbors.parquet", "teacher/scores.parquet")
-
-
-def without_precomputed_tables(workdir: Path) -> Path:
-    """``workdir`` (a copy of the tiny run) as if its sharded stages had never run: no PRECOMPUTED table, and no log
-    or benchmark of a shard job."""
-    for rel in PRECOMPUTED:
-        (workdir / "results" / "tiny" / rel).unlink()
-    for folder in ("logs", "benchmarks"):
-        for shards in (workdir / folder / "tiny").glob("*_shard"):
-            shutil.rmtree(shards)
-    return workdir
