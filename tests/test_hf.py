@@ -169,6 +169,22 @@ def test_cross_encoder_head_is_seeded_and_reloads(tmp_path):
         assert torch.allclose(again(**batch).logits, logits, atol=1e-6)
 
 
+def test_input_embeddings_are_read_from_the_checkpoint_equal_to_the_loaded_models(tmp_path):
+    """The word embeddings read straight from model.safetensors equal the loaded encoder's ``get_input_embeddings``
+    bit for bit: the packaged MiniLM (keys ``embeddings...``) and a checkpoint with a head (``bert.embeddings...``);
+    a folder whose weights are not one safetensors file falls back to loading the encoder."""
+    minilm = hf.resolve_model_dir("minilm")
+    loaded = load_encoder(minilm).get_input_embeddings().weight.detach().float()
+    read = hf.input_embeddings("minilm")
+    assert read.dtype == torch.float32 and torch.equal(read, loaded)
+    head = load_cross_encoder("minilm", layers=1, seed=3)
+    head.save_pretrained(tmp_path / "ce")
+    load_tokenizer("minilm").save_pretrained(tmp_path / "ce")
+    assert hf.stored_word_embeddings(tmp_path / "ce") is not None
+    assert torch.equal(hf.input_embeddings(tmp_path / "ce"), head.get_input_embeddings().weight.detach().float())
+    assert hf.stored_word_embeddings(tmp_path) is None  # no model.safetensors here
+
+
 def test_loading_checks_flag_foreign_checkpoints(tmp_path):
     info = {"missing_keys": ["encoder.layer.0.attention.self.query.weight"], "unexpected_keys": []}
     with pytest.raises(RuntimeError, match="lacks weights"):
