@@ -4,10 +4,9 @@
 
 Two independent draws of one comparison with the same true effect (0.02): for each, the grand mean and the three
 mean squares of a seeds x queries design of the crossed normal model
-(:func:`curricula.statistics.seed_aware.simulate_mean_squares`), turned into the seed-aware mean's variance and df
-(:func:`curricula.statistics.seed_aware.mean_variance`); the two are compared by
-:func:`curricula.statistics.seed_aware.welch_difference_p`, as
-:func:`curricula.statistics.seed_aware.draw_difference_test` compares two findings. Prints, per pair of seed counts
+turned into the seed-aware mean's variance and df, the two compared as
+:func:`curricula.statistics.seed_aware.draw_difference_test` compares two findings
+(:func:`curricula.statistics.seed_aware.draw_difference_rejection_rate`). Prints, per pair of seed counts
 and number of test queries, the smallest and largest rejection rate at alpha 0.05 over the grid of true SDs (seed
 0-0.03, query 0-0.03, residual 0.1 and 0.3) and the largest where the seed SD is 0. The Monte-Carlo SE of one
 cell is sqrt(0.05 * 0.95 / draws) (0.0007 at 100,000 draws).
@@ -20,24 +19,13 @@ import itertools
 
 import numpy as np
 
-from curricula.statistics.seed_aware import mean_variance, simulate_mean_squares, welch_difference_p
+from curricula.statistics.seed_aware import draw_difference_rejection_rate
 
 SEED_PAIRS = ((5, 20), (10, 10), (15, 20), (20, 20))
 QUERIES = (259, 360)
 SD_SEED = (0.0, 0.01, 0.03)
 SD_QUERY = (0.0, 0.03)
 SD_RESID = (0.1, 0.3)
-
-
-def rejection(rng: np.random.Generator, seeds: tuple[int, int], queries: int, sds: tuple[float, float, float],
-              draws: int, alpha: float = 0.05) -> float:
-    """The share of simulated pairs of draws (true effects equal) whose difference the test rejects at ``alpha``."""
-    parts = []
-    for s in seeds:
-        mean, ms_seed, ms_query, ms_resid, _ = simulate_mean_squares(rng, s, queries, *sds, draws, mu=0.02)
-        scaled, df = mean_variance(ms_seed, ms_query, ms_resid, s, queries)
-        parts.append((mean, scaled / (s * queries), df))
-    return float(np.mean(welch_difference_p(*parts[0], *parts[1])[2] < alpha))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| seeds | queries | smallest rate | largest rate | largest, seed SD 0 |")
     print("|---|---|---|---|---|")
     for seeds, queries in itertools.product(SEED_PAIRS, QUERIES):
-        rates = {sds: rejection(rng, seeds, queries, sds, args.draws)
+        rates = {sds: draw_difference_rejection_rate(rng, seeds, queries, *sds, args.draws)
                  for sds in itertools.product(SD_SEED, SD_QUERY, SD_RESID)}
         null_seed = max(rate for sds, rate in rates.items() if sds[0] == 0)
         print(f"| {seeds[0]} and {seeds[1]} | {queries} | {min(rates.values()):.4f} | {max(rates.values()):.4f} | "

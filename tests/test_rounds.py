@@ -21,15 +21,14 @@ from curricula.study.rounds import (
     arms_to_extend,
     family_alpha,
     first_round_arms,
-    look_seeds,
     read_round,
     round_chain,
     round_from_ledger,
     rounds_markdown,
     sequential_claims,
-    study_looks,
     study_round,
 )
+from curricula.study.looks import look_seeds, study_looks
 from tests.ledger_fixtures import ledger_from_frames
 
 QUERIES = 40

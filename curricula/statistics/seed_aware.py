@@ -214,11 +214,11 @@ def welch_difference_p(mean_a: float | np.ndarray, var_a: float | np.ndarray, df
     means, not per observation) on ``df_*`` degrees of freedom: t = (mean_a - mean_b) / sqrt(var_a + var_b) on the
     Welch-Satterthwaite df (var_a + var_b)^2 / (var_a^2 / df_a + var_b^2 / df_b) (Welch 1947). Arrays broadcast
     (vectorised, for the simulations of its error rate)."""
-    var = np.asarray(var_a, dtype=np.float64) + np.asarray(var_b, dtype=np.float64)
+    var_a, var_b = np.asarray(var_a, dtype=np.float64), np.asarray(var_b, dtype=np.float64)
+    var = var_a + var_b
     with np.errstate(divide="ignore", invalid="ignore"):
         t = (np.asarray(mean_a, dtype=np.float64) - mean_b) / np.sqrt(var)
-        df = var ** 2 / (np.asarray(var_a, dtype=np.float64) ** 2 / df_a + np.asarray(var_b, dtype=np.float64) ** 2
-                         / df_b)
+        df = var ** 2 / (var_a ** 2 / df_a + var_b ** 2 / df_b)
     p = 2 * scipy.stats.t.sf(np.abs(t), df)
     if np.ndim(t) == 0:
         return float(t), float(df), float(p)
@@ -232,7 +232,8 @@ def draw_difference_test(a: SeedAwareResult, b: SeedAwareResult) -> DrawDifferen
     says the draws disagree by more than seed and query noise explain (something of the draw itself matters); a
     large one that one effect fits both. Two draws of one pool share some test queries, which correlates the
     estimates positively and makes the test conservative. Its error rate at the study's sizes is checked by
-    simulation (``tests/test_stats.py``)."""
+    simulation (:func:`draw_difference_rejection_rate`; ``tests/test_stats.py``,
+    ``analyses/draw_difference_size.py``)."""
     t, df, p = welch_difference_p(a.effect, a.se ** 2, a.df, b.effect, b.se ** 2, b.df)
     return DrawDifference(a.effect - b.effect, math.sqrt(a.se ** 2 + b.se ** 2), float(df), float(t), float(p))
 
@@ -263,3 +264,18 @@ def rejection_rate(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, 
     scaled, df = mean_variance(ms_seed, ms_query, ms_resid, seeds, queries)
     t = np.abs(mean) / np.sqrt(scaled / (seeds * queries))
     return float(np.mean(2 * scipy.stats.t.sf(t, df) < alpha))
+
+
+def draw_difference_rejection_rate(rng: np.random.Generator, seeds: tuple[int, int], queries: int, sd_seed: float,
+                                   sd_query: float, sd_resid: float, draws: int, alpha: float = 0.05) -> float:
+    """The share of simulated pairs of independent draws (``seeds`` each, ``queries`` test queries each, the same
+    true effect 0.02 and SDs) whose difference :func:`draw_difference_test` rejects at ``alpha``: its type-I error.
+    Each draw's seed-aware mean, variance and df come from its mean squares (:func:`simulate_mean_squares`,
+    :func:`mean_variance`), as :func:`rejection_rate` simulates the one-draw test."""
+    parts = []
+    for s in seeds:
+        mean, ms_seed, ms_query, ms_resid, _ = simulate_mean_squares(rng, s, queries, sd_seed, sd_query, sd_resid,
+                                                                     draws, mu=0.02)
+        scaled, df = mean_variance(ms_seed, ms_query, ms_resid, s, queries)
+        parts.append((mean, scaled / (s * queries), df))
+    return float(np.mean(welch_difference_p(*parts[0], *parts[1])[2] < alpha))

@@ -3,9 +3,9 @@ sequential verdict of every (claim, dataset) cell after a round, and which arms 
 round's seeds for.
 
 Round k (1-based) trains the first ``looks[k-1]`` seeds of the dataset's seed list, extended past its largest seed
-by consecutive integers (:func:`curricula.study.looks.look_seeds`): with ``seeds: [1, 2, 3, 4]`` and looks (5, 10) the rounds train seeds
-1-5 and 1-10. After each round the checkpoint ``study_round`` (rules/study.smk) tests every cell still open on the
-seeds so far by the group-sequential seed-aware rule of
+by consecutive integers (:func:`curricula.study.looks.look_seeds`): with ``seeds: [1, 2, 3, 4]`` and looks (5, 10)
+the rounds train seeds 1-5 and 1-10. After each round the checkpoint ``study_round`` (rules/study.smk) tests
+every cell still open on the seeds so far by the group-sequential seed-aware rule of
 :func:`curricula.statistics.sequential_verdicts.sequential_decision` (per-look
 thresholds from Lan-DeMets alpha spending; Lan & DeMets 1983, *Biometrika* 70: 659-663), keeps the verdict of every
 cell decided before, and lists the arms that need the next round's seeds (:func:`arms_to_extend`): both arms of
@@ -48,7 +48,7 @@ from curricula.statistics.sequential_verdicts import (
     sequential_decision,
 )
 from curricula.study.grid import claim_datasets, is_active_claim
-from curricula.study.looks import look_seeds, study_looks
+from curricula.study.looks import look_seeds
 
 #: a cell's key in a round's record: (claim id, dataset)
 Cell = tuple[str, str]
@@ -140,7 +140,8 @@ def study_round(metrics: Mapping[str, pl.DataFrame], claims: Sequence[Mapping[st
     """The decision of every sequential cell after round ``round_`` (1-based). A cell decided in an earlier round (in
     ``previous``, not ``continue``) keeps its decision and its tests (``previous_tests``); every other cell is tested
     on the looks 1..``round_`` (:func:`cell_results`) from ``metrics`` ({dataset: long metrics frame} holding both of
-    its arms' seeds of this round). ``seeds`` maps a dataset to its seed list (:func:`curricula.study.looks.look_seeds` extends it).
+    its arms' seeds of this round). ``seeds`` maps a dataset to its seed list
+    (:func:`curricula.study.looks.look_seeds` extends it).
 
     ``multiplicity="holm"`` judges the open cells at the level of the sequential Holm procedure over every cell's two
     hypotheses (:func:`curricula.statistics.sequential_verdicts.holm_design`, family-wise error ``alpha``); ``"none"``
