@@ -73,18 +73,20 @@ def test_planning_a_single_run_imports_no_scipy(tmp_path):
 
 
 #: the stage modules of the jobs a study run or a tuned experiment repeats (the ledger entry, the training and the
-#: tuned selection, the evaluation): importing one must not import :data:`HEAVY`, which costs CPU-seconds at every
-#: job start (torch and transformers about 3, scipy.stats about 1); the jobs that need them import them inside
-LIGHT_STAGES = ("curricula.stages.evaluate", "curricula.stages.study", "curricula.stages.train")
+#: tuned selection, the evaluation), and the run summary every successful Snakemake run prints (``curricula.cli``,
+#: the Snakefile's ``onsuccess``): importing one must not import :data:`HEAVY`, which costs CPU-seconds at every
+#: job start or run end (torch and transformers about 3, scipy.stats about 1); what needs them imports them inside
+LIGHT_STAGES = ("curricula.stages.evaluate", "curricula.stages.study", "curricula.stages.train", "curricula.cli")
 HEAVY = ("torch", "transformers", "scipy.stats")
 
 
 @pytest.mark.slow  # fresh interpreters
 @pytest.mark.parametrize("module", LIGHT_STAGES)
 def test_a_repeated_job_imports_only_what_its_stage_needs(module):
-    """Importing the stage module of the ledger entry, of the training and tuned selection, or of the evaluation
-    imports no torch, transformers or scipy.stats: the training imports torch inside its entry point, the judging
-    functions their statistics inside theirs, so the jobs that need neither start without them."""
+    """Importing the stage module of the ledger entry, of the training and tuned selection, or of the evaluation, or
+    the run summary's module, imports no torch, transformers or scipy.stats: the training imports torch inside its
+    entry point, the judging functions their statistics at first use, so the jobs that need neither start without
+    them and a finished run's summary does not load scipy.stats to print its tables."""
     code = (f"import sys, {module}; "
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import t as student_t
-from scipy.stats import ttest_rel, wilcoxon
+import scipy  # its stats module loads at first use (scipy's lazy submodules), not when a run's summary imports this one
 
 TESTS = ("ttest", "wilcoxon", "randomization")
 _CHUNK = 1 << 21  # sign-flip matrix elements per chunk of the randomization test (16 MiB as float64)
@@ -39,7 +38,7 @@ def paired_ttest(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarra
         raise ValueError(f"paired test needs equal lengths, got {a.shape} and {b.shape}")
     if a.size < 2 or np.allclose(a - b, (a - b)[0]):
         return 1.0
-    return float(ttest_rel(a, b).pvalue)
+    return float(scipy.stats.ttest_rel(a, b).pvalue)
 
 
 def paired_randomization(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
@@ -85,7 +84,7 @@ def paired_wilcoxon(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nda
     d = _differences(a, b)
     if not np.any(d):
         return 1.0
-    return float(wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+    return float(scipy.stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
 def paired_pvalue(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, test: str, *,
@@ -108,7 +107,7 @@ def confidence_interval(differences: Sequence[float] | np.ndarray, level: float 
     d = np.asarray(differences, dtype=np.float64)
     if d.size < 2:
         return math.nan, math.nan
-    half = float(student_t.ppf((1 + level) / 2, d.size - 1)) * float(d.std(ddof=1)) / math.sqrt(d.size)
+    half = float(scipy.stats.t.ppf((1 + level) / 2, d.size - 1)) * float(d.std(ddof=1)) / math.sqrt(d.size)
     return float(d.mean()) - half, float(d.mean()) + half
 
 
@@ -143,7 +142,7 @@ def pitman_morgan(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
     if sa == 0 or sb == 0:
         raise ValueError("pitman_morgan: a constant sample has no variance to compare")
     n = a.size
-    crit = float(student_t.ppf(0.5 + level / 2, n - 2))
+    crit = float(scipy.stats.t.ppf(0.5 + level / 2, n - 2))
     va, vb, cab = sa * sa, sb * sb, float(np.cov(a, b)[0, 1])
 
     def t_stat(scale: float) -> float:
@@ -155,7 +154,7 @@ def pitman_morgan(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
         return r * math.sqrt(n - 2) / math.sqrt(1 - r * r)
 
     t0 = t_stat(1.0)
-    p = float(2 * student_t.sf(abs(t0), n - 2))
+    p = float(2 * scipy.stats.t.sf(abs(t0), n - 2))
 
     def bound(target: float) -> float:
         """The SD ratio at which the t statistic equals ``target``."""

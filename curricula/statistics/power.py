@@ -17,8 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from scipy.stats import chi2, norm
-from scipy.stats import t as student_t
+import scipy  # its stats module loads at first use (scipy's lazy submodules), not when a run's summary imports this one
 
 from curricula.statistics.seed_aware import SeedAwareResult, mean_variance
 
@@ -27,7 +26,7 @@ SEEDS_PLANNED = tuple(range(2, 11))  # the planner's seed counts
 
 def power_factor(df: float, alpha: float, power: float) -> float:
     """``t_{1-alpha/2, df} + t_{power, df}``: an MDE in standard errors (Cohen 1988 ch. 2, t quantiles)."""
-    return float(student_t.ppf(1 - alpha / 2, df) + student_t.ppf(power, df))
+    return float(scipy.stats.t.ppf(1 - alpha / 2, df) + scipy.stats.t.ppf(power, df))
 
 
 def check_levels(alpha: float, power: float) -> None:
@@ -73,7 +72,7 @@ def queries_needed(sd: float, effect: float, alpha: float = 0.05, power: float =
     def detects(n: int) -> bool:
         return power_factor(n - 1, alpha, power) * sd / math.sqrt(n) <= effect
 
-    start = ((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * sd / effect) ** 2
+    start = ((scipy.stats.norm.ppf(1 - alpha / 2) + scipy.stats.norm.ppf(power)) * sd / effect) ** 2
     if start > max_queries:
         raise OverflowError(f"more than {max_queries} queries needed (sd={sd}, effect={effect})")
     # below the z answer nothing detects; n = 1 (no t-test) counts as not detecting
@@ -187,7 +186,7 @@ def seed_sd_interval(components: tuple[float, float, float], seeds: int, queries
         return math.nan, math.nan
     ms_seed, _, ms_resid = _expected_mean_squares(components, seeds, queries)
     df = seeds - 1
-    low, high = (ms_seed * df / chi2.ppf(q, df) for q in ((1 + level) / 2, (1 - level) / 2))
+    low, high = (ms_seed * df / scipy.stats.chi2.ppf(q, df) for q in ((1 + level) / 2, (1 - level) / 2))
     sd_low, sd_high = (math.sqrt(max(0.0, (x - ms_resid) / queries)) for x in (low, high))
     return sd_low, sd_high
 
