@@ -35,8 +35,17 @@ def original_environment() -> dict[str, str]:
     return env
 
 
+@pytest.hookimpl(trylast=True)  # after ``-m`` and ``-k`` have deselected: the order is of the tests that run
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked ``gpu`` are skipped, saying why, where the test run found no GPU."""
+    """Under pytest-xdist, the collection is put in :func:`tests.ordering.balanced_order` (each worker's share starts
+    with its part of the long tests). Tests marked ``gpu`` are skipped, saying why, where the test run found no GPU."""
+    from tests.ordering import LONGEST, balanced_order
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        names = [getattr(item, "originalname", item.name) for item in items]
+        waits = {i for i, item in enumerate(items) if "tiny_run" in getattr(item, "fixturenames", ())}
+        items[:] = [items[i] for i in balanced_order(names, LONGEST, workers, waits)]
     from curricula.plumbing.gpus import visible_gpu_count
 
     if visible_gpu_count(original_environment()):

@@ -40,17 +40,19 @@ def test_ingest_runs_and_second_run_does_nothing(tmp_path):
     assert again.returncode == 0 and jobs_of(again.stdout + again.stderr) == set(), again.stderr
 
 
-def test_a_second_run_from_scratch_with_every_stage_sharded_gives_identical_bytes(tiny_run, tmp_path):
+def test_a_second_run_from_scratch_with_every_stage_sharded_gives_identical_bytes(request, tmp_path):
     """Same config and seed, identical outputs; scatter-gather shards change nothing. A second run of the tiny
     workflow from an empty folder, with 3 shards (first, middle and last) of BM25 search and scoring, encoding,
     neighbours and teacher scoring, gives every table, run file, model, report table and figure of the session's
     unsharded tiny run byte for byte; its shard files are temporary and every shard has its log. One run from scratch
-    holds both promises (a shard count is not a result-changing knob), where two runs held them before."""
-    a, b = tiny_run, tmp_path / "b"
+    holds both promises (a shard count is not a result-changing knob), where two runs held them before. (The shared
+    run is asked for after this one has finished, so the two can be built at the same time by two workers.)"""
+    b = tmp_path / "b"
     b.mkdir()
     sharded = {**TINY_PRECOMPUTE, "shards": {"bm25": 3, "encode": 3, "neighbors": 3, "teacher": 3}}
     out = snakemake(b, config=sharded)
     assert out.returncode == 0, out.stderr[-3000:]
+    a = request.getfixturevalue("tiny_run")
     tables = sorted(p.relative_to(a) for p in (a / "results").rglob("*.parquet"))
     assert tables == sorted(p.relative_to(b) for p in (b / "results").rglob("*.parquet"))
     # ingest 4, bm25 2 + tuned 2, dense 3 + positive ranks 1, teacher 1, difficulty 12 + 1, curriculum (shard +
