@@ -62,3 +62,16 @@ def test_a_share_other_than_the_first_starts_with_a_long_test_that_does_not_wait
 
 def test_without_long_tests_the_file_order_stays():
     assert balanced_order(["x", "y", "z"], {}, workers=2) == [0, 1, 2]
+
+
+def test_every_long_test_named_in_the_table_exists():
+    """A renamed or removed test would silently drop out of the dealing (it would run in file order): each name
+    of LONGEST is a test function of the suite."""
+    import re
+    from pathlib import Path
+
+    from tests.ordering import LONGEST
+
+    defined = {name for path in Path(__file__).parent.glob("test_*.py")
+               for name in re.findall(r"^def (test_\w+)\(", path.read_text(encoding="utf-8"), flags=re.M)}
+    assert set(LONGEST) <= defined, sorted(set(LONGEST) - defined)
