@@ -127,7 +127,8 @@ def subset_summary(full: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
         draws=pl.len())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str], tuple[int, int] | None]:
+    """The command line: its arguments, the two arms (baseline first) and the dev subsets (draws, size) or None."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, help="a dataset's results folder, e.g. results/chitchat")
     parser.add_argument("--arms", required=True, help="baseline,arm: the two experiments to pair by seed")
@@ -147,6 +148,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (draws.isdigit() and size.isdigit() and int(draws) > 0 and int(size) > 0):
             parser.error(f"--dev-subsets {args.dev_subsets!r}: expected DRAWS:SIZE, two positive integers")
         subsets = int(draws), int(size)
+    return args, arms, subsets
+
+
+def printed_table(table: pl.DataFrame, kept: pl.DataFrame, arms: list[str], reference: str) -> pl.DataFrame:
+    """The selection-noise ``table`` with the ratio to ``reference``'s SD (from every average's ``kept`` values),
+    its columns in print order and named for the reader."""
+    ratio, ci, p, r = ratio_columns(kept, arms, reference)
+    table = table.with_columns(pl.Series("ratio", ratio, pl.Float64), pl.Series("ratio_ci", ci, pl.String),
+                               pl.Series("ratio_p", p, pl.Float64), pl.Series("ratio_r", r, pl.Float64))
+    table = table.select("average", "rule", "seeds", "sd_difference", "ratio", "ratio_ci", "ratio_p", "ratio_r",
+                         "mean_difference", "test_baseline", "test_arm", "sd_baseline", "sd_arm", "rho")
+    return table.rename({"test_baseline": f"test {arms[0]}", "test_arm": f"test {arms[1]}",
+                         "sd_difference": "SD of paired differences", "ratio": f"SD / {reference}'s",
+                         "ratio_ci": "95% CI", "ratio_p": "p (Pitman-Morgan)", "ratio_r": "r with reference",
+                         "mean_difference": "mean effect", "sd_baseline": f"SD {arms[0]}",
+                         "sd_arm": f"SD {arms[1]}"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, arms, subsets = parse_args(argv)
     curves = load_curves(args.root, arms)
     fewest = min(curve.height for of in curves.values() for curve in of.values())
     rules = ([parse_rule(r) for r in args.rules.split(",")] if args.rules
@@ -158,17 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kept = kept_values(curves, rules, average, min_steps)
         kept_all.append(kept.with_columns(average=pl.lit(average)))
         tables.append(selection_noise(kept, *arms).with_columns(average=pl.lit(average)))
-    table = pl.concat(tables)
-    ratio, ci, p, r = ratio_columns(pl.concat(kept_all), arms, args.reference)
-    table = table.with_columns(pl.Series("ratio", ratio, pl.Float64), pl.Series("ratio_ci", ci, pl.String),
-                               pl.Series("ratio_p", p, pl.Float64), pl.Series("ratio_r", r, pl.Float64))
-    table = table.select("average", "rule", "seeds", "sd_difference", "ratio", "ratio_ci", "ratio_p", "ratio_r",
-                         "mean_difference", "test_baseline", "test_arm", "sd_baseline", "sd_arm", "rho")
-    table = table.rename({"test_baseline": f"test {arms[0]}", "test_arm": f"test {arms[1]}",
-                          "sd_difference": "SD of paired differences", "ratio": f"SD / {args.reference}'s",
-                          "ratio_ci": "95% CI", "ratio_p": "p (Pitman-Morgan)", "ratio_r": "r with reference",
-                          "mean_difference": "mean effect", "sd_baseline": f"SD {arms[0]}",
-                          "sd_arm": f"SD {arms[1]}"})
+    table = printed_table(pl.concat(tables), pl.concat(kept_all), arms, args.reference)
     metric = next(iter(next(iter(curves.values())).values()))["metric"][0]
     print(f"## {args.root}: {arms[1]} - {arms[0]}, test {metric} of the evaluation each rule keeps "
           f"(min_steps {min_steps})\n")

@@ -118,7 +118,8 @@ def looks_up_to(cap: int) -> tuple[int, ...]:
     return tuple(int(round(cap * k / 4)) for k in range(1, 5))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command line's parser (for its errors) and arguments."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", action="append", required=True, help="<name>=<results folder or metrics file>")
     parser.add_argument("--sd-seed", action="append", default=[], help="<name>=<seed SD> replacing the measured one")
@@ -128,13 +129,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--family", default="none", choices=("none", "holm"))
     parser.add_argument("--thresholds", default="student", choices=("student", "normal"))
     parser.add_argument("--effects", help="a study findings table: the cells and their true effects come from it")
-    args = parser.parse_args(argv)
-    rng = np.random.default_rng(args.seed)
-    caps = [int(c) for c in args.caps.split(",")]
-    rows = []
+    return parser, parser.parse_args(argv)
+
+
+#: per dataset: (seed SD, query SD, residual SD, test queries, mean baseline AP)
+Measured = dict[str, tuple[float, float, float, int, float]]
+
+
+def measured_cells(parser: argparse.ArgumentParser, args: argparse.Namespace
+                   ) -> tuple[Measured, dict[str, list[tuple[float, float]]], int]:
+    """Each ``--dataset``'s measured components (the seed SD replaced where ``--sd-seed`` names it), its sequential
+    cells as (true effect, margin) in AP, and the count of the family's active-learning cells (outside the rounds)."""
     sd_seed = {name: float(value) for name, _, value in (item.partition("=") for item in args.sd_seed)}
-    measured = {}
-    cells, active = {}, 0  # per dataset: (true effect, margin) of each sequential cell, in AP
+    measured: Measured = {}
+    cells, active = {}, 0
     for item in args.dataset:
         name, _, source = item.partition("=")
         if args.effects is None and name not in DATASETS:
@@ -155,6 +163,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--dataset {item}: {error}")
         v_seed = sd_seed[name] ** 2 if name in sd_seed else v_seed
         measured[name] = (np.sqrt(v_seed), np.sqrt(v_query), np.sqrt(v_resid), queries, base)
+    return measured, cells, active
+
+
+def projected_rows(rng: np.random.Generator, args: argparse.Namespace, measured: Measured,
+                   cells: dict[str, list[tuple[float, float]]], active: int) -> list[tuple[str, int, float, float, int]]:
+    """(dataset, cap, expected decided cells, expected seeds over them, cells) per dataset and cap: the whole
+    family judged together under Holm (``--family holm``, the rounds' share of alpha), else each cell alone."""
+    caps = [int(c) for c in args.caps.split(",")]
+    rows = []
     if args.family == "holm":
         sequential = sum(len(c) for c in cells.values())
         alpha = 0.05 * sequential / (sequential + active)  # the rounds' share (curricula.study.rounds.family_alpha)
@@ -173,12 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             for cap in caps:
                 decided = seeds = 0.0
                 for mu, margin in cells[name]:
-                    sim = simulate_sequential(rng, looks_up_to(cap), queries, sd, sq, sr, mu, args.draws,
+                    one = simulate_sequential(rng, looks_up_to(cap), queries, sd, sq, sr, mu, args.draws,
                                               margin=margin)
-                    decided += sim.decided
-                    seeds += sim.mean_seeds
+                    decided += one.decided
+                    seeds += one.mean_seeds
                 rows.append((name, cap, decided, seeds, len(cells[name])))
     rows.sort(key=lambda row: (list(measured).index(row[0]), row[1]))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, args = parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    measured, cells, active = measured_cells(parser, args)
+    rows = projected_rows(rng, args, measured, cells, active)
     table = [(name, f"{measured[name][0]:.4f}", measured[name][3], f"{measured[name][4]:.4f}", cap, f"{decided:.1f}",
               of, f"{seeds:.0f}", f"{2 * seeds:.0f}", args.family) for name, cap, decided, seeds, of in rows]
     print("| dataset | sd_seed | test queries | mean baseline AP | cap (seeds) | expected decided | of | "
