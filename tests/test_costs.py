@@ -1,7 +1,7 @@
 """What a run cost: CPU time and peak memory from Snakemake's benchmark files (curricula/study/costs.py), recorded
 in its ledger entry (curricula/study/entries.py).
 
-Snakemake writes these files itself; the study workflow test (tests/test_workflow.py) reads real ones. Here a
+Snakemake writes these files itself; the study workflow test (tests/test_workflow_study.py) reads real ones. Here a
 benchmark folder is laid out by hand, in Snakemake's format, so each counted and excluded file is known."""
 
 from __future__ import annotations
