@@ -26,11 +26,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
+
+    from curricula.models.teacher import TeacherConfig
 
 
 class SequentialBatches:
@@ -91,7 +98,24 @@ def train_peer(model, contexts, responses, labels, order, args, bf16: bool) -> l
     return [row["loss"] for row in trainer.state.log_history if "loss" in row]
 
 
-def main() -> None:
+Row = tuple[str, str, bool, float, list[float], float]  # loop, precision, bf16, seconds, losses, dev AP
+
+
+@dataclass
+class Inputs:
+    """What both loops train and are scored on: the run's ingest tables, the train texts and labels, the dev pairs
+    and the row order of the balanced batches (``steps * batch_size`` rows)."""
+
+    data: dict[str, pl.DataFrame]
+    contexts: list[str]
+    responses: list[str]
+    labels: np.ndarray
+    dev: pl.DataFrame
+    order: np.ndarray
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line: the run to read, the model cut, the training settings, the precisions and warm-up steps."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", required=True, help="a finished run's folder (results/chitchat/data in it)")
     ap.add_argument("--dataset", default="chitchat")
@@ -107,20 +131,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps of each loop before the timed runs")
     ap.add_argument("--scratch", default="/tmp/bench_cross_encoder")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def read_inputs(args: argparse.Namespace) -> Inputs:
+    """The run's train pairs, ``--dev-queries`` dev queries and the balanced batches of ``--steps`` steps."""
     import numpy as np
-    import polars as pl
-    import torch
 
     from curricula.data.ingest import INGEST_TABLES, candidate_pairs, read_ingest
-    from curricula.evaluation.metrics import mean_metrics
-    from curricula.evaluation.rerank import ranker_metrics
     from curricula.experiments.train import dev_pairs
-    from curricula.models.hf import autocast_dtype
-    from curricula.models.runtime import set_threads
-    from curricula.models.runtime import start_job
-    from curricula.models.teacher import TeacherConfig, balanced_batches, train_cross_encoder, training_texts
+    from curricula.models.teacher import balanced_batches, training_texts
     from curricula.plumbing.layout import Layout
 
     layout = Layout(dataset=args.dataset)
@@ -129,54 +149,115 @@ def main() -> None:
     dev = dev_pairs(data, args.dev_queries, args.seed, 1)
     order = np.concatenate(list(balanced_batches(labels, args.steps, args.batch_size,
                                                  np.random.default_rng(args.seed))))
-    layers = args.layers or None
-    set_threads(args.threads)
-    cpu = torch.device("cpu")
-    print(f"{len(contexts)} train pairs, {dev['qid'].n_unique()} dev queries; MiniLM {layers or 'all'} layers, "
-          f"{args.pooling} pooling, length {args.max_length}, batch {args.batch_size}, lr {args.lr}, {args.steps} "
-          f"steps, {args.threads} threads; CPU bf16 instructions: "
-          f"{autocast_dtype(cpu, 'auto', transformer=True) == torch.bfloat16}")
-    base = TeacherConfig(layers=layers, pooling=args.pooling, max_length=args.max_length, steps=args.steps,
-                         batch_size=args.batch_size, lr=args.lr, warmup=0.1, seed=args.seed, device="cpu",
-                         threads=args.threads)
-    if args.warmup:
-        warm = argparse.Namespace(**{**vars(args), "steps": args.warmup})
-        train_cross_encoder(contexts, responses, labels, replace(base, steps=args.warmup),
-                            start_job(base.runtime, True, "warm-up"), progress=False)
-        train_peer(peer_model(layers, args.pooling, args.max_length, args.seed), contexts, responses, labels,
-                   order[: args.warmup * args.batch_size], warm, False)
-    rows = []
-    for precision in args.precision:
-        bf16 = autocast_dtype(cpu, precision, transformer=True) == torch.bfloat16
-        cfg = replace(base, precision=precision)
-        t0 = time.perf_counter()
-        ranker, losses = train_cross_encoder(contexts, responses, labels, cfg, start_job(cfg.runtime, True, "training"),
-                                             progress=False)
-        seconds = time.perf_counter() - t0
-        ap_dev = ranker_metrics(ranker, dev, data["qrels"], ["AP"], batch_size=128, device=cpu,
-                                precision=precision)["AP"]
-        rows.append(("project", precision, bf16, seconds, losses, ap_dev))
+    return Inputs(data, contexts, responses, labels, dev, order)
 
-        t0 = time.perf_counter()
-        peer = peer_model(layers, args.pooling, args.max_length, args.seed)
-        peer_losses = train_peer(peer, contexts, responses, labels, order, args, bf16)
-        seconds = time.perf_counter() - t0
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            scores = peer.predict(list(zip(dev["context"].to_list(), dev["response"].to_list())), batch_size=128,
-                                  activation_fn=torch.nn.Identity(), show_progress_bar=False)
-        run = dev.select("qid", "docid").with_columns(score=pl.Series(np.asarray(scores, dtype=np.float64)))
-        qrels = data["qrels"].filter(pl.col("qid").is_in(dev["qid"].unique().implode()))
-        rows.append(("sentence-transformers", precision, bf16, seconds, peer_losses,
-                     mean_metrics(run, qrels, ["AP"])["AP"]))
+
+def print_setup(args: argparse.Namespace, inputs: Inputs, layers: int | None) -> None:
+    """Prints the data sizes, the model cut, the training settings and whether the CPU has bf16 instructions."""
+    import torch
+
+    from curricula.models.hf import autocast_dtype
+
+    print(f"{len(inputs.contexts)} train pairs, {inputs.dev['qid'].n_unique()} dev queries; MiniLM {layers or 'all'} "
+          f"layers, {args.pooling} pooling, length {args.max_length}, batch {args.batch_size}, lr {args.lr}, "
+          f"{args.steps} steps, {args.threads} threads; CPU bf16 instructions: "
+          f"{autocast_dtype(torch.device('cpu'), 'auto', transformer=True) == torch.bfloat16}")
+
+
+def warm_up(args: argparse.Namespace, inputs: Inputs, base: TeacherConfig, layers: int | None) -> None:
+    """Runs ``--warmup`` untimed steps of the project's loop, then of the peer's (fp32), so neither timed run pays
+    the process's one-time costs."""
+    from curricula.models.runtime import start_job
+    from curricula.models.teacher import train_cross_encoder
+
+    warm = argparse.Namespace(**{**vars(args), "steps": args.warmup})
+    train_cross_encoder(inputs.contexts, inputs.responses, inputs.labels, replace(base, steps=args.warmup),
+                        start_job(base.runtime, True, "warm-up"), progress=False)
+    train_peer(peer_model(layers, args.pooling, args.max_length, args.seed), inputs.contexts, inputs.responses,
+               inputs.labels, inputs.order[: args.warmup * args.batch_size], warm, False)
+
+
+def project_row(inputs: Inputs, base: TeacherConfig, precision: str, bf16: bool) -> Row:
+    """The project's loop at ``precision``: wall seconds of building the model and training (timed), its losses
+    and the dev AP it reaches (not timed)."""
+    import torch
+
+    from curricula.evaluation.rerank import ranker_metrics
+    from curricula.models.runtime import start_job
+    from curricula.models.teacher import train_cross_encoder
+
+    cfg = replace(base, precision=precision)
+    t0 = time.perf_counter()
+    ranker, losses = train_cross_encoder(inputs.contexts, inputs.responses, inputs.labels, cfg,
+                                         start_job(cfg.runtime, True, "training"), progress=False)
+    seconds = time.perf_counter() - t0
+    ap_dev = ranker_metrics(ranker, inputs.dev, inputs.data["qrels"], ["AP"], batch_size=128,
+                            device=torch.device("cpu"), precision=precision)["AP"]
+    return ("project", precision, bf16, seconds, losses, ap_dev)
+
+
+def peer_row(args: argparse.Namespace, inputs: Inputs, layers: int | None, precision: str, bf16: bool) -> Row:
+    """sentence-transformers' loop on the same batches: wall seconds of building the model and training (timed),
+    its logged losses and the dev AP it reaches (not timed)."""
+    import numpy as np
+    import polars as pl
+    import torch
+
+    from curricula.evaluation.metrics import mean_metrics
+
+    dev = inputs.dev
+    t0 = time.perf_counter()
+    peer = peer_model(layers, args.pooling, args.max_length, args.seed)
+    peer_losses = train_peer(peer, inputs.contexts, inputs.responses, inputs.labels, inputs.order, args, bf16)
+    seconds = time.perf_counter() - t0
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        scores = peer.predict(list(zip(dev["context"].to_list(), dev["response"].to_list())), batch_size=128,
+                              activation_fn=torch.nn.Identity(), show_progress_bar=False)
+    run = dev.select("qid", "docid").with_columns(score=pl.Series(np.asarray(scores, dtype=np.float64)))
+    qrels = inputs.data["qrels"].filter(pl.col("qid").is_in(dev["qid"].unique().implode()))
+    return ("sentence-transformers", precision, bf16, seconds, peer_losses, mean_metrics(run, qrels, ["AP"])["AP"])
+
+
+def print_table(rows: list[Row], steps: int) -> None:
+    """Prints a Markdown row per loop and precision (seconds, steps/s, mean loss of the first and last 20 steps,
+    dev AP), then the throughput ratio project / peer per precision."""
+    import numpy as np
 
     print("\n| loop | precision | seconds | steps/s | loss first 20 | loss last 20 | dev AP |")
     print("|---|---|---|---|---|---|---|")
     for loop, precision, bf16, seconds, losses, ap_dev in rows:
-        print(f"| {loop} | {precision} ({'bf16' if bf16 else 'fp32'}) | {seconds:.1f} | {args.steps / seconds:.2f} | "
+        print(f"| {loop} | {precision} ({'bf16' if bf16 else 'fp32'}) | {seconds:.1f} | {steps / seconds:.2f} | "
               f"{np.mean(losses[:20]):.4f} | {np.mean(losses[-20:]):.4f} | {ap_dev:.4f} |")
     for i in range(0, len(rows), 2):
         ours, peer = rows[i], rows[i + 1]
         print(f"{ours[1]}: project / sentence-transformers throughput = {peer[3] / ours[3]:.2f}x")
+
+
+def main() -> None:
+    """Both loops per ``--precision``, the project's first, after the untimed warm-up; prints the table."""
+    args = parse_args()
+
+    import torch
+
+    from curricula.models.hf import autocast_dtype
+    from curricula.models.runtime import set_threads
+    from curricula.models.teacher import TeacherConfig
+
+    inputs = read_inputs(args)
+    layers = args.layers or None
+    set_threads(args.threads)
+    print_setup(args, inputs, layers)
+    base = TeacherConfig(layers=layers, pooling=args.pooling, max_length=args.max_length, steps=args.steps,
+                         batch_size=args.batch_size, lr=args.lr, warmup=0.1, seed=args.seed, device="cpu",
+                         threads=args.threads)
+    if args.warmup:
+        warm_up(args, inputs, base, layers)
+    rows: list[Row] = []
+    for precision in args.precision:
+        bf16 = autocast_dtype(torch.device("cpu"), precision, transformer=True) == torch.bfloat16
+        rows.append(project_row(inputs, base, precision, bf16))
+        rows.append(peer_row(args, inputs, layers, precision, bf16))
+    print_table(rows, args.steps)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -137,7 +138,24 @@ def pipeline_loop(data: dict[str, pl.DataFrame], spec: TrainSpec, args: argparse
     return stamps[args.steps - 1] - stamps[args.skip], wall, curve
 
 
-def main() -> None:
+@dataclass
+class Rounds:
+    """What the interleaved rounds measured: each loop's best seconds over the timed steps, the pipeline's best
+    end-to-end seconds, the last pipeline run's dev curve, the last bare run's losses and final model, and the 1-min
+    load average before and after the rounds."""
+
+    best: dict[str, float]
+    wall: float
+    curve: pl.DataFrame
+    losses: list[float]
+    model: torch.nn.Module
+    load_before: float
+    load_after: float
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line: ranker, steps, layers, threads, data sizes, warm-up steps, seed, rounds; checks their
+    ranges (exit code 2 with a usage message otherwise)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranker", default="cross_encoder", choices=["cross_encoder", "convknrm", "cnn_qa", "lstm_qa"])
     ap.add_argument("--steps", type=int, default=60)
@@ -151,56 +169,75 @@ def main() -> None:
     args = ap.parse_args()
     if not 1 <= args.skip < args.steps - 1 or args.repeat < 1:
         ap.error("need 1 <= --skip < steps - 1 and --repeat >= 1")
+    return args
 
-    threads = set_threads(args.threads)
-    d = chitchat.load({}, max_instances={"train": args.train, "dev": 50, "test": 10}, seed=args.seed,
-                      max_context_turns=10)
-    data = {name: df for name, (df, _) in d.tables().items()}
-    spec = make_spec(args)
-    featuriser = build_ranker(spec.ranker, args.seed)  # its encode/collate build the bare loop's batches
-    group = 1 + spec.arm.negatives.m
-    timed = args.steps - 1 - args.skip  # steps skip+1 .. steps-1 (1-based); the last one also evaluates dev
 
-    with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
-        root = Path(tmp)
-        pairs = candidate_pairs(data)
-        table = difficulty_table(pairs, data["queries"], data["docs"], ["random"], seed=args.seed)
-        folder = root / "random"
-        cur.write_curriculum(cur.curriculum_order(cur.training_instances(table, "random"), args.seed), folder, 100)
-        batches, sample_s, tok_s = build_batches(data, spec, folder, args.seed, featuriser)
-        widths = [next(iter(b.values())).shape[1] for b in batches]
-        print(f"chitchat: {len(cur.Curriculum(folder))} train instances, {data['docs'].height} docs; batch "
-              f"{spec.objective.batch_size} x (1 + {group - 1}) pairs, max_length {spec.ranker.max_length} (padded "
-              f"width mean {np.mean(widths):.1f}); ranker {spec.ranker.ranker}, layers {spec.ranker.layers}; pacing "
-              f"root_2; "
-              f"{args.steps} steps, timed "
-              f"{args.skip + 1}..{args.steps - 1} ({timed}); torch threads {threads}; torch {torch.__version__}")
+def load_chitchat(train: int, seed: int) -> dict[str, pl.DataFrame]:
+    """The ingest tables of ``train`` chitchat train instances (50 dev, 10 test)."""
+    d = chitchat.load({}, max_instances={"train": train, "dev": 50, "test": 10}, seed=seed, max_context_turns=10)
+    return {name: df for name, (df, _) in d.tables().items()}
 
-        best = {"pipeline": float("inf"), "bare": float("inf")}
-        wall = float("inf")
-        load_before = os.getloadavg()[0]
-        for r in range(args.repeat):  # interleaved rounds, alternating which goes first; the best of each counts
-            for name in ("pipeline", "bare") if r % 2 == 0 else ("bare", "pipeline"):
-                if name == "pipeline":
-                    seconds, end_to_end, curve = pipeline_loop(data, spec, args, folder, root / f"run{r}")
-                    wall = min(wall, end_to_end)
-                else:
-                    stamps, losses, model = bare_loop(spec, args.seed, batches, group)
-                    seconds = stamps[args.steps - 1] - stamps[args.skip]
-                best[name] = min(best[name], seconds)
-        load_after = os.getloadavg()[0]
 
-        dev = dev_pairs(data, spec.evaluation.dev_queries, CONFIG_SEED, 1)
-        t0 = time.perf_counter()
-        featuriser.module = model  # the bare loop's final model behind the ranker interface
-        metric = spec.evaluation.eval_metric
-        value = ranker_metrics(featuriser, dev, data["qrels"], [metric], batch_size=spec.evaluation.score_batch_size,
-                               device=torch.device("cpu"), precision=spec.runtime.precision)[metric]
-        eval_s = time.perf_counter() - t0
+def write_random_curriculum(data: dict[str, pl.DataFrame], folder: Path, seed: int) -> None:
+    """Writes the ``random`` curriculum of the train instances to ``folder``."""
+    pairs = candidate_pairs(data)
+    table = difficulty_table(pairs, data["queries"], data["docs"], ["random"], seed=seed)
+    cur.write_curriculum(cur.curriculum_order(cur.training_instances(table, "random"), seed), folder, 100)
 
-    pipe_sps, bare_sps = timed / best["pipeline"], timed / best["bare"]
-    print(f"1-min load average before/after: {load_before:.2f}/{load_after:.2f} on {os.cpu_count()} cores "
-          f"(other processes make wall times noisy); best of {args.repeat} interleaved round(s)")
+
+def print_setup(args: argparse.Namespace, data: dict[str, pl.DataFrame], spec: TrainSpec, folder: Path,
+                batches: list[dict[str, torch.Tensor]], group: int, timed: int, threads: int) -> None:
+    """Prints the data and batch sizes, the ranker, the steps timed and the torch threads and version."""
+    widths = [next(iter(b.values())).shape[1] for b in batches]
+    print(f"chitchat: {len(cur.Curriculum(folder))} train instances, {data['docs'].height} docs; batch "
+          f"{spec.objective.batch_size} x (1 + {group - 1}) pairs, max_length {spec.ranker.max_length} (padded "
+          f"width mean {np.mean(widths):.1f}); ranker {spec.ranker.ranker}, layers {spec.ranker.layers}; pacing "
+          f"root_2; "
+          f"{args.steps} steps, timed "
+          f"{args.skip + 1}..{args.steps - 1} ({timed}); torch threads {threads}; torch {torch.__version__}")
+
+
+def interleaved_rounds(data: dict[str, pl.DataFrame], spec: TrainSpec, args: argparse.Namespace, folder: Path,
+                       root: Path, batches: list[dict[str, torch.Tensor]], group: int) -> Rounds:
+    """``--repeat`` rounds of both loops, alternating which goes first; keeps each loop's best seconds over the
+    timed steps and the pipeline's best end-to-end seconds."""
+    best = {"pipeline": float("inf"), "bare": float("inf")}
+    wall = float("inf")
+    load_before = os.getloadavg()[0]
+    for r in range(args.repeat):  # interleaved rounds, alternating which goes first; the best of each counts
+        for name in ("pipeline", "bare") if r % 2 == 0 else ("bare", "pipeline"):
+            if name == "pipeline":
+                seconds, end_to_end, curve = pipeline_loop(data, spec, args, folder, root / f"run{r}")
+                wall = min(wall, end_to_end)
+            else:
+                stamps, losses, model = bare_loop(spec, args.seed, batches, group)
+                seconds = stamps[args.steps - 1] - stamps[args.skip]
+            best[name] = min(best[name], seconds)
+    load_after = os.getloadavg()[0]
+    return Rounds(best, wall, curve, losses, model, load_before, load_after)
+
+
+def dev_evaluation(featuriser, model: torch.nn.Module, data: dict[str, pl.DataFrame], spec: TrainSpec
+                   ) -> tuple[pl.DataFrame, float, float]:
+    """One dev evaluation (``ranker_metrics``) of the bare loop's final model: the dev pairs, the metric value and
+    its seconds."""
+    dev = dev_pairs(data, spec.evaluation.dev_queries, CONFIG_SEED, 1)
+    t0 = time.perf_counter()
+    featuriser.module = model  # the bare loop's final model behind the ranker interface
+    metric = spec.evaluation.eval_metric
+    value = ranker_metrics(featuriser, dev, data["qrels"], [metric], batch_size=spec.evaluation.score_batch_size,
+                           device=torch.device("cpu"), precision=spec.runtime.precision)[metric]
+    eval_s = time.perf_counter() - t0
+    return dev, value, eval_s
+
+
+def print_results(args: argparse.Namespace, rounds: Rounds, timed: int, sample_s: float, tok_s: float,
+                  dev: pl.DataFrame, value: float, eval_s: float) -> None:
+    """Prints the load average, steps/s and ms/step of both loops and their ratio, the per-step overhead measured
+    apart (ms), the dev evaluation (s), the pipeline's end-to-end seconds and both loops' mean train loss."""
+    pipe_sps, bare_sps = timed / rounds.best["pipeline"], timed / rounds.best["bare"]
+    print(f"1-min load average before/after: {rounds.load_before:.2f}/{rounds.load_after:.2f} on {os.cpu_count()} "
+          f"cores (other processes make wall times noisy); best of {args.repeat} interleaved round(s)")
     print(f"{'variant':<58}{'steps/s':>9}{'ms/step':>9}")
     print(f"{'pipeline train_ranker loop (sample+tokenise+train)':<58}{pipe_sps:>9.2f}{1e3 / pipe_sps:>9.1f}")
     print(f"{'bare torch loop over pre-built batches (train only)':<58}{bare_sps:>9.2f}{1e3 / bare_sps:>9.1f}")
@@ -211,10 +248,32 @@ def main() -> None:
           f"{1e3 / pipe_sps - 1e3 / bare_sps:.2f} ms/step")
     print(f"one dev evaluation ({dev.height} pairs of {dev['qid'].n_unique()} queries, excluded above): "
           f"{eval_s:.2f} s (AP {value:.4f} with the bare loop's final model)")
-    print(f"pipeline end to end (setup, model load, {args.steps} steps, dev evaluation, save): {wall:.2f} s")
-    pipe_loss, bare_loss = curve["train_loss"][-1], float(np.mean(losses))
+    print(f"pipeline end to end (setup, model load, {args.steps} steps, dev evaluation, save): {rounds.wall:.2f} s")
+    pipe_loss, bare_loss = rounds.curve["train_loss"][-1], float(np.mean(rounds.losses))
     print(f"mean train loss over all steps: pipeline {pipe_loss:.6f}, bare {bare_loss:.6f}, |difference| "
           f"{abs(pipe_loss - bare_loss):.1e} (0 or rounding when both trained on the same batches)")
+
+
+def main() -> None:
+    """Builds the data, curriculum and the bare loop's batches, times both loops in interleaved rounds, then one dev
+    evaluation; prints the results."""
+    args = parse_args()
+    threads = set_threads(args.threads)
+    data = load_chitchat(args.train, args.seed)
+    spec = make_spec(args)
+    featuriser = build_ranker(spec.ranker, args.seed)  # its encode/collate build the bare loop's batches
+    group = 1 + spec.arm.negatives.m
+    timed = args.steps - 1 - args.skip  # steps skip+1 .. steps-1 (1-based); the last one also evaluates dev
+
+    with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
+        root = Path(tmp)
+        folder = root / "random"
+        write_random_curriculum(data, folder, args.seed)
+        batches, sample_s, tok_s = build_batches(data, spec, folder, args.seed, featuriser)
+        print_setup(args, data, spec, folder, batches, group, timed, threads)
+        rounds = interleaved_rounds(data, spec, args, folder, root, batches, group)
+        dev, value, eval_s = dev_evaluation(featuriser, rounds.model, data, spec)
+    print_results(args, rounds, timed, sample_s, tok_s, dev, value, eval_s)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -45,6 +47,11 @@ from curricula.plumbing.config import load_config  # noqa: E402
 from curricula.training.core import FitConfig, make_optimizer  # noqa: E402
 from curricula.training.losses import element_losses, weighted_mean  # noqa: E402
 
+if TYPE_CHECKING:
+    import polars as pl
+
+    from curricula.models.base import Ranker
+
 
 def baseline_spec(freeze: bool, steps: int | None = None, dev_queries: int | None = 100) -> tuple[TrainSpec, dict]:
     config = load_config(REPO / "config.yaml")
@@ -61,7 +68,26 @@ def load_data(root: Path) -> dict:
     return read_ingest({n: base / "data" / f"{n}.parquet" for n in ("queries", "docs", "qrels", "candidates")})
 
 
-def main() -> None:
+STEP_PARTS = ("sample", "encode", "collate", "forward", "backward", "optim", "zero_grad")
+
+
+@dataclass
+class Training:
+    """One ConvKNRM training set-up of the baseline spec: its batch samplers and texts, the ranker, its optimiser."""
+
+    spec: TrainSpec
+    sampler: CurriculumSampler
+    negs: NegativeSampler
+    context_of: dict[str, str]
+    doc_texts: list[str]
+    ranker: Ranker
+    optim: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    device: torch.device
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line: the scratch run, frozen embeddings or not, step and evaluation counts, seed, code, threads."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default="/tmp/prof")
     ap.add_argument("--freeze", action="store_true")
@@ -73,7 +99,11 @@ def main() -> None:
     ap.add_argument("--code", default=str(REPO), help="import curricula from this folder (A/B runs)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (the default run's jobs use 1; 2 measures one job on both cores)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def set_up(args: argparse.Namespace) -> tuple[Training, dict, pl.DataFrame]:
+    """The training set-up (ranker in train mode), the run's ingest tables and the dev pairs, built as fit() does."""
     spec, config = baseline_spec(args.freeze, dev_queries=args.dev_queries or None)
     set_threads(args.threads)
     data = load_data(Path(args.root))
@@ -89,48 +119,71 @@ def main() -> None:
     ranker = build_ranker(spec.ranker, args.seed).to(device)
     optim, sched = make_optimizer(ranker.module.parameters(), FitConfig.of(spec.fit))
     ranker.train()
-    t = {k: 0.0 for k in ("sample", "encode", "collate", "forward", "backward", "optim", "zero_grad")}
-    for step in range(args.skip + args.steps):
-        if step == args.skip:
+    return Training(spec, sampler, negs, context_of, doc_texts, ranker, optim, sched, device), data, dev
+
+
+def train_step(tr: Training, step: int) -> tuple[float, ...]:
+    """One training step; the ``time.perf_counter()`` stamps (s) before sampling, encode, collate, forward (+ loss),
+    zero_grad, backward and the optimiser step, and after it."""
+    t0 = time.perf_counter()
+    batch = tr.sampler.batch(step)
+    qids = batch["qid"].to_list()
+    pos = np.array([tr.negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
+    group = np.concatenate([pos[:, None], tr.negs.sample(qids, step)], axis=1)
+    contexts = [tr.context_of[q] for q in qids for _ in range(group.shape[1])]
+    responses = [tr.doc_texts[c] for c in group.reshape(-1)]
+    t1 = time.perf_counter()
+    items = tr.ranker.encode(contexts, responses)
+    t2 = time.perf_counter()
+    coll = tr.ranker.collate(items)
+    t3 = time.perf_counter()
+    logits = tr.ranker.logits(coll, tr.device, tr.spec.runtime.precision)
+    objective = tr.spec.objective
+    loss = weighted_mean(element_losses(objective.loss, logits.view(group.shape), objective.margin), None)
+    t4 = time.perf_counter()
+    tr.optim.zero_grad(set_to_none=True)
+    t5 = time.perf_counter()
+    loss.backward()
+    t6 = time.perf_counter()
+    tr.optim.step()
+    tr.sched.step()
+    t7 = time.perf_counter()
+    return t0, t1, t2, t3, t4, t5, t6, t7
+
+
+def step_timings(tr: Training, skip: int, steps: int) -> dict[str, float]:
+    """Seconds spent in each part of a step (``STEP_PARTS``), summed over ``steps`` steps after ``skip`` warm-up
+    steps."""
+    t = {k: 0.0 for k in STEP_PARTS}
+    for step in range(skip + steps):
+        if step == skip:
             t = {k: 0.0 for k in t}
-        t0 = time.perf_counter()
-        batch = sampler.batch(step)
-        qids = batch["qid"].to_list()
-        pos = np.array([negs.code_of[d] for d in batch["docid"].to_list()], dtype=np.int64)
-        group = np.concatenate([pos[:, None], negs.sample(qids, step)], axis=1)
-        contexts = [context_of[q] for q in qids for _ in range(group.shape[1])]
-        responses = [doc_texts[c] for c in group.reshape(-1)]
-        t1 = time.perf_counter()
-        items = ranker.encode(contexts, responses)
-        t2 = time.perf_counter()
-        coll = ranker.collate(items)
-        t3 = time.perf_counter()
-        logits = ranker.logits(coll, device, spec.runtime.precision)
-        objective = spec.objective
-        loss = weighted_mean(element_losses(objective.loss, logits.view(group.shape), objective.margin), None)
-        t4 = time.perf_counter()
-        optim.zero_grad(set_to_none=True)
-        t5 = time.perf_counter()
-        loss.backward()
-        t6 = time.perf_counter()
-        optim.step()
-        sched.step()
-        t7 = time.perf_counter()
+        t0, t1, t2, t3, t4, t5, t6, t7 = train_step(tr, step)
         for k, a, b in (("sample", t0, t1), ("encode", t1, t2), ("collate", t2, t3), ("forward", t3, t4),
                         ("zero_grad", t4, t5), ("backward", t5, t6), ("optim", t6, t7)):
             t[k] += b - a
-    per = {k: 1000 * v / args.steps for k, v in t.items()}
-    print(f"freeze_embeddings={args.freeze} threads={torch.get_num_threads()} per step (ms), mean of {args.steps}:")
+    return t
+
+
+def print_step_table(t: dict[str, float], steps: int, freeze: bool) -> None:
+    """Prints each part's mean milliseconds per step, and their total."""
+    per = {k: 1000 * v / steps for k, v in t.items()}
+    print(f"freeze_embeddings={freeze} threads={torch.get_num_threads()} per step (ms), mean of {steps}:")
     for k, v in per.items():
         print(f"  {k:10s} {v:8.2f}")
     print(f"  {'TOTAL':10s} {sum(per.values()):8.2f}")
-    # dev evaluation
+
+
+def eval_timings(tr: Training, data: dict, dev: pl.DataFrame, evals: int) -> dict[str, float]:
+    """Seconds of ``evals`` dev evaluations, summed: encoding alone, ``score_pair_frame`` (encoding included) and
+    the metric; puts the ranker back in train mode."""
+    spec = tr.spec
     ev = {"score_pair_frame": 0.0, "metric": 0.0, "encode": 0.0}
-    for _ in range(args.evals):
+    for _ in range(evals):
         t0 = time.perf_counter()
-        ranker.encode(dev["context"].to_list(), dev["response"].to_list())
+        tr.ranker.encode(dev["context"].to_list(), dev["response"].to_list())
         t1 = time.perf_counter()
-        run = score_pair_frame(ranker, dev, batch_size=spec.evaluation.score_batch_size, device=device,
+        run = score_pair_frame(tr.ranker, dev, batch_size=spec.evaluation.score_batch_size, device=tr.device,
                                precision=spec.runtime.precision, progress=False)
         t2 = time.perf_counter()
         mean_metrics(run, data["qrels"].filter(data["qrels"]["qid"].is_in(dev["qid"].unique().implode())),
@@ -139,12 +192,27 @@ def main() -> None:
         ev["encode"] += t1 - t0
         ev["score_pair_frame"] += t2 - t1
         ev["metric"] += t3 - t2
-    ranker.train()
-    print(f"dev evaluation ({dev.height} pairs, score_batch_size {spec.evaluation.score_batch_size}), s per "
+    tr.ranker.train()
+    return ev
+
+
+def print_eval_table(ev: dict[str, float], dev: pl.DataFrame, score_batch_size: int, evals: int) -> None:
+    """Prints each part's mean seconds per dev evaluation."""
+    print(f"dev evaluation ({dev.height} pairs, score_batch_size {score_batch_size}), s per "
           f"evaluation:")
     for k, v in ev.items():
-        print(f"  {k:18s} {v / args.evals:8.3f}" + ("   (encode alone, included in score_pair_frame)"
-                                                    if k == "encode" else ""))
+        print(f"  {k:18s} {v / evals:8.3f}" + ("   (encode alone, included in score_pair_frame)"
+                                               if k == "encode" else ""))
+
+
+def main() -> None:
+    """Times ``--steps`` training steps part by part after ``--skip`` warm-up steps, then ``--evals`` dev
+    evaluations; prints both tables."""
+    args = parse_args()
+    tr, data, dev = set_up(args)
+    print_step_table(step_timings(tr, args.skip, args.steps), args.steps, args.freeze)
+    ev = eval_timings(tr, data, dev, args.evals)
+    print_eval_table(ev, dev, tr.spec.evaluation.score_batch_size, args.evals)
 
 
 if __name__ == "__main__":
