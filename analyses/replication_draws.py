@@ -11,8 +11,8 @@ candidates, relevant responses and context words per test query; then, from both
 ledgers hold (the rounds' first look by default), so that the draws are compared at the same number of seeds.
 Last, each replicated cell on both draws at the seeds its verdict rests on: the seed-aware effect, its SE and 95% CI,
 and whether the two draws' effects differ by more than their seed and query noise
-(:func:`curricula.statistics.seed_aware.draw_difference_test`; its error rate is simulated in tests/test_stats.py),
-with Holm's adjustment over the replicated cells.
+(:func:`curricula.statistics.seed_aware.draw_difference_test`; its error rate is simulated in
+tests/test_error_rates.py), with Holm's adjustment over the replicated cells.
 Reads the dataset files and the committed ledgers only (no model, no results folder).
 """
 

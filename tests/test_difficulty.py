@@ -109,7 +109,7 @@ def test_hcl_guard_and_corpus_difficulty_read_the_same_g_of_the_true_reply():
     each training query is exactly the G that HCL's corpus-level difficulty f_d is computed from."""
     from curricula.data import chitchat
     from curricula.data.ingest import candidate_pairs
-    from tests.test_train import CAPS, guard_fixture, sampler
+    from tests.train_data import CAPS, guard_fixture, sampler
 
     loaded = chitchat.load({}, max_instances=CAPS, seed=11, max_context_turns=3)
     data = {name: df for name, (df, _) in loaded.tables().items()}

@@ -24,7 +24,7 @@ from curricula.models.hf import (
 )
 from curricula.plumbing.errors import DeviceError
 from curricula.training.losses import binary_ce
-from tests.test_models import CONTEXTS, RESPONSES, spec
+from tests.ranker_inputs import CONTEXTS, RESPONSES, spec
 from tools.config_reference import load_schema
 
 CPU = torch.device("cpu")

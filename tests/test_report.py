@@ -13,7 +13,7 @@ from curricula.stages.report import report_tables
 from curricula.statistics.multiplicity import holm
 from curricula.statistics.paired import paired_ttest
 from curricula.statistics.power import mde, queries_needed
-from tests.test_stats import _crossed
+from tests.crossed_draws import _crossed
 
 
 def test_holm_and_marks():

@@ -23,7 +23,7 @@ from curricula.experiments.tuning import (
 )
 from curricula.plumbing.contracts import DEV_CURVE, write_table
 from curricula.report.tuning import tuning_table
-from tests.test_train import TRAIN
+from tests.train_data import TRAIN
 
 REPO = Path(__file__).resolve().parents[1]
 

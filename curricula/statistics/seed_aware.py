@@ -232,7 +232,7 @@ def draw_difference_test(a: SeedAwareResult, b: SeedAwareResult) -> DrawDifferen
     says the draws disagree by more than seed and query noise explain (something of the draw itself matters); a
     large one that one effect fits both. Two draws of one pool share some test queries, which correlates the
     estimates positively and makes the test conservative. Its error rate at the study's sizes is checked by
-    simulation (:func:`draw_difference_rejection_rate`; ``tests/test_stats.py``,
+    simulation (:func:`draw_difference_rejection_rate`; ``tests/test_error_rates.py``,
     ``analyses/draw_difference_size.py``)."""
     t, df, p = welch_difference_p(a.effect, a.se ** 2, a.df, b.effect, b.se ** 2, b.df)
     return DrawDifference(a.effect - b.effect, math.sqrt(a.se ** 2 + b.se ** 2), float(df), float(t), float(p))
@@ -247,7 +247,7 @@ def simulate_mean_squares(rng: np.random.Generator, seeds: int, queries: int, sd
 
     In that model the grand mean and the three mean squares are independent, each mean square its expectation
     times a chi-square over its df (Searle, Casella & McCulloch 1992, ch. 4), so a simulation of the seed-aware test
-    needs no seeds x queries matrix (``tests/test_stats.py`` checks it against whole matrices)."""
+    needs no seeds x queries matrix (``tests/test_error_rates.py`` checks it against whole matrices)."""
     s, q = seeds, queries
     sd_mean = math.sqrt(sd_seed ** 2 / s + sd_query ** 2 / q + sd_resid ** 2 / (s * q))
     mean = mu + rng.standard_normal(draws) * sd_mean

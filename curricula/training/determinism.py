@@ -2,7 +2,7 @@
 arithmetic (device type and autocast dtype) a checkpoint records.
 
 On the CPU a re-run or a killed-and-resumed run of a config ends with the same bytes as the first, uninterrupted
-one (same machine class and threads; ``tests/test_workflow.py``, ``tests/test_train.py``). On CUDA several kernels
+one (same machine class and threads; ``tests/test_workflow.py``, ``tests/test_train_runs.py``). On CUDA several kernels
 do not (atomic adds in the backward of indexed gathers such as ConvKNRM's, the memory-efficient attention backward,
 cuBLAS's split reductions): two runs of one config differ in their last bits, and a killed-and-resumed run ends with
 other weights than an uninterrupted one. :func:`curricula.models.runtime.use_deterministic` (config ``deterministic:
