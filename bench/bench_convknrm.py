@@ -16,7 +16,8 @@ two variants' losses along the steps and between their dev scores (0 when the ar
 
     .venv/bin/python bench/bench_convknrm.py --root <run> [--base HEAD] [--steps 100] [--rounds 3] [--threads 1]
 
-``--compiled`` compares this checkout with itself instead: ``architecture.compiled_pooling: true`` (the compiled
+``--pooling compiled`` runs this checkout's variant with the compiled kernel sums against ``--base`` (whose own
+kernel sums are torch's unless it defaults otherwise). ``--compiled`` compares this checkout with itself instead: ``architecture.compiled_pooling: true`` (the compiled
 kernel sums, curricula/models/compiled.py) against torch's operations, the rest as above.
 
 ``<run>`` is a scratch folder holding ``results/chitchat`` of the default config up to its ``random`` curriculum
@@ -204,6 +205,8 @@ def main() -> None:
     ap.add_argument("--trainable", action="store_true", help="train the embeddings too (default: frozen)")
     ap.add_argument("--compiled", action="store_true",
                     help="compare compiled_pooling: true against torch's kernel sums, both this checkout's code")
+    ap.add_argument("--pooling", choices=("torch", "compiled"), default="torch",
+                    help="the kernel sums of this checkout's variant when compared against --base")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     params, config = default_params(args.trainable)
@@ -214,7 +217,10 @@ def main() -> None:
             base = Variant("torch kernel sums", "curricula", params, args.seed)
         else:
             import_base(args.base, Path(tmp))
-            new = Variant("this checkout", "curricula", params, args.seed)
+            mine = {**params, "architecture": {**params["architecture"],
+                                               "compiled_pooling": args.pooling == "compiled"}}
+            new = Variant("this checkout" + (", compiled kernel sums" if args.pooling == "compiled" else ""),
+                          "curricula", mine, args.seed)
             base = Variant(f"base {args.base}", BASE, params, args.seed)
         base.ranker.module.load_state_dict(new.ranker.module.state_dict())
         batches, data = training_batches(args.root, params, args.steps, args.seed, new.ranker)

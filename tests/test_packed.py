@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 
 from curricula.models.convknrm import ConvKNRMModule, window_mask
-from curricula.models.packed import packed_context_matches, padded_vectors, tap_table, token_windows, window_vectors
+from curricula.models.packed import TapSums, packed_context_matches, padded_vectors, tap_table, token_windows, \
+    window_vectors
 
 
 def _module_and_side():
@@ -63,3 +64,37 @@ def test_packed_matches_are_the_padded_products_at_the_document_windows_context_
     with torch.no_grad():  # the no-graph path writes the products in place: the same rows
         again, _ = packed_context_matches(q, vectors, windows, owner, batch=3)
     assert torch.equal(again, matches.detach())
+
+
+def test_tap_sums_are_the_gathered_rows_summed_column_by_column_to_the_bit():
+    """TapSums computes what ``F.embedding(index, table).sum(dim=0)`` computes, values and the table's gradient
+    equal to the bit (repeated rows in a column and across columns included), without the gathered copy."""
+    generator = torch.Generator().manual_seed(3)
+    table = torch.randn(50, 16, generator=generator, requires_grad=True)
+    index = torch.randint(0, 50, (4, 300), generator=generator)
+    index[:, :5] = 7  # one row drawn repeatedly
+    grad = torch.randn(300, 16, generator=generator)
+    want = torch.nn.functional.embedding(index, table).sum(dim=0)
+    want.backward(grad)
+    want_grad, table.grad = table.grad.clone(), None
+    got = TapSums.apply(table, index)
+    got.backward(grad)
+    assert torch.equal(got, want)
+    assert torch.equal(table.grad, want_grad)
+
+
+def test_a_scoring_pass_builds_its_tap_table_once_and_again_after_new_taps():
+    """Inside a scoring pass the tap table of the pass's taps is built once and reused by every batch; after
+    prepare_scoring keeps other taps, the table is built from those; outside a pass it is built per call."""
+    module, ids, mask = _module_and_side()
+    module.context_cache, module.token_cache = {}, {}
+    module.prepare_scoring(torch.tensor([3, 7, 9]))
+    taps = module.token_cache["taps"]
+    first = module.scoring_tap_table(taps)
+    assert module.scoring_tap_table(taps) is first
+    assert torch.equal(first[0], tap_table(taps, [conv.bias for conv in module.convs])[0])
+    module.prepare_scoring(torch.tensor([1, 2]))
+    second = module.scoring_tap_table(module.token_cache["taps"])
+    assert second is not first and second[0].shape[0] == 2 * 6 + 1 + 3
+    module.context_cache = module.token_cache = None
+    assert module.scoring_tap_table(taps) is not module.scoring_tap_table(taps)
