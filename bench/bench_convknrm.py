@@ -16,9 +16,10 @@ two variants' losses along the steps and between their dev scores (0 when the ar
 
     .venv/bin/python bench/bench_convknrm.py --root <run> [--base HEAD] [--steps 100] [--rounds 3] [--threads 1]
 
-``--pooling compiled`` runs this checkout's variant with the compiled kernel sums against ``--base`` (whose own
-kernel sums are torch's unless it defaults otherwise). ``--compiled`` compares this checkout with itself instead: ``architecture.compiled_pooling: true`` (the compiled
-kernel sums, curricula/models/compiled.py) against torch's operations, the rest as above.
+``--kernels compiled`` runs this checkout's variant with the compiled C passes (``architecture.compiled: true``: the
+window vectors, the kernel sums and K-NRM eq. 4, curricula/models/compiled.py) against ``--base``.
+``--compiled`` compares this checkout with itself instead: the compiled passes against torch's operations, the rest
+as above.
 
 ``<run>`` is a scratch folder holding ``results/chitchat`` of the default config up to its ``random`` curriculum
 (``snakemake --cores 1 --directory <run> --snakefile Snakefile --configfile config.yaml --
@@ -83,6 +84,14 @@ def default_params(trainable: bool) -> tuple[dict[str, Any], dict[str, Any]]:
               "architecture": {**spec.ranker.arch(), "freeze_embeddings": not trainable}}
     params.pop("arithmetic", None)  # each package's parser fills in its own arithmetic version
     return params, config
+
+
+def compiled_params(params: dict[str, Any], compiled: bool) -> dict[str, Any]:
+    """``params`` with ConvKNRM's compiled passes (``compiled: true``: window vectors, kernel sums, eq. 4) on, or as
+    they are."""
+    if not compiled:
+        return params
+    return {**params, "architecture": {**params["architecture"], "compiled": True}}
 
 
 def training_batches(root: Path, params: dict[str, Any], steps: int, seed: int, encoder: Any) -> list[tuple]:
@@ -204,22 +213,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--trainable", action="store_true", help="train the embeddings too (default: frozen)")
     ap.add_argument("--compiled", action="store_true",
-                    help="compare compiled_pooling: true against torch's kernel sums, both this checkout's code")
-    ap.add_argument("--pooling", choices=("torch", "compiled"), default="torch",
-                    help="the kernel sums of this checkout's variant when compared against --base")
+                    help="compare the compiled passes (architecture.compiled) against torch's operations, "
+                         "both this checkout's code")
+    ap.add_argument("--kernels", choices=("torch", "compiled"), default="torch",
+                    help="this checkout's variant by torch's operations or the compiled passes, against --base")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     params, config = default_params(args.trainable)
     with tempfile.TemporaryDirectory() as tmp:
         if args.compiled:
-            compiled = {**params, "architecture": {**params["architecture"], "compiled_pooling": True}}
-            new = Variant("compiled kernel sums", "curricula", compiled, args.seed)
-            base = Variant("torch kernel sums", "curricula", params, args.seed)
+            new = Variant("compiled passes", "curricula", compiled_params(params, True), args.seed)
+            base = Variant("torch's operations", "curricula", params, args.seed)
         else:
             import_base(args.base, Path(tmp))
-            mine = {**params, "architecture": {**params["architecture"],
-                                               "compiled_pooling": args.pooling == "compiled"}}
-            new = Variant("this checkout" + (", compiled kernel sums" if args.pooling == "compiled" else ""),
+            mine = compiled_params(params, args.kernels == "compiled")
+            new = Variant("this checkout" + (", compiled passes" if args.kernels == "compiled" else ""),
                           "curricula", mine, args.seed)
             base = Variant(f"base {args.base}", BASE, params, args.seed)
         base.ranker.module.load_state_dict(new.ranker.module.state_dict())

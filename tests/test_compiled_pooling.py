@@ -105,7 +105,7 @@ def test_the_library_is_built_once_per_source_and_compiler(tmp_path, monkeypatch
 def test_without_a_compiler_the_error_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("CURRICULA_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", "no-such-compiler-here")
-    with pytest.raises(CompiledKernelError, match="no 'no-such-compiler-here' on PATH.*leave compiled_pooling unset"):
+    with pytest.raises(CompiledKernelError, match="no 'no-such-compiler-here' on PATH.*leave compiled and compiled_pooling unset"):
         build()
 
 

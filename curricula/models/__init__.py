@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 #: fine-tuning) and for cnn_qa / lstm_qa, whose schedule Wang et al. 2020 §5.1.2 do not state. ``embedding_dropout``
 #: (default None) stays out of a resolved architecture unless set, so adding it changed no existing run's params;
 #: ConvKNRM's ``compiled_pooling`` (default None: torch's operations; true: the compiled kernel sums of
-#: curricula.models.compiled, another arithmetic, so the knob is in the params of the runs that set it) likewise.
+#: curricula.models.compiled, another arithmetic, so the knob is in the params of the runs that set it) and
+#: ``compiled`` (true: every compiled pass, the n-gram vectors at token windows, the kernel sums and eq. 4) likewise.
 _TWO_SIDED = {"embeddings": "model", "freeze_embeddings": False, "query_length": 64, "doc_length": 64}
 register_ranker("cross_encoder", "curricula.models.cross_encoder:CrossEncoderRanker", lr=5.0e-5, schedule="linear",
                 citation="Penha & Hauff 2020; MacAvaney et al. 2020 (Vanilla BERT); Su et al. 2021",
@@ -54,7 +55,8 @@ register_ranker("cross_encoder", "curricula.models.cross_encoder:CrossEncoderRan
 # distinct tokens in one product (docs/performance.md)
 register_ranker("convknrm", "curricula.models.convknrm:ConvKNRMRanker", lr=1.0e-3, schedule="constant",
                 knobs={**_TWO_SIDED, "ngrams": [1, 2, 3], "channels": 128, "kernels": 11, "hidden": 128,
-                       "dropout": 0.0, "embedding_dropout": None, "compiled_pooling": None},
+                       "dropout": 0.0, "embedding_dropout": None, "compiled_pooling": None,
+                       "compiled": None},
                 citation="Dai et al. 2018; MacAvaney et al. 2020 §4", arithmetic=2)
 register_ranker("cnn_qa", "curricula.models.qa:CNNQARanker", lr=1.0e-3, schedule="linear",
                 knobs={**_TWO_SIDED, "channels": 128, "hidden": 128, "width": 5, "dropout": 0.5,

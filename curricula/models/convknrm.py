@@ -22,10 +22,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from curricula.models.compiled import row_kernel_sum
+from curricula.models.compiled import CompiledPooledLogs, pooled_logs_apply, row_kernel_sum, unit_window_vectors
 from curricula.models.kernel_pooling import kernel_mus, kernel_pooling, kernel_sigmas, masked_logs
-from curricula.models.packed import Windows, packed_context_matches, padded_vectors, tap_table, token_windows, \
-    window_vectors
+from curricula.models.packed import Windows, packed_context_matches, padded_vectors, tap_table, token_windows
 from curricula.models.text import TwoSidedRanker, distinct_rows, dropout_active
 
 
@@ -114,10 +113,12 @@ def window_mask(mask: torch.Tensor, h: int) -> torch.Tensor:
 class ConvKNRMModule(torch.nn.Module):
     def __init__(self, embeddings: torch.Tensor, ngrams: Sequence[int], channels: int, kernels: int, hidden: int,
                  dropout: float, freeze_embeddings: bool, embedding_dropout: float | None = None,
-                 compiled_pooling: bool = False):
+                 compiled_pooling: bool = False, compiled: bool = False):
         super().__init__()
-        #: the CPU kernel sums by the compiled pass (:mod:`curricula.models.compiled`) instead of torch's operations
-        self.compiled_pooling = bool(compiled_pooling)
+        #: every compiled pass of the CPU path (:mod:`curricula.models.compiled`: window vectors, kernel sums, eq. 4)
+        self.compiled = bool(compiled)
+        #: the CPU kernel sums by the compiled pass instead of torch's operations (part of :attr:`compiled`)
+        self.compiled_pooling = bool(compiled_pooling) or self.compiled
         self.embedding = torch.nn.Embedding.from_pretrained(embeddings.clone(), freeze=freeze_embeddings,
                                                             padding_idx=None)
         dim = embeddings.shape[1]
@@ -223,12 +224,14 @@ class ConvKNRMModule(torch.nn.Module):
         count = taps.shape[1]
         q_windows = token_windows(q, q_mask, self.ngrams, count, zero, bias)
         d_windows = token_windows(d, d_mask, self.ngrams, count, zero, bias)
-        vectors = window_vectors(table, Windows(*(torch.cat([a, b]) for a, b in zip(q_windows, d_windows))))
-        split = q_windows.index.shape[0]
+        vectors = unit_window_vectors(table, Windows(*(torch.cat([a, b]) for a, b in zip(q_windows, d_windows))), zero,
+                                      self.compiled)
+        # one split, whose backward pass is one concatenation (two slices would each zero-fill a full-size gradient)
+        q_vectors, d_vectors = vectors.split([q_windows.index.shape[0], d_windows.index.shape[0]])
         widths = [q.shape[1] - h + 1 for h in self.ngrams]
-        q_vectors = padded_vectors(vectors[:split], q_windows, q.shape[0], widths)
+        q_vectors = padded_vectors(q_vectors, q_windows, q.shape[0], widths)
         batch = d.shape[0]
-        match_rows, group = packed_context_matches(q_vectors, vectors[split:], d_windows, rows, batch)
+        match_rows, group = packed_context_matches(q_vectors, d_vectors, d_windows, rows, batch)
         soft = row_kernel_sum(match_rows, group, len(self.ngrams) * batch, self.mus, self.sigmas,
                               self.compiled_pooling)
         q_mask = torch.cat([window_mask(q_mask, h)[rows] for h in self.ngrams], dim=1)  # (B, sum Lq_h)
@@ -249,6 +252,8 @@ class ConvKNRMModule(torch.nn.Module):
         """K-NRM eq. 4 for every cross at once, (B, n_grams^2 * K): the masked logs of the soft-TF ``soft``
         (T * B, K, sum Lq_h) summed over each query h-gram's positions (``widths`` of them; one product with
         their indicator), laid out query h-gram, then document h-gram, then kernel, as per cross."""
+        if self.compiled and pooled_logs_apply(soft, widths):
+            return CompiledPooledLogs.apply(soft.permute(1, 0, 2), q_mask, tuple(widths), batch)
         sides = soft.shape[0] // batch
         logs = masked_logs(soft.reshape(sides, batch, -1, q_mask.shape[1]), q_mask)  # (T, B, K, sum Lq_h)
         segment = torch.repeat_interleave(torch.arange(len(widths), device=q_mask.device),
@@ -364,7 +369,7 @@ class ConvKNRMRanker(TwoSidedRanker):
     def make_module(cls, arch: Mapping[str, Any], embeddings: torch.Tensor) -> torch.nn.Module:
         return ConvKNRMModule(embeddings, arch["ngrams"], arch["channels"], arch["kernels"], arch["hidden"],
                               arch["dropout"], arch["freeze_embeddings"], arch.get("embedding_dropout"),
-                              bool(arch.get("compiled_pooling")))
+                              bool(arch.get("compiled_pooling")), bool(arch.get("compiled")))
 
     def min_width(self) -> int:
         return max(self.arch["ngrams"])

@@ -127,3 +127,97 @@ void row_kernel_sum_backward(const float *rows, const int64_t *pair, int64_t n, 
         }
     }
 }
+
+/* ln(x) for normal x > 0: x = 2^e m with m in [sqrt(1/2), sqrt(2)), ln m by Cephes' logf polynomial in f = m - 1
+ * (relative error about 1e-7), e ln 2 added in two parts */
+static inline float log_normal(float x) {
+    int32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int32_t e = ((bits >> 23) & 0xff) - 126;
+    int32_t mbits = (bits & 0x007fffff) | 0x3f000000; /* m in [0.5, 1) */
+    float m;
+    memcpy(&m, &mbits, sizeof m);
+    int32_t low = m < 0.70710678118654752f; /* then m in [0.5, sqrt(1/2)): 2m - 1 (m + m is exact), e - 1 */
+    float f = (m + m * (float)low) - 1.0f;
+    float fe = (float)(e - low);
+    float z = f * f;
+    float y = 7.0376836292e-2f;
+    y = y * f - 1.1514610310e-1f;
+    y = y * f + 1.1676998740e-1f;
+    y = y * f - 1.2420140846e-1f;
+    y = y * f + 1.4249322787e-1f;
+    y = y * f - 1.6668057665e-1f;
+    y = y * f + 2.0000714765e-1f;
+    y = y * f - 2.4999993993e-1f;
+    y = y * f + 3.3333331174e-1f;
+    y = y * f * z;
+    y += -2.12194440e-4f * fe;
+    y += -0.5f * z;
+    return (f + y) + 0.693359375f * fe;
+}
+
+#define LOG_FLOOR 1e-10f /* K-NRM's floor of a soft-TF before its log (the authors' implementation) */
+#define LOG_SCALE 0.01f  /* and the scale of each log */
+
+/* max(x, LOG_FLOOR) by the bits (the order of float bit patterns, as signed integers, is that of the floats for
+ * x >= 0, and every negative x is floored): a float select keeps gcc from vectorising the loop */
+static inline float floored(float x) {
+    int32_t xb, fb;
+    float floor = LOG_FLOOR;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&fb, &floor, sizeof fb);
+    xb = xb > fb ? xb : fb;
+    memcpy(&x, &xb, sizeof x);
+    return x;
+}
+
+/* K-NRM eq. 4 for every (pair, query side, document side, kernel): out[b][s][t][k] = sum over the positions i of
+ * query side s (segment s of widths) of 0.01 * ln(max(soft[k][t * batch + b][i], 1e-10)) * q_mask[b][i], from the
+ * soft-TF (K, sides * batch, Lq) of row_kernel_sum_forward; the sum over i in LANES partial sums (lane (i - start)
+ * % LANES, added in a fixed tree) */
+void pooled_logs_forward(const float *soft, const float *q_mask, int64_t count, int64_t sides, int64_t batch,
+                         int64_t lq, const int64_t *widths, int64_t segments, float *out) {
+    float v[4096];
+    for (int64_t k = 0; k < count; k++)
+        for (int64_t t = 0; t < sides; t++)
+            for (int64_t b = 0; b < batch; b++) {
+                const float *x = soft + (k * sides * batch + t * batch + b) * lq, *m = q_mask + b * lq;
+                for (int64_t i = 0; i < lq; i++) {
+                    v[i] = log_normal(floored(x[i])) * LOG_SCALE * m[i];
+                }
+                int64_t start = 0;
+                for (int64_t s = 0; s < segments; s++) {
+                    float acc[16] = {0};
+                    int64_t i = 0, width = widths[s];
+                    for (; i + 16 <= width; i += 16)
+                        for (int64_t l = 0; l < 16; l++) acc[l] += v[start + i + l];
+                    for (; i < width; i++) acc[i % 16] += v[start + i];
+                    for (int64_t half = 8; half > 0; half /= 2)
+                        for (int64_t l = 0; l < half; l++) acc[l] += acc[l + half];
+                    out[((b * segments + s) * sides + t) * count + k] = acc[0];
+                    start += width;
+                }
+            }
+}
+
+/* the gradient of pooled_logs_forward: grad_soft[k][t * batch + b][i] = grad[b][s(i)][t][k] * 0.01 * q_mask[b][i]
+ * / soft where soft >= 1e-10, else 0 */
+void pooled_logs_backward(const float *soft, const float *q_mask, int64_t count, int64_t sides, int64_t batch,
+                          int64_t lq, const int64_t *widths, int64_t segments, const float *grad, float *grad_soft) {
+    for (int64_t k = 0; k < count; k++)
+        for (int64_t t = 0; t < sides; t++)
+            for (int64_t b = 0; b < batch; b++) {
+                int64_t row = (k * sides * batch + t * batch + b) * lq;
+                const float *x = soft + row, *m = q_mask + b * lq;
+                float *g = grad_soft + row;
+                int64_t start = 0;
+                for (int64_t s = 0; s < segments; s++) {
+                    float up = grad[((b * segments + s) * sides + t) * count + k] * LOG_SCALE;
+                    for (int64_t i = start; i < start + widths[s]; i++) {
+                        float xi = x[i], q = up * m[i] / xi; /* selected away below the floor (x may be 0) */
+                        g[i] = xi >= LOG_FLOOR ? q : 0.0f;
+                    }
+                    start += widths[s];
+                }
+            }
+}
