@@ -88,8 +88,8 @@ def build(folder: Path | None = None) -> Path:
     /proc/cpuinfo's flags), written atomically."""
     path, version = compiler()
     machine = f"{platform.machine()} {' '.join(sorted(cpu_info().get('flags', '').split()))}"
-    key = hashlib.sha256(b"\n".join([*(source.read_bytes() for source in SOURCES), " ".join(FLAGS).encode(), version.encode(),
-                                     machine.encode()])).hexdigest()[:16]
+    parts = [*(source.read_bytes() for source in SOURCES), " ".join(FLAGS).encode(), version.encode(), machine.encode()]
+    key = hashlib.sha256(b"\n".join(parts)).hexdigest()[:16]
     folder = cache_folder() if folder is None else folder
     target = folder / f"kernel_pooling-{key}.so"
     if target.is_file():
@@ -100,9 +100,9 @@ def build(folder: Path | None = None) -> Path:
         out = subprocess.run([path, *FLAGS, *map(str, SOURCES), "-o", str(built)], capture_output=True, text=True,
                              check=False)
         if out.returncode != 0:
-            raise CompiledKernelError(f"compiling {', '.join(map(str, SOURCES))} with {path} failed ({version}): {out.stderr[-1500:]}; "
-                                      "leave architecture.compiled_pooling and compiled unset to use "
-                                      "the torch path")
+            raise CompiledKernelError(f"compiling {', '.join(map(str, SOURCES))} with {path} failed ({version}): "
+                                      f"{out.stderr[-1500:]}; leave architecture.compiled_pooling and compiled "
+                                      "unset to use the torch path")
         os.replace(built, target)
     return target
 
@@ -261,6 +261,6 @@ def pooled_logs_apply(soft: torch.Tensor, widths: Sequence[int]) -> bool:
             and sum(widths) == soft.shape[-1])
 
 
-__all__ = ["CompiledKernelError", "CompiledPooledLogs", "CompiledRowKernelSum", "CompiledWindowVectors", "FLAGS", "MAX_CHANNELS", "MAX_KERNELS",
-           "SOURCES", "build", "cache_folder", "compiled_applies", "compiler", "library", "pooled_logs_apply", "row_kernel_sum",
-           "unit_window_vectors"]
+__all__ = ["CompiledKernelError", "CompiledPooledLogs", "CompiledRowKernelSum", "CompiledWindowVectors", "FLAGS",
+           "MAX_CHANNELS", "MAX_KERNELS", "SOURCES", "build", "cache_folder", "compiled_applies", "compiler", "library",
+           "pooled_logs_apply", "row_kernel_sum", "unit_window_vectors"]

@@ -251,7 +251,8 @@ class ConvKNRMModule(torch.nn.Module):
     def pooled_logs(self, soft: torch.Tensor, q_mask: torch.Tensor, widths: Sequence[int], batch: int) -> torch.Tensor:
         """K-NRM eq. 4 for every cross at once, (B, n_grams^2 * K): the masked logs of the soft-TF ``soft``
         (T * B, K, sum Lq_h) summed over each query h-gram's positions (``widths`` of them; one product with
-        their indicator), laid out query h-gram, then document h-gram, then kernel, as per cross."""
+        their indicator), laid out query h-gram, then document h-gram, then kernel, as per cross; by the compiled
+        pass (:class:`~curricula.models.compiled.CompiledPooledLogs`) when :attr:`compiled`."""
         if self.compiled and pooled_logs_apply(soft, widths):
             return CompiledPooledLogs.apply(soft.permute(1, 0, 2), q_mask, tuple(widths), batch)
         sides = soft.shape[0] // batch

@@ -48,8 +48,8 @@ def token_windows(ids: torch.Tensor, mask: torch.Tensor, ngrams: Sequence[int], 
     j .. j + h - 1 are all tokens; its index row holds tap o of n-gram h for token ids[b, j + o] (the taps of the
     n-gram sizes lie side by side: ``taps_per_token`` = sum of ``ngrams``), the zero row up to the widest size, and
     the n-gram's bias row. Integer bookkeeping on small arrays, so in numpy on the host (measured, one thread, a
-    training batch's two sides: 0.79 ms by torch's operations, each paying its dispatch), returned on ``ids``'s
-    device."""
+    training batch's two sides: 0.53 ms by torch's operations, each paying its dispatch, 0.24 ms here, the same
+    arrays), returned on ``ids``'s device."""
     batch, length = ids.shape
     widest = max(ngrams)
     flat_ids = ids.reshape(-1).cpu().numpy().astype(np.int64)
@@ -147,4 +147,5 @@ def packed_context_matches(q: torch.Tensor, vectors: torch.Tensor, windows: Wind
     return torch.cat(matches), group[order]
 
 
-__all__ = ["TapSums", "Windows", "packed_context_matches", "padded_vectors", "tap_table", "token_windows", "window_vectors"]
+__all__ = ["TapSums", "Windows", "packed_context_matches", "padded_vectors", "tap_table", "token_windows",
+           "window_vectors"]

@@ -173,8 +173,8 @@ static inline float floored(float x) {
 
 /* K-NRM eq. 4 for every (pair, query side, document side, kernel): out[b][s][t][k] = sum over the positions i of
  * query side s (segment s of widths) of 0.01 * ln(max(soft[k][t * batch + b][i], 1e-10)) * q_mask[b][i], from the
- * soft-TF (K, sides * batch, Lq) of row_kernel_sum_forward; the sum over i in LANES partial sums (lane (i - start)
- * % LANES, added in a fixed tree) */
+ * soft-TF (K, sides * batch, Lq) of row_kernel_sum_forward; the sum over i in 16 partial sums (lane (i - start)
+ * % 16, added in a fixed tree: an order that does not depend on the vector width) */
 void pooled_logs_forward(const float *soft, const float *q_mask, int64_t count, int64_t sides, int64_t batch,
                          int64_t lq, const int64_t *widths, int64_t segments, float *out) {
     float v[4096];
