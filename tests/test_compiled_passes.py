@@ -12,10 +12,16 @@ import torch.nn.functional as F
 from curricula.experiments.spec import parse_train_spec, spec_params
 from curricula.experiments.specs import resolve_ranker
 from curricula.models import compiled, resolve_architecture
-from curricula.models.compiled import CompiledPooledLogs, CompiledRowKernelSum, CompiledWindowVectors
+from curricula.models.compiled import CompiledPooledLogs, CompiledWindowVectors
 from curricula.models.convknrm import ConvKNRMModule
 from curricula.models.packed import TapSums
-from tests.test_compiled_pooling import needs_compiler
+from tests.test_compiled_pooling import (
+    assert_same_scores,
+    assert_same_training_step,
+    convknrm_pair,
+    needs_compiler,
+    values_and_grads,
+)
 
 
 def _table_and_index(rows: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -34,14 +40,8 @@ def _table_and_index(rows: int, n: int, seed: int = 0) -> tuple[torch.Tensor, to
 
 
 def _windows_both(table, index, zero, grad):
-    out = []
-    for function in (lambda t: CompiledWindowVectors.apply(t, index, zero),
-                     lambda t: F.normalize(F.relu(TapSums.apply(t, index)), dim=-1)):
-        t = table.clone().requires_grad_(True)
-        vectors = function(t)
-        vectors.backward(grad)
-        out.append((vectors.detach(), t.grad))
-    return out
+    return values_and_grads([lambda t: CompiledWindowVectors.apply(t, index, zero),
+                             lambda t: F.normalize(F.relu(TapSums.apply(t, index)), dim=-1)], table, grad)
 
 
 @needs_compiler
@@ -65,14 +65,8 @@ def test_compiled_window_vectors_equal_the_torch_paths_values_and_gradients(rows
 def _logs_both(soft, q_mask, widths, batch, grad):
     module = ConvKNRMModule(torch.randn(10, 4), [1, 2], channels=3, kernels=soft.shape[0], hidden=2, dropout=0.0,
                             freeze_embeddings=True)
-    out = []
-    for function in (lambda s: CompiledPooledLogs.apply(s, q_mask, tuple(widths), batch),
-                     lambda s: module.pooled_logs(s.permute(1, 0, 2), q_mask, widths, batch)):
-        s = soft.clone().requires_grad_(True)
-        features = function(s)
-        features.backward(grad)
-        out.append((features.detach(), s.grad))
-    return out
+    return values_and_grads([lambda s: CompiledPooledLogs.apply(s, q_mask, tuple(widths), batch),
+                             lambda s: module.pooled_logs(s.permute(1, 0, 2), q_mask, widths, batch)], soft, grad)
 
 
 @needs_compiler
@@ -122,30 +116,12 @@ def test_convknrm_with_every_compiled_pass_matches_the_torch_path(monkeypatch):
     calls: list[str] = []
     for name in ("CompiledWindowVectors", "CompiledRowKernelSum", "CompiledPooledLogs"):
         _spied(monkeypatch, name, calls)
-    torch.manual_seed(0)
-    emb = torch.randn(60, 8)
-    modules = [ConvKNRMModule(emb, [1, 2, 3], channels=6, kernels=11, hidden=4, dropout=0.0, freeze_embeddings=False,
-                              compiled=on) for on in (True, False)]
-    modules[1].load_state_dict(modules[0].state_dict())
-    g = torch.Generator().manual_seed(4)
-    q, d = torch.randint(1, 60, (6, 9), generator=g), torch.randint(1, 60, (6, 7), generator=g)
-    q_mask = (torch.arange(9)[None] < torch.tensor([9, 9, 5, 5, 3, 3])[:, None]).float()
-    d_mask = (torch.arange(7)[None] < torch.tensor([7, 2, 6, 4, 7, 1])[:, None]).float()
-    q, q_mask = q[[0, 0, 2, 2, 4, 4]], q_mask[[0, 0, 2, 2, 4, 4]]
-    logits = [m.train()(q, q_mask, d, d_mask) for m in modules]
-    torch.testing.assert_close(logits[0], logits[1], rtol=1e-5, atol=1e-5)
-    w = torch.randn(6, generator=g)
-    for out in logits:
-        (out * w).sum().backward()
-    for (name, a), b in zip(modules[0].named_parameters(), modules[1].parameters()):
-        assert a.grad is not None and a.grad.abs().sum() > 0, name
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+    modules, batch, g = convknrm_pair(compiled=True)
+    assert_same_training_step(modules, batch, g)
     assert sorted(calls) == sorted(f"{n} {way}" for n in ("CompiledWindowVectors", "CompiledRowKernelSum",
                                                           "CompiledPooledLogs") for way in ("forward", "backward"))
     calls.clear()
-    with torch.no_grad():
-        scores = [m.eval()(q, q_mask, d, d_mask) for m in modules]
-    torch.testing.assert_close(scores[0], scores[1], rtol=1e-5, atol=1e-5)
+    assert_same_scores(modules, batch)
     assert sorted(calls) == ["CompiledPooledLogs forward", "CompiledRowKernelSum forward",
                              "CompiledWindowVectors forward"]
 

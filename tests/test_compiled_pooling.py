@@ -45,16 +45,58 @@ def _rows(n: int, lq: int, batch: int, seed: int = 0) -> tuple[torch.Tensor, tor
     return rows, torch.randint(0, batch, (n,), generator=g)
 
 
+def values_and_grads(functions, x: torch.Tensor, grad: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(output, d x) of each of ``functions`` applied to a fresh copy of ``x``, under the upstream gradient ``grad``."""
+    out = []
+    for function in functions:
+        copy = x.clone().requires_grad_(True)
+        value = function(copy)
+        value.backward(grad)
+        out.append((value.detach(), copy.grad))
+    return out
+
+
 def _both(rows, pair, batch, count, grad):
     """(forward, d rows) of the compiled pass and of the torch path under the same upstream gradient."""
     mus, sigmas = torch.tensor(kernel_mus(count)), torch.tensor(kernel_sigmas(count))
-    out = []
-    for function in (CompiledRowKernelSum, RowKernelSum):
-        r = rows.clone().requires_grad_(True)
-        soft = function.apply(r, pair, batch, mus, sigmas)
-        soft.backward(grad)
-        out.append((soft.detach(), r.grad))
-    return out
+    return values_and_grads([lambda r, f=f: f.apply(r, pair, batch, mus, sigmas)
+                             for f in (CompiledRowKernelSum, RowKernelSum)], rows, grad)
+
+
+def convknrm_pair(**knob: bool) -> tuple[list[ConvKNRMModule], tuple[torch.Tensor, ...], torch.Generator]:
+    """Two ConvKNRM modules with the same weights (trainable embeddings), the first with ``knob`` set, the second
+    on torch's path; a batch of six pairs, two per context, of ragged lengths; the generator that drew it."""
+    torch.manual_seed(0)
+    emb = torch.randn(60, 8)
+    modules = [ConvKNRMModule(emb, [1, 2, 3], channels=6, kernels=11, hidden=4, dropout=0.0, freeze_embeddings=False,
+                              **(knob if first else {})) for first in (True, False)]
+    modules[1].load_state_dict(modules[0].state_dict())
+    g = torch.Generator().manual_seed(4)
+    q, d = torch.randint(1, 60, (6, 9), generator=g), torch.randint(1, 60, (6, 7), generator=g)
+    q_mask = (torch.arange(9)[None] < torch.tensor([9, 9, 5, 5, 3, 3])[:, None]).float()
+    d_mask = (torch.arange(7)[None] < torch.tensor([7, 2, 6, 4, 7, 1])[:, None]).float()
+    q, q_mask = q[[0, 0, 2, 2, 4, 4]], q_mask[[0, 0, 2, 2, 4, 4]]
+    return modules, (q, q_mask, d, d_mask), g
+
+
+def assert_same_training_step(modules, batch, g: torch.Generator) -> None:
+    """The two modules' training-mode logits, and every parameter's gradient under random weights on them (each
+    gradient non-zero), equal up to float round-off."""
+    logits = [m.train()(*batch) for m in modules]
+    torch.testing.assert_close(logits[0], logits[1], rtol=1e-5, atol=1e-5)
+    w = torch.randn(logits[0].shape, generator=g)
+    for out in logits:
+        (out * w).sum().backward()
+    for (name, a), b in zip(modules[0].named_parameters(), modules[1].parameters()):
+        assert a.grad is not None and a.grad.abs().sum() > 0, name
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def assert_same_scores(modules, batch) -> None:
+    """The two modules' evaluation-mode scores, without gradients, equal up to float round-off."""
+    with torch.no_grad():
+        scores = [m.eval()(*batch) for m in modules]
+    torch.testing.assert_close(scores[0], scores[1], rtol=1e-5, atol=1e-5)
 
 
 @needs_compiler
@@ -127,27 +169,9 @@ def test_convknrm_with_compiled_pooling_matches_the_torch_path(monkeypatch):
             return CompiledRowKernelSum.backward(ctx, grad)
 
     monkeypatch.setattr(compiled, "CompiledRowKernelSum", Spy)
-    torch.manual_seed(0)
-    emb = torch.randn(60, 8)
-    modules = [ConvKNRMModule(emb, [1, 2, 3], channels=6, kernels=11, hidden=4, dropout=0.0, freeze_embeddings=False,
-                              compiled_pooling=compiled) for compiled in (True, False)]
-    modules[1].load_state_dict(modules[0].state_dict())
-    g = torch.Generator().manual_seed(4)
-    q, d = torch.randint(1, 60, (6, 9), generator=g), torch.randint(1, 60, (6, 7), generator=g)
-    q_mask = (torch.arange(9)[None] < torch.tensor([9, 9, 5, 5, 3, 3])[:, None]).float()
-    d_mask = (torch.arange(7)[None] < torch.tensor([7, 2, 6, 4, 7, 1])[:, None]).float()
-    q, q_mask = q[[0, 0, 2, 2, 4, 4]], q_mask[[0, 0, 2, 2, 4, 4]]
-    logits = [m.train()(q, q_mask, d, d_mask) for m in modules]
-    torch.testing.assert_close(logits[0], logits[1], rtol=1e-5, atol=1e-5)
-    w = torch.randn(6, generator=g)
-    for out in logits:
-        (out * w).sum().backward()
-    for (name, a), b in zip(modules[0].named_parameters(), modules[1].parameters()):
-        assert a.grad is not None and a.grad.abs().sum() > 0, name
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
-    with torch.no_grad():
-        scores = [m.eval()(q, q_mask, d, d_mask) for m in modules]
-    torch.testing.assert_close(scores[0], scores[1], rtol=1e-5, atol=1e-5)
+    modules, batch, g = convknrm_pair(compiled_pooling=True)
+    assert_same_training_step(modules, batch, g)
+    assert_same_scores(modules, batch)
     assert calls == ["forward", "backward", "forward"]
 
 
