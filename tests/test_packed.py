@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from curricula.models.convknrm import ConvKNRMModule, window_mask
-from curricula.models.packed import TapSums, packed_context_matches, padded_vectors, tap_table, token_windows, \
+from curricula.models.packed import ContextMatches, TapSums, packed_context_matches, padded_vectors, tap_table, token_windows, \
     window_vectors
 
 
@@ -81,6 +81,26 @@ def test_tap_sums_are_the_gathered_rows_summed_column_by_column_to_the_bit():
     got.backward(grad)
     assert torch.equal(got, want)
     assert torch.equal(table.grad, want_grad)
+
+
+def test_context_matches_equal_autograds_products_and_gradients_to_the_bit():
+    """ContextMatches computes what ``torch.cat([part @ q[c].t() ...])`` computes, and its backward pass the same
+    gradients of both inputs, equal to the bit; a context without rows gets a zero gradient."""
+    generator = torch.Generator().manual_seed(5)
+    counts = [40, 0, 73, 25]  # the second context has no document window
+    q = torch.randn(4, 33, 16, generator=generator, requires_grad=True)
+    tokens = torch.randn(sum(counts), 16, generator=generator, requires_grad=True)
+    grad = torch.randn(sum(counts), 33, generator=generator)
+    contexts = q.unbind(0)
+    want = torch.cat([part @ contexts[c].t() for c, part in enumerate(tokens.split(counts)) if counts[c]])
+    want.backward(grad)
+    want_q, want_tokens = q.grad.clone(), tokens.grad.clone()
+    q.grad = tokens.grad = None
+    got = ContextMatches.apply(q, tokens, counts)
+    got.backward(grad)
+    assert torch.equal(got, want)
+    assert torch.equal(q.grad, want_q) and torch.equal(tokens.grad, want_tokens)
+    assert q.grad[1].abs().max() == 0
 
 
 def test_a_scoring_pass_builds_its_tap_table_once_and_again_after_new_taps():

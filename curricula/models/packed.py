@@ -121,31 +121,59 @@ def padded_vectors(vectors: torch.Tensor, windows: Windows, rows: int, widths: S
     return out.view(rows, total, vectors.shape[1])
 
 
+class ContextMatches(torch.autograd.Function):
+    """(n, Lq) the products of ``tokens`` (n, C), split into consecutive parts of ``counts`` rows, each against its
+    context: rows of part c are ``tokens[part c] @ q[c].t()``, ``q`` (contexts, Lq, C).
+
+    One output written part by part, and a backward pass that writes each part's gradients into one tensor per
+    input: the products, and so the bits, of autograd's over ``torch.cat([part @ q[c].t() ...])`` (mm's backward
+    takes grad @ q[c] for the part and (grad^T @ part) for the transposed context), without the forward pass's
+    concatenation of the match rows (5 MB a training batch of the default run), its backward pass's concatenation
+    of the parts' gradients and stack of the contexts', nor three autograd nodes per context."""
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, tokens: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        out = tokens.new_empty(tokens.shape[0], q.shape[1])
+        for c, (part, rows) in enumerate(zip(tokens.split(counts), out.split(counts))):
+            if counts[c]:
+                torch.mm(part, q[c].t(), out=rows)
+        ctx.save_for_backward(q, tokens)
+        ctx.counts = counts
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        q, tokens = ctx.saved_tensors
+        counts = ctx.counts
+        grad = grad.contiguous()
+        d_tokens = torch.empty_like(tokens) if ctx.needs_input_grad[1] else None  # every row is some part's
+        d_q = torch.zeros_like(q) if ctx.needs_input_grad[0] else None  # a context without windows keeps zeros
+        token_grads = d_tokens.split(counts) if d_tokens is not None else [None] * len(counts)
+        for c, (g, part, d_part) in enumerate(zip(grad.split(counts), tokens.split(counts), token_grads)):
+            if not counts[c]:
+                continue
+            if d_part is not None:
+                torch.mm(g, q[c], out=d_part)
+            if d_q is not None:
+                torch.mm(g.t(), part, out=d_q[c])
+        return d_q, d_tokens, None
+
+
 def packed_context_matches(q: torch.Tensor, vectors: torch.Tensor, windows: Windows, owner: torch.Tensor,
                            batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Cosine match rows (n, Lq) of every packed document window against its pair's context, and each row's group
     t * B + b (n-gram size t, pair b): ``q`` (contexts, Lq, C) the distinct contexts' vectors, ``owner`` (B,) each
     pair's context. Rows come context by context, and within a context size by size, pair by pair, position by
-    position; one product per context, (windows, C) @ (C, Lq)."""
+    position; one product per context, (windows, C) @ (C, Lq) (:class:`ContextMatches`)."""
     group = windows.side * batch + windows.row
     context = owner[windows.row]
     order = torch.sort(context, stable=True).indices
     tokens = vectors.index_select(0, order)
     counts = torch.bincount(context, minlength=q.shape[0]).tolist()
-    contexts = q.unbind(0)  # one backward (a stack) for all contexts, not one zero-filled copy of q per context
-    parts = torch.split(tokens, counts)
-    if not (torch.is_grad_enabled() and (q.requires_grad or vectors.requires_grad)):
-        # no graph to build: each product straight into its rows (no concatenation)
-        out = tokens.new_empty(tokens.shape[0], q.shape[1])
-        for c, (part, rows) in enumerate(zip(parts, torch.split(out, counts))):
-            if counts[c]:
-                torch.mm(part, contexts[c].t(), out=rows)
-        return out, group[order]
-    matches = [part @ contexts[c].t() for c, part in enumerate(parts) if counts[c]]
-    if not matches:
+    if tokens.shape[0] == 0:
         return tokens.new_zeros(0, q.shape[1]), group
-    return torch.cat(matches), group[order]
+    return ContextMatches.apply(q, tokens, counts), group[order]
 
 
-__all__ = ["TapSums", "Windows", "packed_context_matches", "padded_vectors", "tap_table", "token_windows",
+__all__ = ["ContextMatches", "TapSums", "Windows", "packed_context_matches", "padded_vectors", "tap_table", "token_windows",
            "window_vectors"]
