@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from curricula.models.convknrm import ConvKNRMModule, window_mask
-from curricula.models.packed import ContextMatches, TapSums, packed_context_matches, padded_vectors, tap_table, token_windows, \
-    window_vectors
+from curricula.models.packed import ContextMatches, TapSums, packed_context_matches, padded_vectors, tap_table, \
+    token_windows, window_vectors
 
 
 def _module_and_side():

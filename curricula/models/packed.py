@@ -175,5 +175,5 @@ def packed_context_matches(q: torch.Tensor, vectors: torch.Tensor, windows: Wind
     return ContextMatches.apply(q, tokens, counts), group[order]
 
 
-__all__ = ["ContextMatches", "TapSums", "Windows", "packed_context_matches", "padded_vectors", "tap_table", "token_windows",
-           "window_vectors"]
+__all__ = ["ContextMatches", "TapSums", "Windows", "packed_context_matches", "padded_vectors", "tap_table",
+           "token_windows", "window_vectors"]
